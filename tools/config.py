@@ -1,0 +1,154 @@
+"""The configuration file: one TOML file, validated by pydantic, secrets only through env vars."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import tomllib
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from eyas.tools.errors import ConfigError
+
+LOCAL = "local"
+
+
+def _absolute_posix(value: str) -> str:
+    if not posixpath.isabs(value):
+        raise ValueError(f"must be an absolute path on the host, got {value!r}")
+    return value
+
+
+def _http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"must start with http:// or https://, got {value!r}")
+    return value.rstrip("/")
+
+
+AbsolutePath = Annotated[str, AfterValidator(_absolute_posix)]
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HostConfig(_Section):
+    """A machine eyas acts on: `local`, or an SSH address."""
+
+    address: str = Field(description='"local" for this machine, else a hostname or IP reached over SSH')
+    port: int = Field(22, ge=1, le=65535)
+    user: str | None = None
+    key_file: str | None = Field(None, description="private key; default: ssh-agent and ~/.ssh keys")
+    known_hosts: str = Field("~/.ssh/known_hosts", description="host keys trusted for this host")
+    python: AbsolutePath = Field(description="the ML environment's interpreter (vllm, speculators, torch)")
+    workdir: AbsolutePath = Field(description="where eyas keeps jobs, data and checkpoints on the host")
+
+    @property
+    def is_local(self) -> bool:
+        return self.address == LOCAL
+
+
+class TargetConfig(_Section):
+    """The vLLM server whose model the drafter is trained for."""
+
+    host: str = Field(LOCAL, description="name of the host (in [hosts]) running the server")
+    base_url: HttpUrl = Field(description="OpenAI-compatible endpoint as eyas reaches it, without /v1")
+    model: str = Field(description="served model name, as listed by /v1/models")
+    api_key_env: str | None = Field(None, description="env var holding the server's API key, if any")
+    unit: str | None = Field(None, description="systemd unit name, e.g. vllm.service")
+    unit_file: AbsolutePath | None = Field(None, description="unit file path when systemd cannot be asked")
+    generation_deadline_s: float = Field(60.0, gt=0, description="deadline of the health check's completion")
+
+
+class AgentConfig(_Section):
+    """The LLM that drives research and the operator chat (any OpenAI-compatible endpoint)."""
+
+    base_url: HttpUrl
+    model: str
+    api_key_env: str | None = Field("OPENAI_API_KEY", description="env var holding the API key")
+
+
+class EyasConfig(_Section):
+    hosts: dict[str, HostConfig]
+    target: TargetConfig
+    agent: AgentConfig | None = None
+
+    @model_validator(mode="after")
+    def _target_host_is_defined(self) -> EyasConfig:
+        if self.target.host not in self.hosts:
+            known = ", ".join(sorted(self.hosts)) or "none"
+            raise ValueError(f"target.host names '{self.target.host}', which is not in [hosts] (defined: {known})")
+        return self
+
+    def host(self, name: str | None = None) -> HostConfig:
+        """A host by name; no name means the target's host."""
+        key = name or self.target.host
+        if key not in self.hosts:
+            raise ConfigError(f"No host named '{key}' in the config; defined: {', '.join(sorted(self.hosts))}.")
+        return self.hosts[key]
+
+
+def secret(env_var: str | None) -> str | None:
+    """Read a secret from the environment; the config only names the variable."""
+    return os.environ.get(env_var) if env_var else None
+
+
+def secret_values(config: EyasConfig) -> list[str]:
+    """Every secret the config points at, so transcripts and logs can redact them."""
+    names = [config.target.api_key_env, config.agent.api_key_env if config.agent else None]
+    return [value for value in (secret(name) for name in names) if value]
+
+
+def format_validation_error(error: ValidationError) -> list[str]:
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "unknown field (misspelt? see eyas.example.toml for the fields)"
+        problems.append(f"{where}: {message}")
+    return problems
+
+
+def config_problems(path: Path) -> list[str]:
+    """Every problem of a config file, each with its field path; empty when the file is valid."""
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return [f"{path}: no such file (pass an existing config, or omit --config for the embedded default)"]
+    except tomllib.TOMLDecodeError as exc:
+        return [f"{path}: not valid TOML: {exc}"]
+    try:
+        config = EyasConfig.model_validate(raw)
+    except ValidationError as exc:
+        return format_validation_error(exc)
+    return _file_problems(config)
+
+
+def _file_problems(config: EyasConfig) -> list[str]:
+    """Local files the config names that do not exist: found now, not on the first SSH attempt."""
+    problems = []
+    for name, host in config.hosts.items():
+        if host.is_local:
+            continue
+        if host.key_file and not Path(host.key_file).expanduser().is_file():
+            problems.append(f"hosts.{name}.key_file: {host.key_file} does not exist on this machine")
+        if not Path(host.known_hosts).expanduser().is_file():
+            problems.append(
+                f"hosts.{name}.known_hosts: {host.known_hosts} does not exist; record the host's key with "
+                f"ssh-keyscan -p {host.port} {host.address} >> {host.known_hosts}"
+            )
+    return problems
+
+
+def load_config(path: Path) -> EyasConfig:
+    problems = config_problems(path)
+    if problems:
+        listed = "; ".join(problems)
+        raise ConfigError(
+            f"The config {path} has {len(problems)} problem(s): {listed}. Run `eyas config check {path}`."
+        )
+    return EyasConfig.model_validate(tomllib.loads(path.read_text()))
