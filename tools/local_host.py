@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -31,7 +32,9 @@ class LocalHost(Host):
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            # The group may have ended on its own since the timeout fired.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             raise CommandTimeout(
                 f"The command ran longer than {timeout:.0f} s on {self.name} and was killed: {command[:200]}"

@@ -29,6 +29,9 @@ T = TypeVar("T")
 _CHUNK = 1 << 16
 # Remote `timeout` exits 124 when it stopped the command, 137 when it had to SIGKILL it.
 _TIMEOUT_RCS = (124, 137)
+# OpenSSH serves at most MaxSessions (default 10) channels on one connection and refuses more; commands
+# beyond this many wait for a free one (the SFTP session holds one more).
+_MAX_COMMANDS = 8
 
 
 class SSHHost(Host):
@@ -56,6 +59,7 @@ class SSHHost(Host):
         self._sftp: paramiko.SFTPClient | None = None
         self._lock = threading.Lock()
         self._sftp_lock = threading.Lock()
+        self._command_slots = threading.BoundedSemaphore(_MAX_COMMANDS)
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -112,7 +116,11 @@ class SSHHost(Host):
                     "unknown key on its own. If this is the right machine, check its fingerprint and add "
                     f"it: ssh-keyscan -p {self.port} {self.address} >> {self.known_hosts}"
                 ) from None
-            raise HostUnreachable(f"SSH to {self._where} failed: {exc}.") from None
+            raise HostUnreachable(
+                f"The SSH handshake with {self._where} failed ({exc or 'no answer'}). Check that sshd, not "
+                f"another service, listens on port {self.port} and answers within the connect timeout "
+                f"({self.connect_timeout:g} s)."
+            ) from None
         except (OSError, EOFError) as exc:
             client.close()
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or "timed out"
@@ -151,6 +159,12 @@ class SSHHost(Host):
             try:
                 assert transport is not None
                 return transport.open_session(timeout=self.connect_timeout)
+            except paramiko.ChannelException as exc:
+                # The server answered, so the connection is alive: it refused this channel.
+                raise HostError(
+                    f"{self._where} refused a new SSH session ({exc.text}); its sshd may allow fewer "
+                    "sessions per connection (MaxSessions) than eyas uses."
+                ) from None
             except (paramiko.SSHException, EOFError, OSError, AssertionError):
                 if attempt == 1:
                     raise HostUnreachable(
@@ -170,14 +184,20 @@ class SSHHost(Host):
     # -- commands -----------------------------------------------------------------------------
 
     def run(self, command: str, *, timeout: float = 60.0) -> CommandResult:
-        started = self._clock.monotonic()
-        channel = self._open_channel()
-        try:
-            channel.exec_command(wrap_timeout(command, timeout))
-            out, err = self._drain(channel, deadline=started + timeout + 30, command=command)
-            rc = channel.recv_exit_status()
-        finally:
-            channel.close()
+        with self._command_slots:
+            started = self._clock.monotonic()
+            channel = self._open_channel()
+            try:
+                channel.exec_command(wrap_timeout(command, timeout))
+                out, err = self._drain(channel, deadline=started + timeout + 30, command=command)
+                rc = channel.recv_exit_status()
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                raise HostUnreachable(
+                    f"The SSH connection to {self._where} failed while running a command ({exc or 'closed'}); "
+                    f"it may or may not have run there: {command[:200]}"
+                ) from None
+            finally:
+                channel.close()
         duration = self._clock.monotonic() - started
         if rc in _TIMEOUT_RCS and duration >= timeout * 0.99:
             raise CommandTimeout(
@@ -237,8 +257,16 @@ class SSHHost(Host):
                 except OSError as exc:
                     if exc.errno == errno.ENOENT:
                         raise RemoteFileNotFound(f"{path} does not exist on {self.name}.") from None
-                    raise HostError(f"File access to {path} on {self.name} failed: {exc}") from None
+                    # A dead connection shows up as an OSError without errno ("Socket is closed"):
+                    # reconnect once, as for the errors above. Anything else is about the file.
+                    if attempt == 1 or self._sftp_alive():
+                        raise HostError(f"File access to {path} on {self.name} failed: {exc}") from None
         raise AssertionError("unreachable")
+
+    def _sftp_alive(self) -> bool:
+        channel = self._sftp.get_channel() if self._sftp is not None else None
+        transport = channel.get_transport() if channel is not None else None
+        return channel is not None and not channel.closed and transport is not None and transport.is_active()
 
     def read_bytes(self, path: str) -> bytes:
         def read(sftp: paramiko.SFTPClient) -> bytes:

@@ -50,8 +50,13 @@ class EmbeddedTarget:
         return self.cache_dir / "work"
 
     @property
+    def server_job(self) -> str:
+        """One server per port, so a test session's server never touches the operator's."""
+        return f"target-server-{self.port}"
+
+    @property
     def unit_file(self) -> Path:
-        return self.workdir / "eyas-target.service"
+        return self.workdir / f"eyas-target-{self.port}.service"
 
     @property
     def logs(self) -> Path:

@@ -25,7 +25,9 @@ def is_prepared(target: EmbeddedTarget, host: Host) -> bool:
 def prepare(target: EmbeddedTarget, host: Host, progress: Progress = print) -> dict[str, object]:
     """Download, extract and convert the model unless it is already there; returns its config facts."""
     q = shlex.quote
-    if not is_prepared(target, host):
+    if is_prepared(target, host):
+        progress(f"model already prepared: {target.model_dir}")
+    else:
         if not is_provisioned(target, host):
             raise TargetError("The target venv is missing; run `eyas target provision` first (it converts the model).")
         downloads = target.cache_dir / "downloads"
@@ -54,5 +56,4 @@ def prepare(target: EmbeddedTarget, host: Host, progress: Progress = print) -> d
         host.run(f"rm -rf {q(str(extract_dir))}", timeout=60)
     config = json.loads(host.read_text(str(target.model_dir / "config.json")))
     facts = {key: config.get(key) for key in ("architectures", "hidden_size", "num_hidden_layers", "vocab_size")}
-    progress(f"model ready: {target.model_dir}")
     return facts

@@ -60,5 +60,4 @@ def provision(target: EmbeddedTarget, host: Host, progress: Progress = print) ->
                 "once it is reachable."
             )
     host.write_text(str(target.venv / _MARKER), _stamp())
-    progress(f"target venv ready: {target.venv}")
     return True

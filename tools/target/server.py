@@ -17,7 +17,6 @@ from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.target.prepare import is_prepared
 
 Progress = Callable[[str], None]
-SERVER_JOB = "target-server"
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 
@@ -43,7 +42,7 @@ def server_spec(target: EmbeddedTarget, *, eager: bool = False, kv_cache_gib: in
         "HF_HUB_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
     }
-    return JobSpec(job_id=SERVER_JOB, argv=argv, env=env, cwd=str(target.workdir))
+    return JobSpec(job_id=target.server_job, argv=argv, env=env, cwd=str(target.workdir))
 
 
 def unit_file_text(spec: JobSpec) -> str:
@@ -89,13 +88,13 @@ def up(
     if not is_prepared(target, host):
         raise TargetError("The embedded model is not prepared; run `eyas target prepare` first.")
     jobs = Jobs(host, str(target.workdir))
-    state = jobs.status(SERVER_JOB)
+    state = jobs.status(target.server_job)
     if state.status is JobStatus.RUNNING:
         progress(f"server job already running (pid {state.pid}); waiting for it to be healthy")
     else:
         _refuse_foreign_listener(target, http)
         if state.status is not JobStatus.ABSENT:
-            jobs.forget(SERVER_JOB)
+            jobs.forget(target.server_job)
         spec = server_spec(target, eager=eager)
         host.write_text(str(target.unit_file), unit_file_text(spec))
         state = jobs.launch(spec)
@@ -119,9 +118,9 @@ def _wait_healthy(
 ) -> CheckResult:
     deadline = clock.monotonic() + timeout_s
     while True:
-        state = jobs.status(SERVER_JOB)
+        state = jobs.status(target.server_job)
         if state.finished:
-            tail = jobs.tail(SERVER_JOB, 25)
+            tail = jobs.tail(target.server_job, 25)
             raise TargetError(f"The vLLM server exited while starting ({state.describe()}). Its log ends: {tail}")
         result = _health(target, host, http)
         if result.status is not Status.FAIL:
@@ -136,8 +135,8 @@ def _wait_healthy(
 
 def down(target: EmbeddedTarget, host: Host) -> JobState:
     """Stop the server's whole process group (API server and engine core)."""
-    return Jobs(host, str(target.workdir)).cancel(SERVER_JOB, grace_s=20)
+    return Jobs(host, str(target.workdir)).cancel(target.server_job, grace_s=20)
 
 
 def server_state(target: EmbeddedTarget, host: Host) -> JobState:
-    return Jobs(host, str(target.workdir)).status(SERVER_JOB)
+    return Jobs(host, str(target.workdir)).status(target.server_job)

