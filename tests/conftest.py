@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshd import Sshd
 
 from eyas.tools.host import Host
 from eyas.tools.local_host import LocalHost
+from sshd import Sshd
 
 
 @pytest.fixture(scope="session")

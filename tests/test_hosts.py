@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshd import Sshd, free_port, generate_key, known_hosts_line
-from waiting import process_gone, wait_for
 
 from eyas.tools.errors import AuthFailed, CommandTimeout, HostKeyUnknown, HostUnreachable, RemoteFileNotFound
 from eyas.tools.host import Host
+from sshd import Sshd, free_port, generate_key, known_hosts_line
+from waiting import process_gone, wait_for
 
 # -- both hosts ---------------------------------------------------------------------------------
 

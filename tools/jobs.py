@@ -102,12 +102,15 @@ def wrapper_script(spec: JobSpec, directory: str) -> str:
 _STATUS_SCRIPT = r"""
 for d in "$@"; do
   if [ ! -d "$d" ]; then echo "$(basename "$d") absent"; continue; fi
-  pid=$(cat "$d/pid" 2>/dev/null); rc=$(cat "$d/rc" 2>/dev/null); st=$(cat "$d/starttime" 2>/dev/null)
+  pid=$(cat "$d/pid" 2>/dev/null); st=$(cat "$d/starttime" 2>/dev/null)
   alive=0
   if [ -n "$pid" ] && [ -r "/proc/$pid/stat" ]; then
     set -- $(awk '{print $3, $22}' "/proc/$pid/stat")
     [ "$1" != Z ] && [ "$2" = "$st" ] && alive=1
   elif [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then alive=1; fi
+  # rc only after the liveness check: the wrapper writes rc, then exits, so read the other way round
+  # a job that just ended would look lost.
+  rc=$(cat "$d/rc" 2>/dev/null)
   s=$(stat -c %Y "$d/pid" 2>/dev/null); f=$(stat -c %Y "$d/rc" 2>/dev/null)
   echo "$(basename "$d") present ${pid:--} ${rc:--} $alive ${s:--} ${f:--}"
 done
