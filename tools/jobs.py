@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, field_validator
 from eyas.tools.errors import JobError
 from eyas.tools.host import Host
 
+_PID_GRACE_S = 60
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -72,33 +73,40 @@ class JobState(BaseModel):
 def wrapper_script(spec: JobSpec, directory: str) -> str:
     """The shell script that runs one job; every argument is quoted, nothing depends on a login profile."""
     q = shlex.quote
-    program = spec.argv[0]
+    program = q(spec.argv[0])
+    job_dir = q(directory)
     lines = [
         "#!/bin/sh",
         f"# eyas job {spec.job_id}. Running this script by hand reproduces the job.",
-        f"cd {q(directory)} || exit 1",
+        f"cd {job_dir} || exit 1",
         "echo $$ > pid.tmp",
         "awk '{print $22}' /proc/$$/stat > starttime 2>/dev/null",
         "mv pid.tmp pid",
         # The wrapper outlives a SIGTERM to its group, so it can record the command's exit code.
         "trap 'echo \"eyas: job received a stop signal\"' TERM INT HUP",
-        'finish() { echo "$1" > rc.tmp && mv rc.tmp rc; echo "eyas: job ended with exit code $1"; exit "$1"; }',
-        f"prog=$(command -v {q(program)}) || {{",
-        f"  printf '%s (PATH: %s). %s\\n' {q(f'eyas: {program!r} is not found by a non-interactive shell')}"
+        # Absolute paths: by the time it ends, the job has changed to its own cwd.
+        f'finish() {{ echo "$1" > {job_dir}/rc.tmp && mv {job_dir}/rc.tmp {job_dir}/rc; '
+        'echo "eyas: job ended with exit code $1"; exit "$1"; }',
+    ]
+    # The job's environment first, so the program is looked up with the PATH it will run with; the
+    # wrapper sets no shell variables of its own that an environment entry could replace.
+    lines += [f"export {name}={q(value)}" for name, value in sorted(spec.env.items())]
+    lines += [
+        f"command -v {program} > /dev/null || {{",
+        f"  printf '%s (PATH: %s). %s\\n' {q(f'eyas: {spec.argv[0]!r} is not found by a non-interactive shell')}"
         f' "$PATH" {q("Give its absolute path, e.g. in the bin directory of the ML venv.")}',
         "  finish 127",
         "}",
-        'echo "eyas: started $(date -u +%Y-%m-%dT%H:%M:%SZ) running $prog"',
+        f'echo "eyas: started $(date -u +%Y-%m-%dT%H:%M:%SZ) running $(command -v {program})"',
     ]
-    lines += [f"export {name}={q(value)}" for name, value in sorted(spec.env.items())]
     if spec.cwd:
         lines.append(f"cd {q(spec.cwd)} || finish 126")
-    lines.append(" ".join(['"$prog"', *(q(arg) for arg in spec.argv[1:])]))
+    lines.append(" ".join([program, *(q(arg) for arg in spec.argv[1:])]))
     lines.append('finish "$?"')
     return "\n".join(lines) + "\n"
 
 
-# Prints one line per job directory: name pid rc alive started finished (`-` for missing values).
+# Prints one line per job directory: name pid rc alive started finished dir-age (`-` for missing values).
 _STATUS_SCRIPT = r"""
 for d in "$@"; do
   if [ ! -d "$d" ]; then echo "$(basename "$d") absent"; continue; fi
@@ -112,7 +120,8 @@ for d in "$@"; do
   # a job that just ended would look lost.
   rc=$(cat "$d/rc" 2>/dev/null)
   s=$(stat -c %Y "$d/pid" 2>/dev/null); f=$(stat -c %Y "$d/rc" 2>/dev/null)
-  echo "$(basename "$d") present ${pid:--} ${rc:--} $alive ${s:--} ${f:--}"
+  age=$(( $(date +%s) - $(stat -c %Y "$d") ))
+  echo "$(basename "$d") present ${pid:--} ${rc:--} $alive ${s:--} ${f:--} $age"
 done
 """
 
@@ -136,13 +145,15 @@ class Jobs:
         script = base64.b64encode(wrapper_script(spec, directory).encode()).decode()
         meta = base64.b64encode(json.dumps(spec.model_dump()).encode()).decode()
         command = (
-            f"mkdir -p {q(self.root)} && if mkdir {q(directory)} 2>/dev/null; then "
+            f"mkdir -p {q(self.root)} || exit 1; if mkdir {q(directory)} 2>/dev/null; then "
             f"cd {q(directory)} && echo {script} | base64 -d > run.sh && chmod 700 run.sh && "
             f"echo {meta} | base64 -d > job.json && "
             "setsid /bin/sh ./run.sh < /dev/null >> log 2>&1 & "
-            # Wait (briefly, on the host) until the wrapper recorded its pid, so status is never ambiguous.
+            "outcome=launched; else outcome=exists; fi; "
+            # Wait (briefly, on the host) until the wrapper recorded its pid, so status is never ambiguous;
+            # also when another launcher of the same id created the directory a moment ago.
             f"i=0; while [ ! -s {q(directory)}/pid ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
-            "echo launched; else echo exists; fi"
+            'echo "$outcome"'
         )
         self.host.run(command, timeout=60).check(f"Launching job {spec.job_id}")
         return self.status(spec.job_id)
@@ -168,12 +179,13 @@ class Jobs:
             return JobState(
                 job_id=job_id, host=self.host.name, status=JobStatus.ABSENT, directory=self.directory(job_id)
             )
-        pid, rc, alive, started, finished = (None if value == "-" else value for value in fields[2:7])
+        pid, rc, alive, started, finished, age = (None if value == "-" else value for value in fields[2:8])
         rc_value = int(rc) if rc is not None else None
         if rc_value is not None:
             status = JobStatus.SUCCEEDED if rc_value == 0 else JobStatus.FAILED
-        elif alive == "1" or pid is None:
-            # No pid yet means the launcher is still between mkdir and the wrapper's first line.
+        elif alive == "1" or (pid is None and int(age or 0) < _PID_GRACE_S):
+            # No pid yet means the launcher is still between mkdir and the wrapper's first line; a wrapper
+            # that never wrote its pid within the grace period never started.
             status = JobStatus.RUNNING
         else:
             status = JobStatus.LOST
