@@ -16,6 +16,7 @@ from eyas.tools.checks.result import CheckContext, CheckResult, Status
 from eyas.tools.checks.service import check_service
 from eyas.tools.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.errors import EyasError
+from eyas.tools.task_scope import submit_in_task
 
 Check = Callable[[CheckContext], CheckResult]
 
@@ -61,7 +62,8 @@ def verify(ctx: CheckContext, names: list[str] | None = None, clock: Clock = SYS
         raise EyasError(f"Unknown check(s) {', '.join(unknown)}; the checks are: {', '.join(CHECKS)}.")
     started = clock.monotonic()
     with ThreadPoolExecutor(max_workers=len(selected), thread_name_prefix="verify") as pool:
-        futures = [pool.submit(_timed, name, CHECKS[name], ctx, clock) for name in selected]
+        # Each check is its own task, so a transcript replays each in its own order.
+        futures = [submit_in_task(pool, name, _timed, name, CHECKS[name], ctx, clock) for name in selected]
         results = [future.result() for future in futures]
     return VerifyReport(
         results=results,
