@@ -11,6 +11,15 @@ from typing import Annotated
 import typer
 
 from eyas.graph.console import console, print_error, verify_table
+from eyas.graph.run_cli import (
+    approve_command,
+    graph_command,
+    resume_command,
+    run_command,
+    runs_command,
+    status_command,
+)
+from eyas.graph.show_cli import show_command
 from eyas.graph.target_cli import app as target_app
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.config import EyasConfig, config_problems, load_config
@@ -35,6 +44,13 @@ jobs_app = typer.Typer(help="Detached jobs on a host: list, read logs, cancel.",
 app.add_typer(config_app, name="config")
 app.add_typer(target_app, name="target")
 app.add_typer(jobs_app, name="jobs")
+app.command("run")(run_command)
+app.command("resume")(resume_command)
+app.command("approve")(approve_command)
+app.command("status")(status_command)
+app.command("runs")(runs_command)
+app.command("graph")(graph_command)
+app.command("show")(show_command)
 
 ConfigOption = Annotated[
     Path | None,

@@ -58,6 +58,9 @@ class TargetConfig(_Section):
     base_url: HttpUrl = Field(description="OpenAI-compatible endpoint as eyas reaches it, without /v1")
     model: str = Field(description="served model name, as listed by /v1/models")
     api_key_env: str | None = Field(None, description="env var holding the server's API key, if any")
+    model_dir: AbsolutePath | None = Field(
+        None, description="the served model's Hugging Face directory on the host (for extraction and training)"
+    )
     unit: str | None = Field(None, description="systemd unit name, e.g. vllm.service")
     unit_file: AbsolutePath | None = Field(None, description="unit file path when systemd cannot be asked")
     generation_deadline_s: float = Field(60.0, gt=0, description="deadline of the health check's completion")
@@ -71,10 +74,25 @@ class AgentConfig(_Section):
     api_key_env: str | None = Field("OPENAI_API_KEY", description="env var holding the API key")
 
 
+class PipelineConfig(_Section):
+    """Where a run takes its inputs from; sizes are chosen per run (`eyas run --samples ...`)."""
+
+    prompts: AbsolutePath | None = Field(
+        None, description="prompts JSONL on the host (ShareGPT or {id, prompt}); default: the shipped set"
+    )
+    conversations: AbsolutePath | None = Field(
+        None, description="existing generated conversations on the host: the run skips the data phase"
+    )
+    drafter_base: str | None = Field(
+        None, description="a drafter to finetune from: hub repo id (downloaded beside generation) or host directory"
+    )
+
+
 class EyasConfig(_Section):
     hosts: dict[str, HostConfig]
     target: TargetConfig
     agent: AgentConfig | None = None
+    pipeline: PipelineConfig = PipelineConfig()
 
     @model_validator(mode="after")
     def _target_host_is_defined(self) -> EyasConfig:

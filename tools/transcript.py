@@ -226,6 +226,17 @@ class ApprovalEvent(Crossing):
     decision: str | None = None
     reason: str = ""
     who: str = ""
+    sizes: dict[str, int] | None = None  # an "edit" answer's new sizes
+
+
+class RunEvent(Event):
+    """How the run was started (its config, policy, sizes and first input), so a replay can start it again."""
+
+    REQUEST = ("meta", "config", "input")
+    kind: Literal["run"] = "run"
+    meta: dict[str, Any]
+    config: dict[str, Any]
+    input: dict[str, Any] | None = None
 
 
 class NodeEvent(Event):
@@ -249,7 +260,8 @@ class JobLaunchEvent(Event):
 
 
 AnyEvent = Annotated[
-    CommandEvent
+    RunEvent
+    | CommandEvent
     | FileReadEvent
     | FileWriteEvent
     | FileExistsEvent

@@ -74,5 +74,11 @@ class EmbeddedTarget:
     def config(self) -> EyasConfig:
         return EyasConfig(
             hosts={LOCAL: HostConfig(address=LOCAL, python=str(self.python), workdir=str(self.workdir))},
-            target=TargetConfig(host=LOCAL, base_url=self.base_url, model=SERVED_MODEL, unit_file=str(self.unit_file)),
+            target=TargetConfig(
+                host=LOCAL,
+                base_url=self.base_url,
+                model=SERVED_MODEL,
+                model_dir=str(self.model_dir),
+                unit_file=str(self.unit_file),
+            ),
         )

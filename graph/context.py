@@ -1,0 +1,80 @@
+"""What every node may use at run time: live objects that are never checkpointed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from eyas.graph.policy import Policy
+from eyas.graph.runs import RunDir
+from eyas.tools.boundary import Boundary
+from eyas.tools.clock import Clock
+from eyas.tools.config import EyasConfig, HostConfig
+from eyas.tools.errors import ConfigError
+from eyas.tools.host import Host
+from eyas.tools.http import HttpClient
+from eyas.tools.jobs import Jobs, JobState
+
+
+def _ignore(*_: Any) -> None:
+    return None
+
+
+@dataclass
+class RunContext:
+    config: EyasConfig
+    host: Host
+    http: HttpClient
+    clock: Clock
+    run: RunDir
+    boundary: Boundary = field(default_factory=Boundary)
+    policy: Policy | None = None
+    poll_interval_s: float = 10.0
+    # The terminal shows job progress through this; nothing of it enters the checkpoint.
+    on_progress: Callable[[str, list[JobState], dict[str, dict[str, Any]]], None] = field(default=_ignore)
+    on_note: Callable[[str], None] = field(default=_ignore)
+
+    @property
+    def host_config(self) -> HostConfig:
+        return self.config.host()
+
+    @property
+    def jobs(self) -> Jobs:
+        return Jobs(self.host, self.host_config.workdir)
+
+    @property
+    def remote_run_dir(self) -> str:
+        """The run's folder on the host, where its data, hidden states and drafter go."""
+        return f"{self.host_config.workdir.rstrip('/')}/runs/{self.run.run_id}"
+
+    @property
+    def workloads_dir(self) -> str:
+        """Where `upload_workloads` puts the scripts on the host."""
+        return f"{self.host_config.workdir.rstrip('/')}/workloads"
+
+    def artifact(self, name: str) -> str:
+        """Where an artifact of this run lives on the host; fixed per run, so a resumed run finds it."""
+        return f"{self.remote_run_dir}/{ARTIFACTS[name]}"
+
+    @property
+    def model_dir(self) -> str:
+        model_dir = self.config.target.model_dir
+        if model_dir is None:
+            raise ConfigError(
+                "target.model_dir is not set: extraction and training need the served model's directory on the host."
+            )
+        return model_dir
+
+
+ARTIFACTS = {
+    "conversations": "data/conversations.jsonl",
+    "prompts": "data/prompts.jsonl",
+    "held_out": "data/held-out.jsonl",
+    "drafter_base": "drafter-base",
+    "hidden_states": "hidden-states",
+    "vocab": "vocab",
+    "drafter": "drafter",
+    "checkpoints": "train-checkpoints",
+    "evaluation": "evaluation.json",
+}

@@ -1,0 +1,1 @@
+"""One module per phase of the runbook; each reads like the step it automates."""

@@ -1,0 +1,19 @@
+"""Hidden-state extraction: the target's own activations over its own answers, one file per sample."""
+
+from __future__ import annotations
+
+from eyas.graph.context import RunContext
+from eyas.graph.state import RunState
+from eyas.tools.drafter_phase import ExtractionRequest, extract_job
+from eyas.tools.jobs import JobSpec
+
+
+def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
+    sizes = state.get("sizes", {})
+    request = ExtractionRequest(
+        model_dir=ctx.model_dir,
+        conversations=state.get("artifacts", {}).get("conversations") or ctx.artifact("conversations"),
+        out_dir=ctx.artifact("hidden_states"),
+        max_tokens=sizes.get("max_seq_len", 2048),
+    )
+    return [extract_job(f"{ctx.run.run_id}.extract", ctx.host_config, ctx.workloads_dir, request)]

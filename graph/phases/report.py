@@ -1,0 +1,64 @@
+"""The morning report: what ran, what each gate decided and why, and what the drafter measured."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from eyas.graph.context import RunContext
+from eyas.graph.state import RunState
+
+EVALUATION_KEYS = (
+    ("mean_acceptance_length", "mean acceptance length"),
+    ("acceptance_rate", "acceptance rate"),
+    ("tokens_per_s_baseline", "tokens/s without drafter"),
+    ("tokens_per_s_speculative", "tokens/s with drafter"),
+    ("speedup", "speedup"),
+    ("k", "speculative tokens (k)"),
+    ("outputs_identical", "outputs identical at temperature 0"),
+)
+
+
+def render_report(state: RunState, ctx: RunContext) -> str:
+    lines = [f"# eyas run {state.get('run_id', ctx.run.run_id)}", ""]
+    outcome = state.get("stopped") or ("finished" if state.get("evaluation") else "ended early")
+    lines += [f"**Outcome:** {outcome}", f"**Host:** {ctx.host.name}; target {ctx.config.target.base_url}", ""]
+    if state.get("sizes"):
+        lines += ["**Sizes:** " + ", ".join(f"{k}={v}" for k, v in state["sizes"].items()), ""]
+    lines += ["## Verification", "", "| check | status | finding |", "|---|---|---|"]
+    lines += [f"| {name} | {c['status']} | {c['message']} |" for name, c in state.get("verification", {}).items()]
+    plan = state.get("plan", {})
+    if plan:
+        lines += ["", "## Plan", "", plan.get("verdict", ""), ""]
+    lines += ["", "## Gates", "", "| gate | decision | by | reason |", "|---|---|---|---|"]
+    lines += [f"| {d['gate']} | {d['action']} | {d['who']} | {d['reason']} |" for d in state.get("decisions", [])]
+    lines += ["", "## Jobs", ""]
+    lines += [f"- {phase}: {', '.join(ids)}" for phase, ids in state.get("jobs", {}).items()]
+    evaluation = state.get("evaluation")
+    if evaluation:
+        lines += ["", "## Evaluation", "", "| measure | value |", "|---|---|"]
+        lines += [f"| {label} | {_fmt(evaluation.get(key))} |" for key, label in EVALUATION_KEYS if key in evaluation]
+        per_position = evaluation.get("per_position")
+        if per_position:
+            lines += ["", "Acceptance by position: " + ", ".join(f"{p}: {_fmt(v)}" for p, v in per_position.items())]
+    failure = state.get("failure")
+    if failure:
+        lines += ["", "## Failure", "", f"{failure['job_id']} {failure['status']}: {failure['diagnosis']}"]
+    lines += ["", "## Files on the host", ""]
+    lines += [f"- {name}: {path}" for name, path in state.get("artifacts", {}).items()]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    update: dict[str, Any] = {"phase": "report"}
+    if "evaluate" in state.get("jobs", {}) and not state.get("failure") and not state.get("stopped"):
+        update["evaluation"] = json.loads(ctx.host.read_text(ctx.artifact("evaluation")))
+    update["report"] = render_report({**state, **update}, ctx)  # type: ignore[typeddict-item]
+    return update

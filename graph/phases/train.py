@@ -1,0 +1,46 @@
+"""The drafter itself: a draft vocabulary from the tokens the target really produces, then EAGLE-3 training
+on the target's hidden states (from scratch, or finetuning the downloaded drafter)."""
+
+from __future__ import annotations
+
+from eyas.graph.context import RunContext
+from eyas.graph.phases.data import drafter_base_dir
+from eyas.graph.state import RunState
+from eyas.tools.drafter_phase import VocabRequest, vocab_job
+from eyas.tools.jobs import JobSpec
+from eyas.tools.train_phase import TrainRequest, train_job
+
+DEFAULT_DRAFT_VOCAB = 32000
+
+
+def draft_vocab_size(state: RunState) -> int:
+    return state.get("sizes", {}).get("draft_vocab_size", DEFAULT_DRAFT_VOCAB)
+
+
+def build_vocab_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
+    request = VocabRequest(
+        model_dir=ctx.model_dir,
+        hidden_states_dir=ctx.artifact("hidden_states"),
+        out_dir=ctx.artifact("vocab"),
+        draft_vocab_size=draft_vocab_size(state),
+    )
+    return [vocab_job(f"{ctx.run.run_id}.vocab", ctx.host_config, ctx.workloads_dir, request)]
+
+
+def build_train_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
+    sizes = state.get("sizes", {})
+    vocab, n = ctx.artifact("vocab"), draft_vocab_size(state)
+    finetune = ctx.config.pipeline.drafter_base is not None
+    request = TrainRequest(
+        hidden_states_dir=ctx.artifact("hidden_states"),
+        model_dir=ctx.model_dir,
+        out_dir=ctx.artifact("drafter"),
+        work_dir=ctx.artifact("checkpoints"),
+        # A finetuned drafter keeps its own vocabulary mapping.
+        d2t=None if finetune else f"{vocab}/d2t-{n}.npy",
+        t2d=None if finetune else f"{vocab}/t2d-{n}.npy",
+        from_pretrained=drafter_base_dir(ctx) if finetune else None,
+        epochs=sizes.get("epochs", 3),
+        total_seq_len=sizes.get("max_seq_len", 2048),
+    )
+    return [train_job(f"{ctx.run.run_id}.train", ctx.host_config, ctx.workloads_dir, request)]

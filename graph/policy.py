@@ -1,0 +1,81 @@
+"""Policies for unattended runs: approve a gate only when the phase fits its budgets, else stop and notify."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from eyas.tools.config import format_validation_error
+from eyas.tools.errors import ConfigError
+
+
+class Policy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_phase_hours: float | None = Field(None, gt=0, description="longest estimated phase approved unattended")
+    max_total_hours: float | None = Field(None, gt=0, description="longest estimated whole run approved unattended")
+    max_disk_bytes: int | None = Field(None, gt=0, description="most bytes a run may write on the host")
+    allow_warnings: bool = Field(True, description="approve when verification has warnings (but no failures)")
+    notify_command: str | None = Field(
+        None, description="run locally when a gate stops; the message is on stdin and in $EYAS_MESSAGE"
+    )
+
+
+class Verdict(BaseModel):
+    approve: bool
+    reasons: list[str]
+
+    @property
+    def summary(self) -> str:
+        return "; ".join(self.reasons)
+
+
+def judge(policy: Policy, phase: str, estimate: dict[str, Any], verification: dict[str, dict[str, str]]) -> Verdict:
+    """Approve when every budget holds. `estimate` is the planner's view of the phase: hours, disk, fits."""
+    blockers: list[str] = []
+    passed: list[str] = []
+    if estimate.get("fits") is False:
+        blockers.append(f"the plan does not fit: {estimate.get('verdict', 'not enough disk')}")
+    failed = [name for name, check in verification.items() if check["status"] == "fail"]
+    warned = [name for name, check in verification.items() if check["status"] == "warn"]
+    if failed:
+        blockers.append(f"verification failed: {', '.join(failed)}")
+    elif warned and not policy.allow_warnings:
+        blockers.append(f"verification warned ({', '.join(warned)}) and the policy allows no warnings")
+    else:
+        passed.append("verification " + ("has warnings only" if warned else "all ok"))
+    for key, limit, label in (
+        ("phase_hours", policy.max_phase_hours, "phase"),
+        ("total_hours", policy.max_total_hours, "run"),
+    ):
+        hours = estimate.get(key)
+        if limit is not None and hours is not None:
+            within = hours <= limit
+            (passed if within else blockers).append(
+                f"{label} estimate {hours:.2f} h {'within' if within else 'over'} the budget of {limit:g} h"
+            )
+    disk = estimate.get("disk_bytes")
+    if policy.max_disk_bytes is not None and disk is not None:
+        within = disk <= policy.max_disk_bytes
+        (passed if within else blockers).append(
+            f"{disk / 1e9:.2f} GB to write, {'within' if within else 'over'} the budget of "
+            f"{policy.max_disk_bytes / 1e9:.2f} GB"
+        )
+    return Verdict(approve=not blockers, reasons=blockers or passed or [f"{phase}: no budget applies"])
+
+
+def load_policy(path: Path) -> Policy:
+    try:
+        return Policy.model_validate(tomllib.loads(path.read_text()))
+    except FileNotFoundError:
+        raise ConfigError(f"The policy file {path} does not exist.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"The policy file {path} is not valid TOML: {exc}.") from None
+    except ValidationError as exc:
+        raise ConfigError(f"The policy file {path} is invalid: {'; '.join(format_validation_error(exc))}.") from None
+
+
+AUTO_APPROVE = Policy()

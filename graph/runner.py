@@ -1,0 +1,135 @@
+"""Drive a run: stream the graph, stop at gates, take answers from this terminal, another one, or a policy."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
+
+from eyas.graph.context import RunContext
+from eyas.graph.runs import RunDir
+
+Ask = Callable[[dict[str, Any], Callable[[], dict[str, Any] | None]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a drive ended: finished, or waiting at a gate (with its id and what it shows)."""
+
+    finished: bool
+    state: dict[str, Any]
+    gate_id: str | None = None
+    gate: dict[str, Any] | None = None
+
+
+@contextmanager
+def checkpointer(run: RunDir) -> Iterator[SqliteSaver]:
+    run.root.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(run.checkpoints, check_same_thread=False)
+    try:
+        yield SqliteSaver(connection)
+    finally:
+        connection.close()
+
+
+def thread(run: RunDir) -> dict[str, Any]:
+    return {"configurable": {"thread_id": run.run_id}}
+
+
+def pending_gate(graph: CompiledStateGraph, run: RunDir) -> tuple[str, dict[str, Any]] | None:
+    interrupts = graph.get_state(thread(run)).interrupts
+    return (interrupts[0].id, interrupts[0].value) if interrupts else None
+
+
+def drive(
+    graph: CompiledStateGraph,
+    ctx: RunContext,
+    first: Any,
+    *,
+    ask: Ask | None,
+    on_update: Callable[[dict[str, Any]], None],
+) -> Outcome:
+    """Advance the run until it ends or waits at a gate nobody here can answer.
+
+    `first` is the initial input, or None to continue from the last checkpoint. A gate is answered by an
+    answer recorded with `eyas approve`, else by `ask` (the terminal); without `ask` the run stops there.
+    """
+    config = thread(ctx.run)
+    value = first
+    while True:
+        for update in graph.stream(value, config, context=ctx, durability="sync", stream_mode="updates"):
+            on_update(update)
+        pending = pending_gate(graph, ctx.run)
+        if pending is None:
+            return Outcome(finished=True, state=dict(graph.get_state(config).values))
+        gate_id, view = pending
+        answer = ctx.boundary.cross("approval", approval_request(view), partial(ask_for, ctx, gate_id, view, ask))
+        if answer.get("decision") is None:
+            notify(ctx, gate_id, view)
+            return Outcome(finished=False, state=dict(graph.get_state(config).values), gate_id=gate_id, gate=view)
+        value = Command(resume=resume_value(answer))
+
+
+def approval_request(view: dict[str, Any]) -> dict[str, Any]:
+    """The gate as the transcript keys it: its phase (or failed job) and what it showed."""
+    gate = view.get("phase", "?") if view.get("kind") == "gate" else f"failure:{view.get('phase', '?')}"
+    return {"gate": gate, "plan": view}
+
+
+def ask_for(ctx: RunContext, gate_id: str, view: dict[str, Any], ask: Ask | None) -> dict[str, Any]:
+    """An answer recorded with `eyas approve`, else the terminal's; no decision when nobody can answer."""
+    answer = ctx.run.answer_for(gate_id)
+    if answer is None and ask is not None:
+        answer = ask(view, partial(ctx.run.answer_for, gate_id))
+    if answer is None:
+        return {"decision": None}
+    return {
+        "decision": answer["action"],
+        "reason": answer.get("reason", ""),
+        "who": answer.get("who", "operator"),
+        "sizes": answer.get("sizes"),
+    }
+
+
+def resume_value(answer: dict[str, Any]) -> dict[str, Any]:
+    value = {"action": answer["decision"], "reason": answer.get("reason", ""), "who": answer.get("who", "operator")}
+    if answer.get("sizes"):
+        value["sizes"] = answer["sizes"]
+    return value
+
+
+def gate_message(run: RunDir, view: dict[str, Any]) -> str:
+    if view.get("kind") == "failure":
+        what = f"job {view['job_id']} {view['status']}: {view['diagnosis']}"
+    else:
+        what = f"the {view['phase']} gate: {view.get('policy_stop') or 'waiting for approval'}"
+    return (
+        f"eyas run {run.run_id} stopped at {what}. Answer with `eyas approve {run.run_id}` "
+        f"(or --reject --reason TEXT), then `eyas resume {run.run_id}`."
+    )
+
+
+def notify(ctx: RunContext, gate_id: str, view: dict[str, Any]) -> None:
+    """Tell someone the run waits: the policy's notify command (e.g. a webhook via curl) gets the message."""
+    message = gate_message(ctx.run, view)
+    ctx.on_note(message)
+    command = ctx.policy.notify_command if ctx.policy else None
+    if command:
+        # The operator's own command on the operator's machine, like a git hook.
+        subprocess.run(
+            ["/bin/sh", "-c", command],
+            input=message,
+            text=True,
+            env={**os.environ, "EYAS_MESSAGE": message, "EYAS_RUN": ctx.run.run_id, "EYAS_GATE": gate_id},
+            timeout=60,
+            check=False,
+        )

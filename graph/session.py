@@ -1,0 +1,65 @@
+"""Open a run: its folder, its config and policy as recorded at creation, and the live objects to drive it,
+each crossing of the world recorded in the run's transcript."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from eyas.graph.context import RunContext
+from eyas.graph.policy import Policy
+from eyas.graph.runs import RunDir
+from eyas.tools.config import EyasConfig, load_config, secret_values
+from eyas.tools.connect import open_host
+from eyas.tools.recording import Recorder
+from eyas.tools.target.embedded import EmbeddedTarget
+
+
+def run_meta(config_path: Path | None, policy: Policy | None, sizes: dict[str, int], **extra: Any) -> dict[str, Any]:
+    """What a run needs to be resumed anywhere: the config's path (or the embedded target), policy, sizes."""
+    embedded = EmbeddedTarget.from_env()
+    return {
+        "config": str(config_path.resolve()) if config_path else None,
+        "embedded": None if config_path else {"cache_dir": str(embedded.cache_dir), "port": embedded.port},
+        "policy": policy.model_dump() if policy else None,
+        "sizes": sizes,
+        **extra,
+    }
+
+
+def run_config(meta: dict[str, Any]) -> EyasConfig:
+    if meta["config"]:
+        return load_config(Path(meta["config"]))
+    embedded = meta["embedded"]
+    return EmbeddedTarget(Path(embedded["cache_dir"]), port=embedded["port"]).config()
+
+
+def initial_state(run: RunDir, config: EyasConfig, meta: dict[str, Any]) -> dict[str, Any]:
+    artifacts = {"conversations": config.pipeline.conversations} if config.pipeline.conversations else {}
+    return {"run_id": run.run_id, "sizes": meta["sizes"], "artifacts": artifacts, "decisions": []}
+
+
+@contextmanager
+def open_context(run: RunDir, **overrides: Any) -> Iterator[RunContext]:
+    """The run's context with every crossing recorded (appending when the run is resumed)."""
+    meta = run.meta()
+    config = run_config(meta)
+    recorder = Recorder.open(run.transcript, secret_values(config))
+    host = recorder.host(open_host(config.target.host, config.host()))
+    try:
+        yield RunContext(
+            config=config,
+            host=host,
+            http=recorder.http(),
+            clock=recorder.clock(),
+            run=run,
+            boundary=recorder,
+            policy=Policy.model_validate(meta["policy"]) if meta["policy"] else None,
+            poll_interval_s=meta.get("poll_interval_s", 10.0),
+            **overrides,
+        )
+    finally:
+        host.close()
+        recorder.close()

@@ -1,0 +1,117 @@
+"""Launching a phase's jobs idempotently, and supervising them until they end."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from eyas.graph.context import RunContext
+from eyas.graph.gates import SpecBuilder
+from eyas.graph.state import Decision, Failure, RunState
+from eyas.tools.jobs import JobState, JobStatus
+from eyas.tools.workloads import upload_workloads
+from eyas.tools.workloads.progress import last_progress
+
+Node = Callable[[RunState, Runtime[RunContext]], dict[str, Any]]
+
+
+Setup = Callable[[RunContext, RunState], None]
+
+
+def make_launch(phase: str, build: SpecBuilder, artifact: str, setup: Setup | None = None) -> Node:
+    """Launch every job of the phase. Job ids are fixed per run and phase, and the host refuses a second
+    process for an id, so re-running this node after a crash launches nothing twice."""
+
+    def launch(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+        ctx = runtime.context
+        specs = build(ctx, state)
+        upload_workloads(ctx.host, ctx.host_config.workdir)
+        if setup is not None:
+            setup(ctx, state)
+        jobs = ctx.jobs
+        # Reached after a failure only through the failure gate's "retry": relaunch what failed or was lost.
+        retrying = state.get("failure") is not None
+        for spec in specs:
+            if retrying and jobs.status(spec.job_id).status in (JobStatus.FAILED, JobStatus.LOST):
+                jobs.forget(spec.job_id)
+            started = ctx.boundary.launch_job(jobs, spec)
+            ctx.on_note(f"{phase}: job {spec.job_id} {started.describe()} (pid {started.pid})")
+        return {
+            "phase": phase,
+            "failure": None,
+            "jobs": {**state.get("jobs", {}), phase: [spec.job_id for spec in specs]},
+            "artifacts": {**state.get("artifacts", {}), artifact: ctx.artifact(artifact)},
+        }
+
+    launch.__name__ = f"launch_{phase}"
+    return launch
+
+
+def make_monitor(phase: str) -> Node:
+    """Poll the phase's jobs until all succeed or one fails. The loop stays inside the node, so hours of
+    polling write nothing to the checkpoint; a resumed run simply starts polling again."""
+
+    def monitor(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+        ctx = runtime.context
+        jobs = ctx.jobs
+        ids = state["jobs"][phase]
+        while True:
+            states = jobs.statuses(ids)
+            progress = {s.job_id: last_progress(jobs.tail(s.job_id, 20)) or {} for s in states}
+            ctx.on_progress(phase, states, progress)
+            broken = next((s for s in states if s.status in (JobStatus.FAILED, JobStatus.LOST)), None)
+            if broken is not None:
+                tail = jobs.tail(broken.job_id, 40)
+                return {"failure": Failure(phase=phase, job_id=broken.job_id, status=broken.describe(),
+                                           log_tail=tail, diagnosis=diagnose(broken, tail))}  # fmt: skip
+            if all(s.status is JobStatus.SUCCEEDED for s in states):
+                return {"failure": None}
+            ctx.clock.sleep(ctx.poll_interval_s)
+
+    monitor.__name__ = f"monitor_{phase}"
+    return monitor
+
+
+def diagnose(state: JobState, tail: str) -> str:
+    """A first reading of why a job died, from its exit code and the end of its log."""
+    text = tail.lower()
+    if state.status is JobStatus.LOST:
+        return (
+            "The process vanished without an exit code: killed with SIGKILL (the kernel's OOM killer, or by hand) "
+            "or the host rebooted. Check `dmesg` on the host; retry resumes the work."
+        )
+    if state.rc == 127 or "is not found by a non-interactive shell" in text:
+        return "A program was not found on the non-interactive PATH: use the ML venv's absolute path."
+    if "no space left on device" in text or "disk guard" in text:
+        return "The disk filled up: free space or choose a smaller plan, then retry."
+    if "out of memory" in text or "outofmemoryerror" in text:
+        return "Out of memory: lower the batch size or the sequence length, then retry."
+    if "connection refused" in text or "connecterror" in text:
+        return "The job could not reach the target server: check `eyas verify`, then retry."
+    lines = [line for line in tail.strip().splitlines() if line.strip()]
+    return f"Exit code {state.rc}; the log ends with: {lines[-1] if lines else '(empty log)'}"
+
+
+def failure_gate(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Stop at the failure and ask: retry (the workloads resume where they stopped) or abort."""
+    failure = state["failure"]
+    assert failure is not None
+    answer = interrupt({"kind": "failure", **failure, "choices": ["retry", "abort"]})
+    action = answer.get("action")
+    if action not in ("retry", "abort"):
+        raise ValueError(f"A failure gate takes retry or abort, got {action!r}.")
+    decision = Decision(
+        gate=f"failure:{failure['phase']}", action=action, reason=answer.get("reason", ""),
+        who=answer.get("who", "operator"),
+    )  # fmt: skip
+    update: dict[str, Any] = {"decisions": [decision]}
+    if action == "abort":
+        update["stopped"] = f"aborted after {failure['job_id']} {failure['status']}"
+    return update
+
+
+def after_monitor(state: RunState) -> Literal["failed", "done"]:
+    return "failed" if state.get("failure") else "done"
