@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from eyas.agents.llm import open_llm
+from eyas.agents.llm import Usage, open_llm
 from eyas.agents.operator import OperatorSession, Update, build_operator_graph
 from eyas.agents.operator_tools import OperatorEnv, PipelineControl, operator_tools
 from eyas.agents.prompts import prompt
@@ -41,6 +41,7 @@ class Chat:
     session: OperatorSession
     run: RunDir
     resumed: bool
+    usage: Usage
 
 
 def chat_command(
@@ -57,16 +58,22 @@ def chat_command(
     tools at once), starts research, and asks you ("yes" to proceed) before anything that launches, cancels or
     answers a gate. The conversation is checkpointed (`eyas chat --resume` continues it) and recorded in the
     run folder. Type `exit` or Ctrl-D to leave."""
-    # The pipeline's controls are wired here by graph/ (control=...); without them the chat has the host tools.
+    # The pipeline's controls are wired here by graph/ (control_for=...); without them the chat has the host tools.
     with open_chat(run, resume, config) as chat:
         converse(chat, input, print)
 
 
 @contextmanager
 def open_chat(
-    run_id: str | None, resume: bool, config_path: Path | None, control: PipelineControl | None = None
+    run_id: str | None,
+    resume: bool,
+    config_path: Path | None,
+    control_for: Callable[[RunDir, EyasConfig], PipelineControl | None] | None = None,
 ) -> Iterator[Chat]:
+    """The chat of a new run, of `run_id`, or (resume) its last conversation; `control_for` gives the tools
+    that drive the run's pipeline (none: the chat verifies, reads, lists, cancels and researches only)."""
     run, cfg, attached = _chat_run(run_id, resume, config_path)
+    control = control_for(run, cfg) if control_for else None
     recorder = Recorder.open(run.root / (ATTACHED_TRANSCRIPT if attached else run.transcript.name), secret_values(cfg))
     hosts = _Hosts(cfg, recorder)
     connection = sqlite3.connect(run.root / CHAT_CHECKPOINTS, check_same_thread=False)
@@ -98,7 +105,7 @@ def open_chat(
             run=run.run_id,
         )
         graph = build_operator_graph(llm, toolbox, system, llm.profile(), recorder, SqliteSaver(connection))
-        yield Chat(OperatorSession(graph, _thread(run, resume), toolbox), run, resume)
+        yield Chat(OperatorSession(graph, _thread(run, resume), toolbox), run, resume, llm.usage)
     finally:
         connection.close()
         hosts.close()
@@ -122,18 +129,19 @@ def converse(chat: Chat, read: Callable[[str], str], write: Callable[[str], None
             else:
                 line = read("you> ").strip()
                 if line in ("exit", "quit"):
-                    return
+                    break
                 if not line:
                     continue
                 updates = session.send(line)
             for update in updates:
                 if update.kind != "confirm":  # asked above from the checkpoint, so a resumed chat asks it too
                     write(_shown(update))
-        except EOFError:
-            write("")
-            return
+        except (EOFError, KeyboardInterrupt):
+            break
         except EyasError as exc:
             write(f"error: {exc}")
+    usage = chat.usage.as_dict()
+    write(f"\n{usage['calls']} LLM calls, {usage['total_tokens']} tokens. `eyas chat --resume` continues.")
 
 
 def _confirmation(actions: list[str]) -> str:

@@ -19,7 +19,8 @@ from eyas.tools.http import HttpClient
 from eyas.tools.plan_measure import Figures, Measured, measure_inputs
 from eyas.tools.target.embedded import EmbeddedTarget
 
-DEFAULT_MAX_TOKENS = 512  # tokens per sample (prompt + answer) when neither given nor measured
+# The longest answer when not given: what the embedded target's 2048-token context allows, else generate.py's.
+DEFAULT_MAX_TOKENS = {"embedded": 256, "config": 2048}
 
 
 def plan_table(measured: Measured, plan: Plan) -> Table:
@@ -33,6 +34,7 @@ def plan_table(measured: Measured, plan: Plan) -> Table:
     rows = [
         ("model", f"hidden {model.hidden_size:,}, {model.num_layers} layers, vocab {model.vocab_size:,}", "model"),
         ("samples", f"{plan.samples:,} x {per_sample}", "tokens" if "tokens" in sources else "max_tokens"),
+        ("prompt", f"{inputs.prompt_tokens:,.0f} tokens on average", "prompt_tokens"),
         ("captured layers", f"{plan.captured_layers} x {inputs.bytes_per_value} B per value", ""),
         ("generation throughput", f"{inputs.generation_tok_s:,.1f} tokens/s{overhead}", "throughput"),
         ("generation", format_hours(plan.generation_hours), ""),
@@ -59,9 +61,11 @@ def plan_command(
     samples: Annotated[int | None, typer.Option(help="samples to generate (default: the shipped prompt set)")] = None,
     max_tokens: Annotated[
         int | None,
-        typer.Option(
-            help=f"tokens per sample, prompt + answer, until generated data exists (default {DEFAULT_MAX_TOKENS})"
-        ),
+        typer.Option(help="longest answer in tokens, as generate.py --max-tokens (default 256 embedded, else 2048)"),
+    ] = None,
+    prompt_tokens: Annotated[
+        float | None,
+        typer.Option(help="average prompt in tokens, chat template included (default: the server tokenizes a sample)"),
     ] = None,
     free_disk: Annotated[
         str | None, typer.Option(help="free space where the data goes, e.g. 2.9TB or 2.6TiB (default: df on the host)")
@@ -91,11 +95,13 @@ def plan_command(
         max_tokens=max_tokens,
         free_disk_bytes=free_bytes,
         generation_tok_s=throughput,
+        prompt_tokens=prompt_tokens,
         generated_file=generated,
         data_path=data_path,
     )
     cfg = load_config(config) if config else EmbeddedTarget.from_env().config()
-    defaults = (sum(1 for line in PROMPT_SET.read_text().splitlines() if line.strip()), DEFAULT_MAX_TOKENS)
+    prompt_count = sum(1 for line in PROMPT_SET.read_text().splitlines() if line.strip())
+    defaults = (prompt_count, DEFAULT_MAX_TOKENS["config" if config else "embedded"])
 
     def measure(host: Host | None) -> Measured:
         return measure_inputs(

@@ -42,7 +42,8 @@ def render_report(state: RunState, ctx: RunContext) -> str:
         lines += [f"| {label} | {_fmt(evaluation.get(key))} |" for key, label in EVALUATION_KEYS if key in evaluation]
         per_position = evaluation.get("per_position")
         if per_position:
-            lines += ["", "Acceptance by position: " + ", ".join(f"{p}: {_fmt(v)}" for p, v in per_position.items())]
+            rates = ", ".join(f"{position + 1}: {_fmt(rate)}" for position, rate in enumerate(per_position))
+            lines += ["", f"Acceptance by draft position: {rates}"]
     failure = state.get("failure")
     if failure:
         lines += ["", "## Failure", "", f"{failure['job_id']} {failure['status']}: {failure['diagnosis']}"]

@@ -1,0 +1,123 @@
+"""Gates in the real graph: a policy that refuses the Kimi-K2 plan, an edit that re-plans, answers checked.
+
+The graph runs in-process with LangGraph's in-memory checkpointer; the host is this machine. The plan node
+is not run for the Kimi case: its figures are put into the state as the planner computes them (no 61-layer
+model can be served here), and the gate judges them exactly as it would after a real plan.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from eyas.graph.context import RunContext
+from eyas.graph.pipeline import build_graph
+from eyas.graph.policy import Policy, judge
+from eyas.graph.runner import drive, thread
+from eyas.graph.runs import RunDir
+from eyas.tools.clock import SYSTEM_CLOCK
+from eyas.tools.estimate import ModelDims, PlanInputs, estimate, parse_size, verdict
+from eyas.tools.http import HttpClient
+from eyas.tools.local_host import LocalHost
+from eyas.tools.target.embedded import EmbeddedTarget
+
+KIMI = PlanInputs(
+    model=ModelDims(hidden_size=7168, num_layers=61, vocab_size=163840),
+    samples=25_000,
+    max_tokens=4096,
+    generation_tok_s=2000.0,
+    free_disk_bytes=parse_size("2.9TB"),
+)
+
+
+def kimi_plan() -> dict:
+    plan = estimate(KIMI)
+    return {
+        "fits": plan.fits,
+        "verdict": verdict(KIMI, plan),
+        "needed_bytes": plan.needed_bytes,
+        "phases": {"data": {"phase_hours": plan.generation_hours, "disk_bytes": plan.data_bytes}},
+    }
+
+
+def context(tmp_path: Path, policy: Policy | None) -> RunContext:
+    target = EmbeddedTarget(tmp_path / "cache", port=9)
+    return RunContext(
+        config=target.config(),
+        host=LocalHost(),
+        http=HttpClient(),
+        clock=SYSTEM_CLOCK,
+        run=RunDir(tmp_path / "runs" / "run-test"),
+        policy=policy,
+    )
+
+
+def test_kimi_plan_does_not_fit_and_the_policy_stops_at_the_gate(tmp_path: Path) -> None:
+    plan = kimi_plan()
+    assert not plan["fits"] and 5.8e12 < plan["needed_bytes"] < 6.0e12
+    graph = build_graph(InMemorySaver())
+    ctx = context(tmp_path, Policy(max_phase_hours=1000, max_disk_bytes=parse_size("10TB")))
+    config = thread(ctx.run)
+    verification = {"health": {"status": "ok", "message": "generating"}}
+    graph.update_state(config, {"run_id": "run-test", "sizes": {"samples": 25_000}, "plan": plan,
+                                "verification": verification, "decisions": []}, as_node="plan")  # fmt: skip
+    outcome = drive(graph, ctx, None, ask=None, on_update=lambda update: None)
+    assert not outcome.finished and outcome.gate is not None
+    assert outcome.gate["phase"] == "data"
+    assert not outcome.gate["policy"]["approve"]
+    assert "the plan does not fit: Does not fit" in outcome.gate["policy"]["reasons"]
+    assert "Ways out:" in outcome.gate["policy"]["reasons"]
+    assert "generate.py" in " ".join(outcome.gate["commands"])  # the exact command that would have run
+    assert "jobs" not in outcome.state  # nothing launched
+
+
+def test_policy_budgets_are_checked_one_by_one() -> None:
+    estimate_ = {"fits": True, "phase_hours": 3.0, "total_hours": 9.0, "disk_bytes": 2_000_000_000}
+    ok = {"gpus": {"status": "warn", "message": "no GPU"}}
+    assert judge(Policy(max_phase_hours=4, max_total_hours=10), "data", estimate_, ok).approve
+    over = judge(Policy(max_phase_hours=2, max_disk_bytes=1_000_000_000), "data", estimate_, ok)
+    assert not over.approve
+    assert over.reasons == [
+        "phase estimate 3.00 h over the budget of 2 h",
+        "2.00 GB to write, over the budget of 1.00 GB",
+    ]
+    strict = judge(Policy(allow_warnings=False), "data", estimate_, ok)
+    assert not strict.approve and "policy allows no warnings" in strict.summary
+    failed = judge(Policy(), "data", estimate_, {"health": {"status": "fail", "message": "down"}})
+    assert not failed.approve and failed.summary == "verification failed: health"
+
+
+@pytest.mark.slow
+def test_edit_at_a_gate_replans_with_the_new_sizes(embedded_target: EmbeddedTarget, tmp_path: Path) -> None:
+    """Verify and plan run for real against the served SmolLM2; the operator edits, then rejects."""
+    graph = build_graph(InMemorySaver())
+    ctx = context(tmp_path, None)
+    ctx.config = embedded_target.config()
+    answers = iter(
+        [
+            {"action": "edit", "sizes": {"samples": 7, "max_seq_len": 256}, "reason": "smaller"},
+            {"action": "reject", "reason": "enough"},
+        ]
+    )
+    seen: list[dict] = []
+
+    def ask(view: dict, elsewhere: object) -> dict:
+        seen.append(view)
+        return next(answers)
+
+    first = {"run_id": "run-test", "sizes": {"samples": 50, "max_seq_len": 256}, "decisions": []}
+    outcome = drive(graph, ctx, first, ask=ask, on_update=lambda update: None)
+    assert outcome.finished
+    assert [d["action"] for d in outcome.state["decisions"]] == ["edit", "reject"]
+    assert seen[0]["sizes"]["samples"] == 50 and seen[1]["sizes"]["samples"] == 7
+    assert "7 samples" in outcome.state["plan"]["verdict"]
+    assert outcome.state["stopped"] == "rejected at the data gate: enough"
+
+
+def test_an_unknown_answer_is_refused(tmp_path: Path) -> None:
+    from eyas.graph.gates import apply_answer
+
+    with pytest.raises(ValueError, match="must be one of approve, reject, edit"):
+        apply_answer("data", {"action": "maybe"})
