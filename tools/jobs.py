@@ -147,7 +147,7 @@ class Jobs:
         command = (
             f"mkdir -p {q(self.root)} || exit 1; if mkdir {q(directory)} 2>/dev/null; then "
             f"cd {q(directory)} && echo {script} | base64 -d > run.sh && chmod 700 run.sh && "
-            f"echo {meta} | base64 -d > job.json && "
+            f"(umask 077 && echo {meta} | base64 -d > job.json) && "
             "setsid /bin/sh ./run.sh < /dev/null >> log 2>&1 & "
             "outcome=launched; else outcome=exists; fi; "
             # Wait (briefly, on the host) until the wrapper recorded its pid, so status is never ambiguous;

@@ -19,7 +19,7 @@ def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     conversations = state.get("artifacts", {}).get("conversations")
     figures = Figures(
         samples=sizes.get("samples"),
-        max_tokens=sizes.get("max_seq_len"),
+        max_tokens=sizes.get("max_tokens"),
         free_disk_bytes=state.get("free_disk_bytes"),
         generated_file=conversations,
     )

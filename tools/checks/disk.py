@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
+from eyas.tools.estimate import format_size
 
 LOW_FREE_BYTES = 10 * 1024**3
 
@@ -28,14 +29,6 @@ def check_disk(ctx: CheckContext) -> CheckResult:
         "used_bytes": used,
         "free_bytes": free,
     }
-    message = f"{_human(free)} free of {_human(total)} at {ctx.data_path} ({fields[-1]})"
+    message = f"{format_size(free)} free of {format_size(total)} at {ctx.data_path} ({fields[-1]})"
     status = Status.WARN if free < LOW_FREE_BYTES else Status.OK
     return CheckResult(name="disk", status=status, message=message, facts=facts)
-
-
-def _human(size: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if size < 1000 or unit == "TB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
-        size /= 1000
-    raise AssertionError("unreachable")

@@ -1,0 +1,190 @@
+"""The planner's arithmetic and its verdict, and `eyas plan` for a host that is never contacted.
+
+The plan from a real generated file and the measured plan of the live target are in test_data_real.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from eyas.graph.plan_cli import plan_command
+from eyas.tools.estimate import (
+    FILE_HEADER_BYTES,
+    ModelDims,
+    PlanInputs,
+    Volume,
+    estimate,
+    format_size,
+    parse_size,
+    token_stats,
+    verdict,
+)
+
+KIMI_K2 = ModelDims(hidden_size=7168, num_layers=61, vocab_size=163840, intermediate_size=18432)
+SMOLLM2 = ModelDims(hidden_size=576, num_layers=30, vocab_size=49152, intermediate_size=1536)
+
+
+def kimi(**changes: object) -> PlanInputs:
+    figures = {
+        "model": KIMI_K2,
+        "samples": 25_000,
+        "max_tokens": 4096,
+        "generation_tok_s": 2000.0,
+        "free_disk_bytes": parse_size("2.9TB"),
+        "data_path": "/data",
+    }
+    return PlanInputs.model_validate(figures | changes)
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("2.9TB", 2_900_000_000_000),
+        ("2.9 tb", 2_900_000_000_000),
+        ("500GB", 500 * 1000**3),
+        ("2.6TiB", round(2.6 * 1024**4)),
+        ("2.6T", round(2.6 * 1024**4)),  # as df -h prints it
+        ("12MiB", 12 * 1024**2),
+        ("1234", 1234),
+        ("1e3MB", 10**9),
+        (".5KB", 500),
+    ],
+)
+def test_sizes_parse_in_decimal_and_binary_units(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "TB", "2.9XB", "-1GB", "2.9 T B", "two GB"])
+def test_a_malformed_size_is_refused_with_examples(text: str) -> None:
+    with pytest.raises(ValueError, match=r"2\.9TB"):
+        parse_size(text)
+
+
+def test_kimi_k2_does_not_fit_on_2_9_tb() -> None:
+    inputs = kimi()
+    plan = estimate(inputs)
+
+    assert plan.captured_layers == [2, 30, 58, 61]
+    values = 25_000 * 4096 * 7168 * 4 * 2
+    assert values == 5_872_025_600_000  # ~5.9 TB of bf16 values alone
+    assert plan.hidden_state_bytes == values + 25_000 * 4096 * 8 + 25_000 * FILE_HEADER_BYTES
+    assert not plan.fits and plan.disk_left_bytes < 0
+    assert plan.generation_hours == pytest.approx(25_000 * 4096 / 2000 / 3600)
+    text = verdict(inputs, plan)
+    assert text.startswith("Does not fit") and "5.87 TB" in text and "2.90 TB free at /data" in text
+    assert [alt.kind for alt in plan.alternatives] == [
+        "fewer_samples",
+        "shorter_samples",
+        "online_extraction",
+        "other_path",
+    ]
+
+
+def test_each_way_out_really_fits_and_is_the_largest_that_does() -> None:
+    plan = estimate(
+        kimi(
+            prompt_tokens=300,
+            other_volumes=[
+                Volume(mount="/mnt/big", free_bytes=parse_size("8TB")),
+                Volume(mount="/boot", free_bytes=10**9),
+            ],
+        )
+    )
+    ways = {alt.kind: alt for alt in plan.alternatives if alt.kind != "other_path"}
+
+    samples = ways["fewer_samples"].samples
+    assert samples is not None and estimate(kimi(samples=samples, prompt_tokens=300)).fits
+    assert not estimate(kimi(samples=samples + 1, prompt_tokens=300)).fits
+    tokens = ways["shorter_samples"].max_tokens
+    assert tokens is not None and estimate(kimi(max_tokens=tokens, prompt_tokens=300)).fits
+    assert not estimate(kimi(max_tokens=tokens + 1, prompt_tokens=300)).fits
+
+    online = ways["online_extraction"]
+    assert online.needed_bytes == plan.data_bytes + plan.checkpoint_bytes < parse_size("2.9TB")
+    assert online.hours == pytest.approx(3 * plan.extraction_hours)
+    assert [alt.path for alt in plan.alternatives if alt.kind == "other_path"] == ["/mnt/big"]
+
+
+def test_a_plan_that_fits_has_no_ways_out_and_reports_what_stays_free() -> None:
+    inputs = PlanInputs(
+        model=SMOLLM2,
+        samples=313,
+        max_tokens=256,
+        prompt_tokens=47,
+        generation_tok_s=87.0,
+        generation_overhead_s=0.1,
+        free_disk_bytes=parse_size("75GB"),
+    )
+    plan = estimate(inputs)
+    assert plan.fits and plan.alternatives == []
+    assert plan.captured_layers == [2, 15, 27, 30]
+    assert plan.tokens_per_sample == 47 + 256
+    assert plan.hidden_state_bytes == 313 * 303 * (576 * 4 * 2 + 8) + 313 * FILE_HEADER_BYTES
+    assert plan.generation_hours == pytest.approx(313 * (256 / 87 + 0.1) / 3600)  # answers only, plus overhead
+    assert plan.disk_left_bytes == parse_size("75GB") - plan.needed_bytes
+    assert verdict(inputs, plan).startswith("Fits") and format_size(plan.disk_left_bytes) in verdict(inputs, plan)
+
+
+def test_measured_token_counts_replace_the_maximum() -> None:
+    lines = [
+        json.dumps({"id": "a", "usage": {"completion_tokens": 100, "sequence_tokens": 300}}),
+        json.dumps({"id": "b", "usage": {"completion_tokens": 50, "total_tokens": 100}}),  # older lines: total
+        "",
+    ]
+    stats = token_stats(lines)
+    assert stats is not None and stats.samples == 2
+    assert (stats.avg_sequence_tokens, stats.avg_completion_tokens) == (200, 75)
+    assert stats.avg_line_bytes == sum(len(line) + 1 for line in lines[:2]) / 2
+
+    inputs = PlanInputs(
+        model=SMOLLM2, samples=1000, max_tokens=2048, measured=stats, generation_tok_s=75, free_disk_bytes=10**12
+    )
+    plan = estimate(inputs)
+    assert plan.tokens_from == "measured" and plan.total_tokens == 200_000
+    assert plan.generation_hours == pytest.approx(1000 * 75 / 75 / 3600)
+    assert plan.data_bytes == round(1000 * stats.avg_line_bytes)
+    assert token_stats(["", ""]) is None
+
+
+@pytest.fixture
+def cli() -> typer.Typer:
+    app = typer.Typer()
+    app.command("plan")(plan_command)
+    app.command("other")(lambda: None)  # a second command, so typer keeps "plan" as a subcommand
+    return app
+
+
+def test_eyas_plan_json_for_a_host_that_is_never_contacted(cli: typer.Typer, tmp_path: Path) -> None:
+    """The config names an SSH host at a TEST-NET address: a plan from given figures must not connect."""
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("")
+    config = tmp_path / "eyas.toml"
+    config.write_text(
+        f'[hosts.gpu]\naddress = "203.0.113.7"\nknown_hosts = "{known_hosts}"\npython = "/opt/venv/bin/python"\n'
+        'workdir = "/data/eyas"\n\n[target]\nhost = "gpu"\nbase_url = "http://203.0.113.7:8000"\nmodel = "kimi"\n'
+    )
+    figures = ["--hidden-size", "7168", "--num-layers", "61", "--vocab-size", "163840", "--samples", "25000"]
+    figures += ["--max-tokens", "4096", "--free-disk", "2.9TB", "--throughput", "1500"]
+    result = CliRunner().invoke(cli, ["plan", "--config", str(config), "--json", *figures])
+
+    assert result.exit_code == 1, result.output
+    plan = json.loads(result.output)
+    assert plan["fits"] is False and plan["data_path"] == "/data/eyas"
+    assert plan["hidden_state_bytes"] > 5.87e12 and plan["generation_hours"] == pytest.approx(
+        25_000 * 4096 / 1500 / 3600
+    )
+    assert {alt["kind"] for alt in plan["alternatives"]} >= {"fewer_samples", "shorter_samples", "online_extraction"}
+    assert set(plan["sources"].values()) == {"given", "not counted", "one GPU, 1e+14 FLOP/s (assumed)"}
+
+    fits = CliRunner().invoke(
+        cli, ["plan", "--config", str(config), *figures[:-4], "--free-disk", "8TB", "--throughput", "1500"]
+    )
+    assert fits.exit_code == 0 and "Fits:" in fits.output
+
+    bad = CliRunner().invoke(cli, ["plan", "--config", str(config), *figures[:-4], "--free-disk", "lots"])
+    assert bad.exit_code == 2 and "--free-disk" in bad.output

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Fetch a drafter checkpoint to finetune from, and check that it is complete.
+
+Run on the GPU host by the ML environment's interpreter (it needs huggingface_hub, which vLLM installs):
+
+    python download.py --source RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3 --out /data/drafter
+    python download.py --source /data/my-drafter      # a local directory: validated and used as is
+
+A hub repo id is downloaded into --out with huggingface_hub (JSON, safetensors, tokenizer and text files
+only). Files already there are kept, so running it again resumes; a finished download is recognised by
+its marker file and not fetched again (--refresh checks the hub for a newer revision).
+
+Either way the directory is validated: config.json must parse; the weights must be model.safetensors, or
+model.safetensors.index.json plus every shard it names; every safetensors header is read and the file's
+size checked against it, so a truncated file is found without loading torch.
+
+Offline (HF_HUB_OFFLINE=1, or no route to the hub within --connect-timeout) or an unknown repo ends
+within seconds with the reason and the fix. Progress lines count bytes on disk; at the end one JSON line
+describes the checkpoint. Exit codes: 0 valid checkpoint, 1 error, 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import os
+import socket
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import progress
+
+PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.md", "*.model", "*.tiktoken"]
+MARKER = ".eyas-download.json"
+MAX_HEADER = 100 * 1024 * 1024
+
+
+class Invalid(Exception):
+    """The checkpoint or its source cannot be used; the message says why and what to do."""
+
+
+def check_safetensors(path: Path) -> dict[str, list[int]]:
+    """Tensor shapes from the header; raises Invalid when the file is shorter or longer than it says."""
+    with path.open("rb") as f:
+        size_field = f.read(8)
+        length = int.from_bytes(size_field, "little") if len(size_field) == 8 else -1
+        if not 0 < length <= MAX_HEADER:
+            raise Invalid(f"{path} is not a safetensors file (no valid header); download it again.")
+        try:
+            header = json.loads(f.read(length))
+        except ValueError:
+            raise Invalid(f"{path} has a corrupt safetensors header; download it again.") from None
+    header.pop("__metadata__", None)
+    expected = 8 + length + max((entry["data_offsets"][1] for entry in header.values()), default=0)
+    actual = path.stat().st_size
+    if actual != expected:
+        raise Invalid(f"{path} has {actual} bytes but its header describes {expected}: truncated; download again.")
+    return {name: entry["shape"] for name, entry in header.items()}
+
+
+def validate(directory: Path) -> dict[str, Any]:
+    """What the checkpoint holds; raises Invalid naming the first missing or broken file."""
+    try:
+        config = json.loads((directory / "config.json").read_text())
+    except FileNotFoundError:
+        raise Invalid(f"{directory} has no config.json: it is not a model checkpoint directory.") from None
+    except ValueError as exc:
+        raise Invalid(f"{directory}/config.json is not valid JSON ({exc}).") from None
+    index = directory / "model.safetensors.index.json"
+    if (directory / "model.safetensors").is_file():
+        files, expected = ["model.safetensors"], None
+    elif index.is_file():
+        weight_map = json.loads(index.read_text())["weight_map"]
+        files, expected = sorted(set(weight_map.values())), set(weight_map)
+    else:
+        raise Invalid(
+            f"{directory} has no model.safetensors nor model.safetensors.index.json "
+            "(vLLM serves a drafter from safetensors only)."
+        )
+    shapes: dict[str, list[int]] = {}
+    for name in files:
+        if not (directory / name).is_file():
+            raise Invalid(f"{directory} lacks the shard {name} named by its index; run the download again.")
+        shapes.update(check_safetensors(directory / name))
+    if expected is not None and expected != set(shapes):
+        raise Invalid(f"The shards in {directory} do not hold the tensors their index names; download again.")
+    keys = ("architectures", "model_type", "speculators_model_type", "hidden_size", "vocab_size", "draft_vocab_size")
+    return {
+        "path": str(directory),
+        "config": {key: config[key] for key in keys if key in config},
+        "weights": files,
+        "tensors": len(shapes),
+        "parameters": sum(math.prod(shape) for shape in shapes.values()),
+        "bytes": sum((directory / name).stat().st_size for name in files),
+    }
+
+
+def reachable(endpoint: str, timeout: float) -> str | None:
+    """Why the hub (or the proxy to it) cannot be reached within `timeout` s, or None when it can.
+    Run in a thread, so a resolver that hangs is bounded too."""
+    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    parts = urlsplit(proxy or endpoint)
+    address = (parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+    outcome: list[str | None] = []
+
+    def connect() -> None:
+        try:
+            socket.create_connection(address, timeout=timeout).close()
+            outcome.append(None)
+        except OSError as exc:
+            outcome.append(str(exc.strerror or exc))
+
+    thread = threading.Thread(target=connect, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        return f"no answer from {address[0]}:{address[1]} within {timeout:g} s"
+    return None if outcome[0] is None else f"{address[0]}:{address[1]}: {outcome[0]}"
+
+
+def bounded(call: Callable[[], Any], timeout: float, what: str) -> Any:
+    """call() with a deadline: huggingface_hub sets none on its metadata requests, so a hub (or proxy)
+    that accepts the connection and never answers would hang the job for hours."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        raise Invalid(f"{what}: no answer within {timeout:g} s. Check the network (HF_ENDPOINT, HTTPS_PROXY).")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+def report_bytes(directory: Path, total: int, stop: threading.Event) -> None:
+    while not stop.wait(10):
+        done = sum(path.stat().st_size for path in directory.rglob("*") if path.is_file())
+        progress.emit(done=min(done, total), total=total, unit="bytes")
+
+
+def download(args: argparse.Namespace) -> dict[str, Any]:
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    out = Path(args.out).resolve()
+    wanted = {"repo": args.source, "revision": args.revision}
+    marker = out / MARKER
+    if not args.refresh and marker.is_file() and json.loads(marker.read_text()) == wanted:
+        return {**validate(out), "source": "hub (already downloaded)"}
+    offline_fix = (
+        "Download it where the hub can be reached, copy the directory here and pass --source DIR "
+        f"(or fix the network or HF_ENDPOINT={constants.ENDPOINT})."
+    )
+    if constants.HF_HUB_OFFLINE:
+        raise Invalid(f"HF_HUB_OFFLINE is set, so {args.source} cannot be fetched. {offline_fix}")
+    problem = reachable(constants.ENDPOINT, args.connect_timeout)
+    if problem:
+        raise Invalid(f"The Hugging Face hub cannot be reached ({problem}). {offline_fix}")
+    token = os.environ.get(args.token_env) if args.token_env else None
+    common: dict[str, Any] = {"revision": args.revision, "local_dir": out, "allow_patterns": PATTERNS, "token": token}
+    common["etag_timeout"] = args.connect_timeout
+    try:
+        listing = functools.partial(snapshot_download, args.source, dry_run=True, **common)
+        plan = bounded(listing, 6 * args.connect_timeout, f"Listing {args.source} on the hub")
+        total = sum(entry.file_size or 0 for entry in plan)
+        progress.emit(done=0, total=total, unit="bytes")
+        stop = threading.Event()
+        threading.Thread(target=report_bytes, args=(out, total, stop), daemon=True).start()
+        try:
+            snapshot_download(args.source, **common)
+        finally:
+            stop.set()
+    except Invalid:
+        raise
+    except GatedRepoError:
+        raise Invalid(f"{args.source} is gated: accept its terms on the hub and set --token-env.") from None
+    except RepositoryNotFoundError:
+        raise Invalid(f"No repo {args.source} on the hub (or it is private: set --token-env); check the id.") from None
+    except RevisionNotFoundError:
+        raise Invalid(f"{args.source} has no revision {args.revision!r}; check --revision.") from None
+    except Exception as exc:  # HfHubHTTPError, OSError, and the HTTP library's own errors
+        raise Invalid(
+            f"Downloading {args.source} failed ({type(exc).__name__}: {exc}); run it again to resume."
+        ) from None
+    result = {**validate(out), "source": "hub"}
+    marker.write_text(json.dumps(wanted))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--source", required=True, help="hub repo id (org/name), or a local checkpoint directory")
+    parser.add_argument("--out", help="where a hub checkpoint is downloaded to (required for a repo id)")
+    parser.add_argument("--revision", help="branch, tag or commit of the repo (default: main)")
+    parser.add_argument("--token-env", help="environment variable holding a hub token (private or gated repos)")
+    parser.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to reach the hub (default 5)")
+    parser.add_argument("--refresh", action="store_true", help="ask the hub again even when already downloaded")
+    args = parser.parse_args()
+    local = Path(args.source).expanduser()
+    try:
+        if local.is_dir():
+            result = {**validate(local.resolve()), "source": "local"}
+        elif args.source.startswith(("/", ".", "~")) or args.source.count("/") != 1:
+            raise Invalid(f"{args.source} is neither an existing directory nor a hub repo id like org/name.")
+        elif not args.out:
+            parser.error("--out is required to download a hub repo")
+        else:
+            result = download(args)
+    except Invalid as exc:
+        raise SystemExit(f"download.py: {exc}") from None
+    progress.emit(done=result["bytes"], total=result["bytes"], unit="bytes")
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
