@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps target demo test test-fast bench lint format clean
+.PHONY: setup system-deps target demo test test-fast bench lint format examples clean
 
 $(BIN)/eyas: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,14 @@ lint: setup
 format: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+# Re-record the example transcripts the tests replay (after a change that alters what a run does).
+EXAMPLE_SIZES := --samples 24 --max-tokens 48 --max-seq-len 256 --concurrency 4 --draft-vocab-size 2048 --epochs 1 --poll-interval 5
+examples: setup target
+	$(BIN)/eyas target up --eager
+	rm -rf runs/examples/full-pipeline
+	EYAS_RUNS_DIR=runs/examples $(BIN)/eyas run --run-id full-pipeline --auto-approve $(EXAMPLE_SIZES) < /dev/null
+	rm -f runs/examples/full-pipeline/checkpoints.sqlite* runs/examples/full-pipeline/driver.lock
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,83 @@
+"""Whole runs recorded for real on the embedded target, replayed offline through the same graph code."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from eyas.graph.pipeline import build_graph
+from eyas.graph.replay_cli import replay
+from eyas.graph.runner import checkpointer, thread
+from eyas.graph.runs import RunDir
+from eyas.tools.target.embedded import EmbeddedTarget
+from offline import world_watch
+from pipeline_runs import TINY, eyas, only_run
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "runs" / "examples"
+
+
+@pytest.fixture(scope="module")
+def recorded_run(embedded_target: EmbeddedTarget, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run that stops at the data gate, is answered from the command line, and ends rejected."""
+    runs = tmp_path_factory.mktemp("runs")
+    assert eyas(embedded_target, runs, "run", *TINY).returncode == 3
+    run = only_run(runs)
+    eyas(embedded_target, runs, "approve", run.name, "--reject", "--reason", "recorded for replay")
+    assert eyas(embedded_target, runs, "resume", run.name).returncode == 0
+    return run
+
+
+@pytest.mark.slow
+def test_a_recorded_run_replays_offline_to_the_same_state(recorded_run: Path) -> None:
+    with checkpointer(RunDir(recorded_run)) as saver:
+        recorded_state = dict(build_graph(saver).get_state(thread(RunDir(recorded_run))).values)
+    with world_watch() as attempts:
+        report, state = replay(recorded_run / "transcript.jsonl")
+    assert attempts == []
+    assert report.divergence is None and not report.unconsumed, report
+    assert report.events_replayed == report.events_total
+    assert state == recorded_state
+    assert state["stopped"] == "rejected at the data gate: recorded for replay"
+
+
+@pytest.mark.slow
+def test_a_tampered_answer_diverges_at_that_event(recorded_run: Path, tmp_path: Path) -> None:
+    """The disk check's df answers 1 byte free: the plan's verdict changes, and replay says where."""
+    lines = (recorded_run / "transcript.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    index = next(i for i, e in enumerate(events) if e["kind"] == "command" and "df -P -B1" in e["command"])
+    fields = events[index]["stdout"].splitlines()[-1].split()
+    fields[3] = "1"  # available bytes
+    events[index]["stdout"] = "\n".join([*events[index]["stdout"].splitlines()[:-1], " ".join(fields)]) + "\n"
+    tampered = tmp_path / "transcript.jsonl"
+    tampered.write_text("".join(json.dumps(event) + "\n" for event in events))
+    report, _ = replay(tampered)
+    assert report.divergence is not None
+    assert report.divergence.seq is not None and report.divergence.seq > events[index]["seq"]
+    assert report.divergence.kind == "node"  # the first thing the changed answer alters: the node's output
+    assert "free_disk_bytes" in report.divergence.diff or "free" in report.divergence.diff
+
+
+def test_cut_transcript_replays_up_to_the_cut(tmp_path: Path) -> None:
+    source = sorted(EXAMPLES.glob("*/transcript.jsonl"))
+    if not source:
+        pytest.fail("runs/examples holds no recorded run; `make examples` records them")
+    text = source[0].read_text()
+    cut = tmp_path / "transcript.jsonl"
+    cut.write_text(text[: len(text) // 2])  # mid-line, as a crash leaves it
+    report, _ = replay(cut)
+    assert any("torn" in warning or "cut" in warning for warning in report.warnings), report.warnings
+    assert report.events_replayed > 0
+
+
+@pytest.mark.parametrize("example", sorted(p.parent.name for p in EXAMPLES.glob("*/transcript.jsonl")))
+def test_example_runs_replay_without_divergence(example: str, tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLES / example, tmp_path / example)
+    with world_watch() as attempts:
+        report, state = replay(tmp_path / example / "transcript.jsonl")
+    assert attempts == []
+    assert report.ok, report.divergence.diff if report.divergence else report.unconsumed
+    assert state.get("report")
