@@ -20,6 +20,7 @@ from eyas.agents.operator_tools import OperatorEnv, PipelineControl, operator_to
 from eyas.agents.prompts import prompt
 from eyas.agents.research import ResearchDeps, run_research
 from eyas.agents.toolbox import Toolbox
+from eyas.graph.chat_control import ChatPipeline
 from eyas.graph.runs import RunDir, list_runs, new_run_id, open_run, runs_root
 from eyas.graph.session import run_config, run_meta
 from eyas.tools.config import EyasConfig, load_config, secret_values
@@ -58,8 +59,7 @@ def chat_command(
     tools at once), starts research, and asks you ("yes" to proceed) before anything that launches, cancels or
     answers a gate. The conversation is checkpointed (`eyas chat --resume` continues it) and recorded in the
     run folder. Type `exit` or Ctrl-D to leave."""
-    # The pipeline's controls are wired here by graph/ (control_for=...); without them the chat has the host tools.
-    with open_chat(run, resume, config) as chat:
+    with open_chat(run, resume, config, control_for=ChatPipeline) as chat:
         converse(chat, input, print)
 
 

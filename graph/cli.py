@@ -10,10 +10,12 @@ from typing import Annotated
 
 import typer
 
+from eyas.graph.chat_cli import chat_command
 from eyas.graph.console import console, print_error, verify_table
 from eyas.graph.plan_cli import plan_command
 from eyas.graph.policy import AUTO_APPROVE
 from eyas.graph.replay_cli import replay_command
+from eyas.graph.research_cli import research_command
 from eyas.graph.run_cli import (
     approve_command,
     graph_command,
@@ -56,6 +58,8 @@ app.command("graph")(graph_command)
 app.command("show")(show_command)
 app.command("replay")(replay_command)
 app.command("plan")(plan_command)
+app.command("research")(research_command)
+app.command("chat")(chat_command)
 
 # Small enough for a laptop CPU (about 15 minutes on 2 cores), large enough to beat an untrained drafter.
 DEMO_SIZES = {

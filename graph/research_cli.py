@@ -49,6 +49,8 @@ def research_command(
     run = RunDir(runs_root() / new_run_id())
     run.write_meta(run_meta(config, None, {}, kind="research", brief=brief))
     recorder = Recorder.open(run.transcript, secret_values(cfg))
+    # How the run started, so a replay can start it again (meta "kind" says it is a research run).
+    recorder.note("run", {"meta": run.meta(), "config": cfg.model_dump(mode="json"), "input": {"brief": brief}})
     machine = recorder.host(open_host(name, cfg.host(name)))
     settings = ResearchSettings(
         max_questions=questions, max_steps=steps, local_docs=[str(path.resolve()) for path in docs or []]

@@ -1,0 +1,180 @@
+"""What the operator's agent can do: the same tools as the pipeline, behind pydantic argument models.
+
+Reads (verify, read a file, list jobs, tail a log, research) run at once; anything that launches,
+cancels or answers a gate carries a confirmation question, asked in the chat before it runs. The
+pipeline itself (graph/) is reached only through `PipelineControl`, which the CLI passes in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from eyas.agents.toolbox import ToolDef
+from eyas.tools.checks.result import CheckContext
+from eyas.tools.clock import Clock
+from eyas.tools.config import EyasConfig
+from eyas.tools.host import Host
+from eyas.tools.http import HttpClient
+from eyas.tools.jobs import Jobs
+from eyas.tools.verify import CHECKS, verify
+
+CheckName = Literal[tuple(CHECKS)]  # type: ignore[valid-type]
+MAX_FILE_CHARS = 20000
+
+
+class PipelineControl(Protocol):
+    """The pipeline run the chat is attached to; graph/ implements it. Every method returns promptly
+    (a phase is launched and supervised in the background) with a short text for the agent."""
+
+    def status(self) -> str:
+        """Where the run stands: its phase, its jobs, and the pending gate with its plan, if any."""
+        ...
+
+    def start_phase(self, phase: str) -> str:
+        """Start the run at `phase` (or restart it there); unknown phases are an EyasError naming the known ones."""
+        ...
+
+    def resume(self) -> str:
+        """Continue the run from its last checkpoint."""
+        ...
+
+    def answer_gate(self, action: Literal["approve", "reject"], reason: str) -> str:
+        """Answer the gate the run waits at; an EyasError when none is pending."""
+        ...
+
+
+class Verify(BaseModel):
+    """Check the live state of a host and its vLLM server, all checks at once: health (up AND generating),
+    service (how it was started), gpus, disk, binaries (what a non-interactive shell finds), packages."""
+
+    checks: list[CheckName] | None = Field(None, description="only these checks; default: all")
+    host: str | None = Field(None, description="a host name from the config; default: the target's host")
+
+
+class ReadFile(BaseModel):
+    """Read a text file on a host (its end, when it is long)."""
+
+    path: str = Field(min_length=1, max_length=1000)
+    host: str | None = None
+
+
+class ListJobs(BaseModel):
+    """List eyas's detached jobs on a host, with their state."""
+
+    host: str | None = None
+
+
+class TailLog(BaseModel):
+    """The last lines of a job's log."""
+
+    job_id: str = Field(min_length=1, max_length=128)
+    lines: int = Field(40, ge=1, le=500)
+    host: str | None = None
+
+
+class CancelJob(BaseModel):
+    """Stop a running job and its whole process group."""
+
+    job_id: str = Field(min_length=1, max_length=128)
+    host: str | None = None
+
+
+class Research(BaseModel):
+    """Research a question with parallel researchers (web, and the host's installed tools) into a cited report."""
+
+    brief: str = Field(min_length=3, max_length=2000)
+
+
+class RunStatus(BaseModel):
+    """Where the pipeline run stands: phase, jobs, and the pending approval gate with its plan."""
+
+
+class StartPhase(BaseModel):
+    """Start the pipeline run at a phase (data, extract, vocab, train, evaluate)."""
+
+    phase: str = Field(min_length=1, max_length=64)
+
+
+class ResumeRun(BaseModel):
+    """Continue the pipeline run from its last checkpoint."""
+
+
+class AnswerGate(BaseModel):
+    """Answer the approval gate the pipeline run waits at."""
+
+    action: Literal["approve", "reject"]
+    reason: str = Field("", max_length=500)
+
+
+@dataclass
+class OperatorEnv:
+    config: EyasConfig
+    host_for: Callable[[str | None], Host]  # a host by config name (None: the target's), opened once
+    http: HttpClient
+    clock: Clock
+    research: Callable[[str], str] | None = None  # brief -> where the report is, and its summary
+    control: PipelineControl | None = None
+
+
+def operator_tools(env: OperatorEnv) -> list[ToolDef]:
+    def jobs(host: str | None) -> Jobs:
+        return Jobs(env.host_for(host), env.config.host(host).workdir)
+
+    def where(host: str | None) -> str:
+        return host or env.config.target.host
+
+    def run_verify(args: Verify) -> str:
+        host_config = env.config.host(args.host)
+        context = CheckContext(
+            host=env.host_for(args.host),
+            host_config=host_config,
+            target=env.config.target,
+            http=env.http,
+            data_path=host_config.workdir,
+        )
+        report = verify(context, list(args.checks) if args.checks else None, env.clock)
+        lines = [f"{r.name}: {r.status.value}: {r.message}" for r in report.results]
+        return "\n".join([*lines, f"(wall {report.wall_s:.1f} s)"])
+
+    def read_file(args: ReadFile) -> str:
+        text = env.host_for(args.host).read_text(args.path)
+        return text if len(text) <= MAX_FILE_CHARS else f"…(the last {MAX_FILE_CHARS} chars)\n{text[-MAX_FILE_CHARS:]}"
+
+    def list_jobs(args: ListJobs) -> str:
+        states = jobs(args.host).list()
+        lines = [f"{s.job_id}: {s.describe()} (pid {s.pid}, log {s.directory}/log)" for s in states]
+        return "\n".join(lines) or f"No jobs on {where(args.host)}."
+
+    def tail_log(args: TailLog) -> str:
+        return jobs(args.host).tail(args.job_id, args.lines) or f"The log of {args.job_id} is empty or absent."
+
+    def cancel_job(args: CancelJob) -> str:
+        return f"{args.job_id}: {jobs(args.host).cancel(args.job_id).describe()}"
+
+    defs = [
+        ToolDef(Verify, run_verify),
+        ToolDef(ReadFile, read_file),
+        ToolDef(ListJobs, list_jobs),
+        ToolDef(TailLog, tail_log),
+        ToolDef(CancelJob, cancel_job, lambda a: f"cancel job {a.job_id} on host '{where(a.host)}'"),
+    ]
+    if env.research is not None:
+        research = env.research
+        defs.append(ToolDef(Research, lambda a: research(a.brief)))
+    if env.control is not None:
+        control = env.control
+        defs += [
+            ToolDef(RunStatus, lambda a: control.status()),
+            ToolDef(StartPhase, lambda a: control.start_phase(a.phase), lambda a: f"start the {a.phase} phase"),
+            ToolDef(ResumeRun, lambda a: control.resume(), lambda a: "resume the pipeline run"),
+            ToolDef(
+                AnswerGate,
+                lambda a: control.answer_gate(a.action, a.reason),
+                lambda a: f"{a.action} the pending gate" + (f" ({a.reason})" if a.reason else ""),
+            ),
+        ]
+    return defs

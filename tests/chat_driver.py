@@ -1,0 +1,45 @@
+"""`eyas chat`'s terminal program with a stand-in for the pipeline's controls (graph/ wires the real ones).
+
+Stand-in: starting a phase launches a real detached job on this machine (`sleep`), named after the phase,
+so a test can see whether, and when, anything was launched.
+
+    python chat_driver.py CONFIG
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal
+
+from eyas.graph.chat_cli import converse, open_chat
+from eyas.tools.jobs import Jobs, JobSpec
+from eyas.tools.local_host import LocalHost
+
+
+class LaunchingControls:
+    def __init__(self, workdir: str) -> None:
+        self.jobs = Jobs(LocalHost(), workdir)
+
+    def status(self) -> str:
+        return "\n".join(f"{state.job_id}: {state.describe()}" for state in self.jobs.list()) or "no phase started"
+
+    def start_phase(self, phase: str) -> str:
+        state = self.jobs.launch(JobSpec(job_id=f"phase-{phase}", argv=["/bin/sleep", "120"]))
+        return f"phase {phase} launched: job {state.job_id} {state.describe()} (pid {state.pid})"
+
+    def resume(self) -> str:
+        return "nothing to resume"
+
+    def answer_gate(self, action: Literal["approve", "reject"], reason: str) -> str:
+        return "no gate is pending"
+
+
+def main() -> None:
+    config_path = Path(sys.argv[1])
+    with open_chat(None, False, config_path, lambda run, config: LaunchingControls(config.host().workdir)) as chat:
+        converse(chat, input, print)
+
+
+if __name__ == "__main__":
+    main()
