@@ -1,0 +1,42 @@
+"""Prompts for the drafter tests and benchmark: training prompts from templates, held-out ones on other topics.
+
+The answers come from the target itself (generate.py at temperature 0): the drafter learns to predict the
+target, and held-out prompts name topics the training prompts never mention.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+_TRAIN_TOPICS = (
+    "photosynthesis", "the water cycle", "volcanoes", "the moon", "rainbows", "bread baking", "bicycles",
+    "honey bees", "the internet", "electric cars", "coffee", "glaciers", "tides", "the human heart",
+    "paper making", "wind turbines", "chess", "lighthouses", "recycling", "thunderstorms", "sleep",
+    "the pyramids", "compost", "bridges", "clouds", "magnets", "deserts", "coral reefs", "fireworks", "owls",
+    "the printing press", "soap", "rivers", "wolves", "batteries", "umbrellas", "mushrooms", "satellites",
+    "cheese", "the olympics",
+)  # fmt: skip
+_HELD_OUT_TOPICS = ("earthquakes", "solar panels", "penguins", "libraries", "trains", "vaccines", "maps", "tea")
+_TASKS = (
+    "Explain {topic} to a ten-year-old.",
+    "Write three short facts about {topic}.",
+    "Describe {topic} in two sentences.",
+    "What are the main benefits of {topic}?",
+    "Write a short poem about {topic}.",
+)
+
+
+def _prompts(topics: tuple[str, ...], count: int) -> list[str]:
+    prompts = [task.format(topic=topic) for task in _TASKS for topic in topics]
+    if count > len(prompts):
+        raise ValueError(f"only {len(prompts)} prompts are available, not {count}")
+    return prompts[:count]
+
+
+def write_prompts(path: Path, count: int, *, held_out: bool = False) -> Path:
+    """`count` prompts as generate.py and evaluate.py read them: {"id", "prompt"} per line."""
+    prompts = _prompts(_HELD_OUT_TOPICS if held_out else _TRAIN_TOPICS, count)
+    prefix = "held" if held_out else "train"
+    path.write_text("".join(json.dumps({"id": f"{prefix}-{i}", "prompt": p}) + "\n" for i, p in enumerate(prompts)))
+    return path

@@ -1,0 +1,99 @@
+"""The drafter pipeline on the embedded target, as the drafter tests and benchmark run it: the target answers
+training prompts (generate.py), then extract.py (hf), vocab.py, train.py (CPU) and evaluate.py, each a real
+process of the target environment. Every phase's wall time is kept, for the benchmark's report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from drafter_corpus import write_prompts
+from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.workloads import WORKLOADS_DIR
+
+
+@dataclass(frozen=True)
+class Sizes:
+    conversations: int  # training prompts answered by the target
+    answer_tokens: int  # longest generated answer
+    draft_vocab: int
+    epochs: int
+    total_seq_len: int  # tokens per training step
+    held_out: int  # evaluation prompts
+    eval_tokens: int  # tokens generated per evaluation prompt
+    eval_concurrency: int
+    lr: float = 1e-3
+
+
+@dataclass
+class Pipeline:
+    target: EmbeddedTarget
+    base_url: str  # a server of the target, for generate.py
+    served_model: str
+    root: Path
+    sizes: Sizes
+    port: int  # evaluate.py's servers, in turn
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def run(self, phase: str, script: str, *args: str | Path, timeout: float = 1800) -> str:
+        argv = [str(self.target.python), str(WORKLOADS_DIR / script), *(str(arg) for arg in args)]
+        log = self.root / f"{phase}.log"
+        started = time.monotonic()
+        with log.open("w") as handle:
+            done = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + time.monotonic() - started
+        output = log.read_text(errors="replace")
+        if done.returncode:
+            raise AssertionError(f"{phase} exited with {done.returncode}; {log} ends:\n{output[-3000:]}")
+        return output
+
+    @property
+    def hidden_states(self) -> Path:
+        return self.root / "hidden_states"
+
+    @property
+    def held_out(self) -> Path:
+        return self.root / "held_out.jsonl"
+
+    def vocab(self, name: str) -> Path:
+        return self.root / "vocab" / f"{name}-{self.sizes.draft_vocab}.npy"
+
+    def prepare_data(self) -> None:
+        """Generated answers, their hidden states, the draft vocabulary, and the held-out prompts."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        prompts = write_prompts(self.root / "prompts.jsonl", self.sizes.conversations)
+        write_prompts(self.held_out, self.sizes.held_out, held_out=True)
+        generated = self.root / "generated.jsonl"
+        self.run(
+            "generate", "generate.py", "--input", prompts, "--output", generated, "--base-url", self.base_url,
+            "--model", self.served_model, "--concurrency", "16", "--max-tokens", str(self.sizes.answer_tokens),
+            "--temperature", "0",
+        )  # fmt: skip
+        self.run(
+            "extract", "extract.py", "--model", self.target.model_dir, "--input", generated, "--out", self.hidden_states
+        )
+        self.run(
+            "vocab", "vocab.py", "--hidden-states", self.hidden_states, "--model", self.target.model_dir,
+            "--draft-vocab-size", str(self.sizes.draft_vocab), "--out", self.root / "vocab",
+        )  # fmt: skip
+
+    def train(self, out: Path, *extra: str, phase: str = "train") -> str:
+        return self.run(
+            phase, "train.py", "--data", self.hidden_states, "--verifier", self.target.model_dir, "--out", out,
+            "--d2t", self.vocab("d2t"), "--t2d", self.vocab("t2d"), "--device", "cpu",
+            "--epochs", str(self.sizes.epochs), "--total-seq-len", str(self.sizes.total_seq_len),
+            "--lr", str(self.sizes.lr), *extra,
+        )  # fmt: skip
+
+    def evaluate(self, drafter: Path, name: str, *extra: str) -> dict[str, Any]:
+        out = self.root / f"{name}.json"
+        self.run(
+            name, "evaluate.py", "--model", self.target.model_dir, "--drafter", drafter, "--prompts", self.held_out,
+            "--out", out, "--max-tokens", str(self.sizes.eval_tokens), "--concurrency",
+            str(self.sizes.eval_concurrency), "--port", str(self.port), "--vllm-args=--enforce-eager", *extra,
+        )  # fmt: skip
+        return json.loads(out.read_text())

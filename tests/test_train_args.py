@@ -1,0 +1,194 @@
+"""train.py's argument handling and the command line of its CUDA path (speculators' trainer under torchrun).
+
+No GPU exists here, so the CUDA path is checked by the argv it builds (and, in test_train_target.py, by
+speculators' own argument resolver and a dry run of its trainer on CPU); these tests need no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from eyas.tools.workloads import WORKLOADS_DIR
+from eyas.tools.workloads.progress import last_progress
+
+sys.path.insert(0, str(WORKLOADS_DIR))  # workloads import their siblings by plain name, as on the host
+
+import train
+import train_cuda
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> dict[str, Path]:
+    data, model = tmp_path / "hs", tmp_path / "model"
+    data.mkdir()
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    vocab = tmp_path / "vocab"
+    vocab.mkdir()
+    for name in ("d2t-64.npy", "t2d-64.npy"):
+        (vocab / name).write_bytes(b"")
+    return {"data": data, "model": model, "d2t": vocab / "d2t-64.npy", "t2d": vocab / "t2d-64.npy", "root": tmp_path}
+
+
+def args_for(inputs: dict[str, Path], *extra: str) -> list[str]:
+    return [
+        "--data",
+        str(inputs["data"]),
+        "--verifier",
+        str(inputs["model"]),
+        "--out",
+        str(inputs["root"] / "out"),
+        *extra,
+    ]
+
+
+def test_defaults_put_the_work_directory_beside_the_output(inputs: dict[str, Path]) -> None:
+    args = train.parse_args(args_for(inputs))
+    train.check_args(args)
+    assert args.work == inputs["root"] / "out.work"
+    assert (args.optimizer, args.num_layers, args.ttt_steps, args.device) == ("muon", 1, 3, "auto")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--d2t", "D2T"], "--d2t and --t2d come together"),
+        (["--d2t", "D2T", "--t2d", "/nowhere/t2d.npy"], "--t2d /nowhere/t2d.npy does not exist"),
+        (["--from-pretrained", "/nowhere"], "lacks config.json or model.safetensors"),
+        (["--val-ratio", "1"], "must be in [0, 1)"),
+        (["--epochs", "0"], "must be positive"),
+        (["--threads", "0"], "must be positive"),
+        (["--max-steps", "0"], "must be positive"),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_fix(inputs: dict[str, Path], extra: list[str], message: str) -> None:
+    extra = [str(inputs["d2t"]) if item == "D2T" else item for item in extra]
+    with pytest.raises(SystemExit, match=message.replace("[", r"\[").replace(")", r"\)")):
+        train.check_args(train.parse_args(args_for(inputs, *extra)))
+
+
+def test_missing_inputs_name_both_problems(tmp_path: Path) -> None:
+    args = train.parse_args(
+        ["--data", str(tmp_path / "none"), "--verifier", str(tmp_path), "--out", str(tmp_path / "o")]
+    )
+    with pytest.raises(SystemExit) as raised:
+        train.check_args(args)
+    assert "extract.py's output directory" in str(raised.value) and "no config.json" in str(raised.value)
+
+
+def speculators_flags(argv: list[str]) -> dict[str, list[str]]:
+    """The flags after the script path of `python -m torch.distributed.run ... train_cuda.py --flag value ...`."""
+    flags: dict[str, list[str]] = {}
+    current = None
+    for item in argv[argv.index(str(WORKLOADS_DIR / "train_cuda.py")) + 1 :]:
+        if item.startswith("--"):
+            current = item
+            flags[current] = []
+        else:
+            flags[current].append(item)  # type: ignore[index]
+    return flags
+
+
+def build(inputs: dict[str, Path], *extra: str, init: Path | None = None, freq: float = 1.0) -> list[str]:
+    args = train.parse_args(args_for(inputs, *extra))
+    staged = inputs["root"] / "staged"
+    return train_cuda.speculators_argv(
+        args, python="/venv/bin/python", nproc=8, dataset=staged / "dataset", hidden_states=staged / "hidden_states",
+        save_path=inputs["root"] / "ckpt", init_drafter=init, checkpoint_freq=freq,
+    )  # fmt: skip
+
+
+def test_cuda_command_runs_speculators_trainer_under_torchrun_with_the_cpu_loops_drafter(
+    inputs: dict[str, Path],
+) -> None:
+    argv = build(inputs, "--d2t", str(inputs["d2t"]), "--t2d", str(inputs["t2d"]), "--num-layers", "2",
+                 "--target-layer-ids", "2", "15", "27", "--epochs", "5", "--lr", "3e-4", "--val-ratio", "0.05",
+                 "--max-steps", "40", freq=0.25)  # fmt: skip
+    assert argv[:5] == ["/venv/bin/python", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=8"]
+    flags = speculators_flags(argv)
+    root = inputs["root"]
+    assert flags == {
+        "--speculator-type": ["eagle3"],
+        "--verifier-name-or-path": [str(inputs["model"])],
+        "--data-path": [str(root / "staged" / "dataset")],
+        "--hidden-states-path": [str(root / "staged" / "hidden_states")],
+        "--on-missing": ["raise"],
+        "--save-path": [str(root / "ckpt")],
+        "--epochs": ["5"],
+        "--lr": ["0.0003"],
+        "--optimizer": ["muon"],
+        "--total-seq-len": ["2048"],
+        "--ttt-steps": ["3"],
+        "--train-data-ratio": ["0.95"],
+        "--checkpoint-freq": ["0.25"],
+        "--num-workers": ["4"],
+        "--seed": ["0"],
+        "--log-freq": ["1"],
+        "--num-layers": ["2"],
+        # The CPU loop's drafter has full attention in every layer; speculators' default is a sliding window.
+        "--full-attention-indices": ["0", "1"],
+        "--target-layer-ids": ["2", "15", "27"],
+        "--d2t-path": [str(inputs["d2t"])],
+        "--t2d-path": [str(inputs["t2d"])],
+        "--max-steps": ["40"],
+    }
+
+
+def test_finetuning_leaves_the_drafter_shape_to_the_checkpoint(inputs: dict[str, Path]) -> None:
+    # speculators refuses decoder-shaping flags next to --from-pretrained: the checkpoint defines the drafter.
+    flags = speculators_flags(build(inputs, "--dry-run", init=inputs["root"] / "init"))
+    assert flags["--from-pretrained"] == [str(inputs["root"] / "init")]
+    assert flags["--dry-run"] == []
+    assert not {"--num-layers", "--full-attention-indices", "--target-layer-ids", "--d2t-path"} & flags.keys()
+
+
+def test_latest_checkpoint_is_the_highest_numbered_directory(tmp_path: Path) -> None:
+    assert train_cuda.latest_checkpoint(tmp_path) is None
+    for name in ("2", "10", "interrupted", "checkpoint_best"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "epoch10_end").symlink_to(tmp_path / "10")
+    (tmp_path / "11").write_text("a file, not a checkpoint")
+    assert train_cuda.latest_checkpoint(tmp_path) == tmp_path / "10"
+
+
+def test_trainer_metric_records_become_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    handler = train_cuda.ProgressHandler(total=40)
+    logger = logging.getLogger("test.speculators.metrics")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    # The shapes speculators' Trainer logs: per step after normalize_counted_metrics, and per validation epoch.
+    train_record = {"train": {"loss": 2.5, "full_acc_0": 0.7, "full_acc_2": 0.2, "full_acc_1": 0.4, "cond_acc_0": 0.7},
+                    "profile": None, "epoch": 1, "lr": 1e-3, "global_step": 11}  # fmt: skip
+    logger.info(train_record)
+    line = last_progress(capsys.readouterr().out)
+    assert line is not None
+    assert {key: line[key] for key in ("phase", "done", "total", "epoch", "loss", "acc")} == {
+        "phase": "train", "done": 12, "total": 40, "epoch": 1, "loss": 2.5, "acc": [0.7, 0.4, 0.2],
+    }  # fmt: skip
+    logger.info({"val": {"loss_epoch": 3.0, "full_acc_0_epoch": 0.6, "full_acc_1_epoch": 0.3}, "epoch": 1})
+    line = last_progress(capsys.readouterr().out)
+    assert line is not None and (line["phase"], line["loss"], line["acc"]) == ("val", 3.0, [0.6, 0.3])
+    logger.info("a plain message is not a metric record")
+    assert last_progress(capsys.readouterr().out) is None
+    logger.removeHandler(handler)
+
+
+def test_a_downloaded_drafter_is_pointed_at_the_local_verifier(tmp_path: Path) -> None:
+    source = tmp_path / "downloaded"
+    source.mkdir()
+    config = {"speculators_model_type": "eagle3", "speculators_config": {"verifier": {"name_or_path": "org/Model"}}}
+    (source / "config.json").write_text(json.dumps(config))
+    (source / "model.safetensors").write_bytes(b"weights")
+    staged = train.stage_init_drafter(source, tmp_path / "model", tmp_path / "init")
+    staged_config = json.loads((staged / "config.json").read_text())
+    assert staged_config["speculators_config"]["verifier"]["name_or_path"] == str((tmp_path / "model").resolve())
+    assert (staged / "model.safetensors").read_bytes() == b"weights"
+    assert json.loads((source / "config.json").read_text()) == config  # the download itself is untouched
+    (source / "config.json").write_text(json.dumps({"speculators_model_type": "dflash"}))
+    with pytest.raises(SystemExit, match="not a speculators eagle3 drafter"):
+        train.stage_init_drafter(source, tmp_path / "model", tmp_path / "init")

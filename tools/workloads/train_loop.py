@@ -1,0 +1,244 @@
+"""The CPU path of train.py: a plain training loop over speculators' Eagle3DraftModel.
+
+speculators' Trainer moves the model to `cuda:<rank>`, so on a CPU host this loop does the trainer's job
+with the same pieces: the drafter built as its CLI builds it (sdpa attention instead of flex attention),
+the eager KL loss, speculators' optimizers and linear warmup schedule, and batches from its own dataset,
+packing sampler and `shift_batch` (drafter_data.PackedBatches).
+
+A checkpoint (trainable weights, optimizer and scheduler state, position in the data, RNG states) is
+written atomically each epoch and every --checkpoint-every steps; a rerun resumes from the newest one and
+replays exactly the batches an uninterrupted run would have seen.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import torch
+
+import progress
+from drafter_data import PackedBatches, Staged
+
+KEEP_CHECKPOINTS = 2
+
+
+@dataclass
+class Position:
+    """Where training stands: steps done, and the next batch of which epoch."""
+
+    step: int = 0
+    epoch: int = 0
+    batch: int = 0
+
+
+def build_drafter(
+    args: Any, staged: Staged, init_drafter: Path | None, d2t: torch.Tensor | None, t2d: torch.Tensor | None
+) -> torch.nn.Module:
+    """The drafter as speculators' CLI builds it for eagle3, from scratch or from a drafter to finetune."""
+    from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig
+    from speculators.train.cli import create_transformer_layer_config
+
+    if init_drafter is not None:
+        config = Eagle3SpeculatorConfig.from_pretrained(str(init_drafter))
+        config.transformer_layer_config._attn_implementation = "sdpa"
+        model = Eagle3DraftModel.from_pretrained(str(init_drafter), config=config, t2d=t2d, d2t=d2t)
+    else:
+        layer_config = create_transformer_layer_config(
+            verifier_name_or_path=str(args.verifier),
+            num_layers=args.num_layers,
+            draft_arch="llama",
+            hidden_act="silu",
+            sliding_window=2048,
+            full_attention_indices=list(range(args.num_layers)),
+        )
+        model = Eagle3DraftModel.from_training_args(
+            layer_config,
+            t2d=t2d,
+            d2t=d2t,
+            verifier_name_or_path=str(args.verifier),
+            target_layer_ids=args.target_layer_ids,
+            draft_vocab_size=len(d2t) if d2t is not None else layer_config.vocab_size,
+            norm_before_residual=True,
+            norm_before_fc=True,
+            norm_output=True,
+            ttt_steps=args.ttt_steps,
+            draft_attn_impl="sdpa",
+        )
+    wanted = list(model.target_layer_ids)
+    if len(wanted) != staged.num_layers - 1 or (staged.aux_layer_ids and wanted != staged.aux_layer_ids):
+        raise SystemExit(
+            f"The drafter reads the auxiliary layers {wanted}, but the hidden-state files hold "
+            f"{staged.aux_layer_ids or staged.num_layers - 1} plus the last layer. Extract with the drafter's "
+            "layers (extract.py --layers), or for a new drafter pass --target-layer-ids as extracted."
+        )
+    return model
+
+
+def save_drafter(model: torch.nn.Module, out: Path) -> None:
+    """Write the drafter as speculators' trainer does (bf16 config.json + model.safetensors), atomically."""
+    from speculators.train.checkpointer import convert_float_dtype, patch_config_dtype
+
+    tmp = out.with_name(out.name + ".partial")
+    model.save_pretrained(str(tmp), state_dict=convert_float_dtype(model.state_dict(), torch.bfloat16))
+    patch_config_dtype(tmp / "config.json", torch.bfloat16)
+    replace_dir(tmp, out)
+
+
+def replace_dir(tmp: Path, out: Path) -> None:
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.replace(out)
+
+
+def _rates(sums: dict[str, Any], ttt_steps: int) -> tuple[float, list[float]]:
+    """Loss and per-position accuracy from the model's metric sums and totals (one batch's, or summed)."""
+    loss = float(sums["loss_sum"]) / max(float(sums["loss_total"]), 1.0)
+    acc = [float(sums[f"full_acc_{k}_sum"]) / max(float(sums[f"full_acc_{k}_total"]), 1.0) for k in range(ttt_steps)]
+    return round(loss, 4), [round(value, 4) for value in acc]
+
+
+class Checkpoints:
+    """step-<n>.pt files in one directory; the newest complete one is the resume point."""
+
+    def __init__(self, directory: Path, signature: dict[str, Any]) -> None:
+        self.directory = directory
+        self.signature = signature
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def files(self) -> list[Path]:
+        return sorted(self.directory.glob("step-*.pt"))
+
+    def save(self, model: torch.nn.Module, optimizers: list, schedulers: list, position: Position) -> Path:
+        trainable = {name for name, param in model.named_parameters() if param.requires_grad}
+        payload = {
+            "signature": self.signature,
+            "position": vars(position),
+            "model": {name: value for name, value in model.state_dict().items() if name in trainable},
+            "optimizers": [optimizer.state_dict() for optimizer in optimizers],
+            "schedulers": [scheduler.state_dict() for scheduler in schedulers],
+            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+        }
+        path = self.directory / f"step-{position.step:08d}.pt"
+        tmp = path.with_name(path.name + ".partial")
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+        for old in self.files()[:-KEEP_CHECKPOINTS]:
+            old.unlink()
+        return path
+
+    def restore(self, model: torch.nn.Module, optimizers: list, schedulers: list) -> Position | None:
+        files = self.files()
+        if not files:
+            return None
+        payload = torch.load(files[-1], weights_only=False)
+        if payload["signature"] != self.signature:
+            raise SystemExit(
+                f"The checkpoints in {self.directory} come from a run with other settings "
+                f"({payload['signature']} there, {self.signature} now). Rerun with the same data and settings to "
+                "resume, or pass another --work directory (or delete that one) to start afresh."
+            )
+        model.load_state_dict(payload["model"], strict=False)
+        for optimizer, state in zip(optimizers, payload["optimizers"], strict=True):
+            optimizer.load_state_dict(state)
+        for scheduler, state in zip(schedulers, payload["schedulers"], strict=True):
+            scheduler.load_state_dict(state)
+        torch.set_rng_state(payload["rng"]["torch"])
+        np.random.set_state(payload["rng"]["numpy"])
+        random.setstate(payload["rng"]["python"])
+        return Position(**payload["position"])
+
+
+def _validate(model: torch.nn.Module, batches: PackedBatches, call_kwargs: dict, ttt_steps: int) -> dict[str, Any]:
+    sums: dict[str, float] = {}
+    model.eval()
+    with torch.no_grad():
+        for indices in batches.epoch(0):
+            _, _, metrics = model(**batches.batch(indices), **call_kwargs)
+            for key, value in metrics.items():
+                sums[key] = sums.get(key, 0.0) + float(value)
+    model.train()
+    loss, acc = _rates(sums, ttt_steps)
+    return {"val_loss": loss, "val_acc": acc}
+
+
+def train_cpu(
+    args: Any, staged: Staged, init_drafter: Path | None, d2t: torch.Tensor | None, t2d: torch.Tensor | None, work: Path
+) -> torch.nn.Module:
+    """Train (or resume training) and return the trained drafter."""
+    from speculators.models.eagle3 import Eagle3DraftModel
+    from speculators.train.optimizers import build_optimizers
+    from transformers import get_linear_schedule_with_warmup
+
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    random.seed(args.seed)
+    model = build_drafter(args, staged, init_drafter, d2t, t2d)
+    model.train()
+    call_kwargs, _ = Eagle3DraftModel.get_trainer_kwargs(
+        ttt_steps=args.ttt_steps, ttt_step_loss_decay=1.0, loss_fn="kl_div", loss_implementation="eager"
+    )
+    split = {"train_ratio": 1 - args.val_ratio, "total_seq_len": args.total_seq_len, "seed": args.seed}
+    train = PackedBatches(staged, split="train", **split)
+    val = PackedBatches(staged, split="val", **split) if args.val_ratio > 0 else None
+    plan = [train.epoch(epoch) for epoch in range(args.epochs)]
+    total = sum(map(len, plan)) if not args.max_steps else min(args.max_steps, sum(map(len, plan)))
+    # The optimizer settings are those of speculators' CLI defaults.
+    hyper = SimpleNamespace(
+        optimizer=args.optimizer, lr=args.lr, weight_decay=0.01, muon_lr=args.lr, muon_momentum=0.95,
+        muon_weight_decay=0.1, muon_ns_steps=5, muon_adjust_lr_fn="match_rms_adamw",
+    )  # fmt: skip
+    optimizers = build_optimizers(model, hyper)
+    schedulers = [get_linear_schedule_with_warmup(optimizer, total // 100, total) for optimizer in optimizers]
+    signature = {"samples": staged.samples, "tokens": staged.tokens, "total_steps": total, **split}
+    checkpoints = Checkpoints(work / "checkpoints", signature)
+    position = checkpoints.restore(model, optimizers, schedulers) or Position()
+    if position.step:
+        progress.emit(phase="resumed", done=position.step, total=total, checkpoint=str(checkpoints.files()[-1]))
+
+    def checkpoint() -> None:
+        path = checkpoints.save(model, optimizers, schedulers, position)
+        progress.emit(phase="checkpoint", done=position.step, total=total, path=str(path))
+
+    while position.step < total and position.epoch < args.epochs:
+        for indices in plan[position.epoch][position.batch :]:
+            started = time.monotonic()
+            batch = train.batch(indices)
+            _, loss, metrics = model(**batch, **call_kwargs)
+            for optimizer in optimizers:
+                optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            for optimizer, scheduler in zip(optimizers, schedulers, strict=True):
+                optimizer.step()
+                scheduler.step()
+            position.step += 1
+            position.batch += 1
+            loss_value, acc = _rates(metrics, args.ttt_steps)
+            tokens = int((batch["document_ids"] != -1).sum())
+            progress.emit(
+                phase="train", done=position.step, total=total, epoch=position.epoch, loss=loss_value, acc=acc,
+                tokens_per_s=round(tokens / (time.monotonic() - started), 1),
+            )  # fmt: skip
+            if position.step >= total:
+                break
+            if args.checkpoint_every and position.step % args.checkpoint_every == 0:
+                checkpoint()
+        if position.batch >= len(plan[position.epoch]):
+            position.epoch, position.batch = position.epoch + 1, 0
+            if val is not None:
+                progress.emit(
+                    phase="val",
+                    done=position.step,
+                    total=total,
+                    epoch=position.epoch - 1,
+                    **_validate(model, val, call_kwargs, args.ttt_steps),
+                )
+        checkpoint()
+    return model
