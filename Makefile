@@ -49,6 +49,8 @@ EXAMPLE_SIZES := --samples 24 --max-tokens 48 --max-seq-len 256 --concurrency 4 
 examples: setup target
 	$(BIN)/eyas target up --eager
 	rm -rf runs/examples/full-pipeline
+	work=$$($(BIN)/python -c 'from eyas.tools.target.embedded import EmbeddedTarget; print(EmbeddedTarget.from_env().workdir)') && \
+	  rm -rf "$$work"/jobs/full-pipeline.* "$$work"/runs/full-pipeline
 	EYAS_RUNS_DIR=runs/examples $(BIN)/eyas run --run-id full-pipeline --auto-approve $(EXAMPLE_SIZES) < /dev/null
 	rm -f runs/examples/full-pipeline/checkpoints.sqlite* runs/examples/full-pipeline/driver.lock
 

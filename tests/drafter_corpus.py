@@ -1,7 +1,8 @@
-"""Prompts for the drafter tests and benchmark: training prompts from templates, held-out ones on other topics.
+"""Prompts for the drafter tests and benchmark, as generate.py and evaluate.py read them.
 
 The answers come from the target itself (generate.py at temperature 0): the drafter learns to predict the
-target, and held-out prompts name topics the training prompts never mention.
+target. The tests use short template prompts, whose held-out ones name topics the training prompts never
+mention; the benchmark splits the prompt set eyas ships (tools/data/prompts.jsonl).
 """
 
 from __future__ import annotations
@@ -40,3 +41,12 @@ def write_prompts(path: Path, count: int, *, held_out: bool = False) -> Path:
     prefix = "held" if held_out else "train"
     path.write_text("".join(json.dumps({"id": f"{prefix}-{i}", "prompt": p}) + "\n" for i, p in enumerate(prompts)))
     return path
+
+
+def split_prompt_set(source: Path, train: Path, held_out: Path, held_out_count: int) -> None:
+    """Evenly spaced lines of `source` (every kind of prompt it holds) held out; the rest kept for training."""
+    lines = [line for line in source.read_text().splitlines() if line.strip()]
+    step = len(lines) / held_out_count
+    picked = {int(i * step + step / 2) for i in range(held_out_count)}
+    held_out.write_text("".join(lines[i] + "\n" for i in sorted(picked)))
+    train.write_text("".join(line + "\n" for i, line in enumerate(lines) if i not in picked))

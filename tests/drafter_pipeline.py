@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from drafter_corpus import write_prompts
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.workloads import WORKLOADS_DIR
 
@@ -23,7 +22,6 @@ class Sizes:
     draft_vocab: int
     epochs: int
     total_seq_len: int  # tokens per training step
-    held_out: int  # evaluation prompts
     eval_tokens: int  # tokens generated per evaluation prompt
     eval_concurrency: int
     lr: float = 1e-3
@@ -37,6 +35,8 @@ class Pipeline:
     root: Path
     sizes: Sizes
     port: int  # evaluate.py's servers, in turn
+    prompts: Path  # training prompts; the first `sizes.conversations` are answered
+    held_out: Path  # evaluation prompts, never trained on
     seconds: dict[str, float] = field(default_factory=dict)
 
     def run(self, phase: str, script: str, *args: str | Path, timeout: float = 1800) -> str:
@@ -55,23 +55,16 @@ class Pipeline:
     def hidden_states(self) -> Path:
         return self.root / "hidden_states"
 
-    @property
-    def held_out(self) -> Path:
-        return self.root / "held_out.jsonl"
-
     def vocab(self, name: str) -> Path:
         return self.root / "vocab" / f"{name}-{self.sizes.draft_vocab}.npy"
 
     def prepare_data(self) -> None:
-        """Generated answers, their hidden states, the draft vocabulary, and the held-out prompts."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        prompts = write_prompts(self.root / "prompts.jsonl", self.sizes.conversations)
-        write_prompts(self.held_out, self.sizes.held_out, held_out=True)
+        """Generated answers, their hidden states and the draft vocabulary."""
         generated = self.root / "generated.jsonl"
         self.run(
-            "generate", "generate.py", "--input", prompts, "--output", generated, "--base-url", self.base_url,
+            "generate", "generate.py", "--input", self.prompts, "--output", generated, "--base-url", self.base_url,
             "--model", self.served_model, "--concurrency", "16", "--max-tokens", str(self.sizes.answer_tokens),
-            "--temperature", "0",
+            "--temperature", "0", "--limit", str(self.sizes.conversations),
         )  # fmt: skip
         self.run(
             "extract", "extract.py", "--model", self.target.model_dir, "--input", generated, "--out", self.hidden_states

