@@ -124,3 +124,14 @@ def test_a_cancelled_evaluation_job_leaves_no_server_behind(
     assert jobs.cancel(spec.job_id).finished
     wait_for(lambda: not _answers(CANCEL_PORT) and not _group_members(server["pid"]), 30, what="the server to stop")
     assert not (tmp_path / "result.json").exists()
+
+
+def test_running_servers_mode_refuses_a_server_without_a_drafter(pipeline: Pipeline, dev_server: str) -> None:
+    """Against servers already running, a --speculative-url that drafts nothing is named as the problem."""
+    out = pipeline.root / "url-mode.json"
+    with pytest.raises(AssertionError, match="made no drafts: it is not serving with a speculative config"):
+        pipeline.run(
+            "url-mode", "evaluate.py", "--speculative-url", dev_server, "--baseline-url", dev_server, "--k", "3",
+            "--prompts", pipeline.held_out, "--out", out, "--max-tokens", "8",
+        )  # fmt: skip
+    assert not out.exists()

@@ -204,7 +204,10 @@ def main(argv: list[str] | None = None) -> None:
             "is the final layer): drop the flag, or re-extract with these layers."
         )
     args.target_layer_ids = args.target_layer_ids or staged.aux_layer_ids
-    progress.emit(phase="staged", device=device, samples=staged.samples, tokens=staged.tokens, work=str(args.work))
+    progress.emit(
+        phase="staged", device=device, samples=staged.samples, tokens=staged.tokens, loss_tokens=staged.loss_tokens,
+        layer_ids=staged.layer_ids, work=str(args.work),
+    )  # fmt: skip
     init = (
         stage_init_drafter(args.from_pretrained, args.verifier, args.work / "init-drafter")
         if args.from_pretrained

@@ -49,7 +49,8 @@ def build_drafter(
     if init_drafter is not None:
         config = Eagle3SpeculatorConfig.from_pretrained(str(init_drafter))
         config.transformer_layer_config._attn_implementation = "sdpa"
-        model = Eagle3DraftModel.from_pretrained(str(init_drafter), config=config, t2d=t2d, d2t=d2t)
+        # Saved in bf16; the loop keeps fp32 master weights and batches, as speculators' trainer does.
+        model = Eagle3DraftModel.from_pretrained(str(init_drafter), config=config, t2d=t2d, d2t=d2t).float()
     else:
         layer_config = create_transformer_layer_config(
             verifier_name_or_path=str(args.verifier),
