@@ -139,6 +139,7 @@ def gate_panel(view: dict[str, Any]) -> Panel:
         table.add_row(f"verify {name}", f"{check['status']}: {check['message']}")
     for command in view.get("commands", []):
         table.add_row("[bold]will run[/]", command)
-    if view.get("policy_stop"):
-        table.add_row("[bold red]policy stop[/]", view["policy_stop"])
+    policy = view.get("policy")
+    if policy and not policy["approve"]:
+        table.add_row("[bold red]policy stop[/]", escape(policy["reasons"]))
     return Panel(table, title=f"gate: {view['phase']}", border_style="cyan")

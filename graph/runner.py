@@ -111,7 +111,9 @@ def gate_message(run: RunDir, view: dict[str, Any]) -> str:
     if view.get("kind") == "failure":
         what = f"job {view['job_id']} {view['status']}: {view['diagnosis']}"
     else:
-        what = f"the {view['phase']} gate: {view.get('policy_stop') or 'waiting for approval'}"
+        policy = view.get("policy")
+        why = f"the policy stops here: {policy['reasons']}" if policy else "waiting for approval"
+        what = f"the {view['phase']} gate: {why}"
     return (
         f"eyas run {run.run_id} stopped at {what}. Answer with `eyas approve {run.run_id}` "
         f"(or --reject --reason TEXT), then `eyas resume {run.run_id}`."

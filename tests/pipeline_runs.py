@@ -23,6 +23,8 @@ def environment(target: EmbeddedTarget, runs: Path) -> dict[str, str]:
         "EYAS_CACHE_DIR": str(target.cache_dir),
         "EYAS_TARGET_PORT": str(target.port),
         "EYAS_RUNS_DIR": str(runs),
+        # Wide enough that rich never wraps a message the tests look for.
+        "COLUMNS": "400",
     }
 
 

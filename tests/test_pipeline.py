@@ -26,8 +26,8 @@ from waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
-# Data passes (its JSONL is small), extraction stops (its hidden states are not): the run ends at that gate.
-STOP_BEFORE_EXTRACTION = {"max_disk_bytes": 20_000_000}
+# Data passes (its JSONL is kilobytes), extraction stops (its hidden states are megabytes): the run ends there.
+STOP_BEFORE_EXTRACTION = {"max_disk_bytes": 1_000_000}
 
 
 def test_kill_during_generation_resumes_without_a_second_process(
