@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from eyas.agents.report import Source
+from eyas.tools.checks.host_facts import HostFacts, search_docs
 from eyas.tools.errors import EyasError
-from eyas.tools.host import Host
-from eyas.tools.host_facts import HostFacts, search_docs
-from eyas.tools.http import HttpClient
-from eyas.tools.search import Origin, SearchHit, SearchUnavailable, WebSearch
-from eyas.tools.webpage import fetch_page
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.web.search import Origin, SearchHit, SearchUnavailable, WebSearch
+from eyas.tools.web.webpage import fetch_page
 from eyas.tools.workloads.package_docs import terms
 
 _OPTION = re.compile(r"^\s{0,8}-{1,2}[A-Za-z]")

@@ -33,12 +33,12 @@ from eyas.agents.structured import (
     tool_result,
     tool_spec,
 )
-from eyas.tools.boundary import Boundary
-from eyas.tools.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.config import AgentConfig, EyasConfig, secret
 from eyas.tools.errors import EyasError
+from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
+from eyas.tools.recording.boundary import Boundary
+from eyas.tools.recording.transcript import register_error_type
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
-from eyas.tools.transcript import register_error_type
 
 # Request fields the SDK takes as arguments; any other (a vLLM sampling field) travels in extra_body.
 _SDK_FIELDS = frozenset(inspect.signature(Completions.create).parameters) - {"self", "extra_body"}

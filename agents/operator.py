@@ -26,7 +26,7 @@ from eyas.agents.llm import LLM, LlmProfile
 from eyas.agents.prompts import CHARS_PER_TOKEN, tokens
 from eyas.agents.structured import Message, tool_spec
 from eyas.agents.toolbox import Toolbox, shown
-from eyas.tools.boundary import Boundary
+from eyas.tools.recording.boundary import Boundary
 
 TASK = "chat"
 YES = ("yes", "y")

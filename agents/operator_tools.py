@@ -15,12 +15,12 @@ from pydantic import BaseModel, Field
 
 from eyas.agents.toolbox import ToolDef
 from eyas.tools.checks.result import CheckContext
-from eyas.tools.clock import Clock
+from eyas.tools.checks.verify import CHECKS, verify
 from eyas.tools.config import EyasConfig
-from eyas.tools.host import Host
-from eyas.tools.http import HttpClient
-from eyas.tools.jobs import Jobs
-from eyas.tools.verify import CHECKS, verify
+from eyas.tools.hosts.clock import Clock
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.jobs.detached import Jobs
 
 CheckName = Literal[tuple(CHECKS)]  # type: ignore[valid-type]
 MAX_FILE_CHARS = 20000

@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from eyas.tools.host_facts import HostFacts
-from eyas.tools.search import Origin
+from eyas.tools.checks.host_facts import HostFacts
+from eyas.tools.web.search import Origin
 
 _CITATION = re.compile(r"\[(\d{1,3})\]")
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")

@@ -44,12 +44,12 @@ from eyas.agents.report import (
 )
 from eyas.agents.researcher import Assignment, Kit, ResearchSettings, research
 from eyas.agents.structured import OUTPUT_CHARS_PER_TOKEN
-from eyas.tools.boundary import Boundary
+from eyas.tools.checks.host_facts import HostFacts, installed_versions, local_docs_script, read_cli_help
 from eyas.tools.config import HostConfig, TargetConfig
-from eyas.tools.host import Host
-from eyas.tools.host_facts import HostFacts, installed_versions, local_docs_script, read_cli_help
-from eyas.tools.http import HttpClient
-from eyas.tools.search import WebSearch
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.recording.boundary import Boundary
+from eyas.tools.web.search import WebSearch
 
 REPORT_NAME = "research.md"
 HELP_NAME = "host-help.json"

@@ -10,7 +10,7 @@ from typing import Any
 
 from eyas.agents.structured import Call, Message, Tool, tool_name, tool_result, validate_call
 from eyas.tools.errors import EyasError
-from eyas.tools.task_scope import submit_in_task
+from eyas.tools.recording.task_scope import submit_in_task
 
 
 @dataclass(frozen=True)

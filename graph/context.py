@@ -8,13 +8,13 @@ from typing import Any
 
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
-from eyas.tools.boundary import Boundary
-from eyas.tools.clock import Clock
 from eyas.tools.config import EyasConfig, HostConfig
 from eyas.tools.errors import ConfigError
-from eyas.tools.host import Host
-from eyas.tools.http import HttpClient
-from eyas.tools.jobs import Jobs, JobState
+from eyas.tools.hosts.clock import Clock
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.jobs.detached import Jobs, JobState
+from eyas.tools.recording.boundary import Boundary
 
 
 def _ignore(*_: Any) -> None:

@@ -13,7 +13,7 @@ from langgraph.types import interrupt
 from eyas.graph.context import RunContext
 from eyas.graph.policy import judge
 from eyas.graph.state import Decision, RunState
-from eyas.tools.jobs import JobSpec
+from eyas.tools.jobs.detached import JobSpec
 
 SpecBuilder = Callable[[RunContext, RunState], list[JobSpec]]
 ANSWERS = ("approve", "reject", "edit")

@@ -12,8 +12,8 @@ from eyas.graph.context import RunContext
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
 from eyas.tools.config import EyasConfig, load_config, secret_values
-from eyas.tools.connect import open_host
-from eyas.tools.recording import Recorder
+from eyas.tools.hosts.connect import open_host
+from eyas.tools.recording.recorder import Recorder
 from eyas.tools.target.embedded import EmbeddedTarget
 
 

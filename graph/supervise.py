@@ -11,8 +11,8 @@ from langgraph.types import interrupt
 from eyas.graph.context import RunContext
 from eyas.graph.gates import SpecBuilder
 from eyas.graph.state import Decision, Failure, RunState
-from eyas.tools.jobs import JobState, JobStatus
-from eyas.tools.workloads import upload_workloads
+from eyas.tools.jobs.detached import JobState, JobStatus
+from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.workloads.progress import last_progress
 
 Node = Callable[[RunState, Runtime[RunContext]], dict[str, Any]]

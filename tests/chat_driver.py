@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from eyas.graph.chat_cli import converse, open_chat
-from eyas.tools.jobs import Jobs, JobSpec
-from eyas.tools.local_host import LocalHost
+from eyas.graph.cli.chat import converse, open_chat
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import Jobs, JobSpec
 
 
 class LaunchingControls:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from eyas.tools.host import Host
-from eyas.tools.local_host import LocalHost
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.local import LocalHost
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.prepare import prepare
 from eyas.tools.target.provision import provision

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.target.embedded import EmbeddedTarget
-from eyas.tools.workloads import WORKLOADS_DIR
 
 
 @dataclass(frozen=True)

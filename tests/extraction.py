@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.target.embedded import EmbeddedTarget
-from eyas.tools.workloads import WORKLOADS_DIR
 from eyas.tools.workloads.hidden_states_file import read_header
 
 TESTS = Path(__file__).resolve().parent

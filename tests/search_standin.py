@@ -10,7 +10,7 @@ import re
 import threading
 from collections.abc import Callable
 
-from eyas.tools.search import SearchFailed, SearchHit
+from eyas.tools.web.search import SearchFailed, SearchHit
 
 
 def hits_about(query: str) -> list[SearchHit]:

@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from eyas.tools.ssh_host import SSHHost
+from eyas.tools.hosts.ssh import SSHHost
 
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "/usr/bin/ssh-keygen"

@@ -15,13 +15,13 @@ import pytest
 from eyas.agents.llm import EMBEDDED_SAMPLING, LLM
 from eyas.agents.research import ResearchDeps, run_research
 from eyas.agents.researcher import ResearchSettings
-from eyas.graph.chat_cli import converse, open_chat
+from eyas.graph.cli.chat import converse, open_chat
 from eyas.tools.config import AgentConfig
-from eyas.tools.http import HttpClient
-from eyas.tools.local_host import LocalHost
-from eyas.tools.search import DdgsBackend, RateLimiter, SearchCache, WebSearch
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.recording.transcript import read_transcript
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
-from eyas.tools.transcript import read_transcript
+from eyas.tools.web.search import DdgsBackend, RateLimiter, SearchCache, WebSearch
 
 pytestmark = pytest.mark.slow
 

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 import scripted_llm as s
-from eyas.graph.chat_cli import Chat, converse, open_chat
+from eyas.graph.cli.chat import Chat, converse, open_chat
 from eyas.graph.runs import RunDir
 from eyas.graph.session import run_meta
-from eyas.tools.jobs import Jobs, JobStatus
-from eyas.tools.local_host import LocalHost
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import Jobs, JobStatus
+from eyas.tools.recording.transcript import ApprovalEvent, read_transcript
 from eyas.tools.target.embedded import EmbeddedTarget
-from eyas.tools.transcript import ApprovalEvent, read_transcript
 from openai_stub import MODEL, OpenAIStub, Reply, Request
 from scripted_llm import ResearchTeam
 from terminal import Terminal

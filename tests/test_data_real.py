@@ -17,13 +17,14 @@ from typing import Any
 import httpx
 import pytest
 
+from data_jobs import job_progress, launch_data_jobs
 from eyas.tools.config import LOCAL, EyasConfig, HostConfig, TargetConfig
-from eyas.tools.data_phase import PROMPT_SET, GenerationSettings, job_progress, launch_data_phase
-from eyas.tools.estimate import FILE_HEADER_BYTES, estimate
-from eyas.tools.http import HttpClient
-from eyas.tools.jobs import Jobs, JobState, JobStatus
-from eyas.tools.local_host import LocalHost
-from eyas.tools.plan_measure import Figures, measure_inputs
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.data import PROMPT_SET, GenerationSettings
+from eyas.tools.jobs.detached import Jobs, JobState, JobStatus
+from eyas.tools.planning.estimate import FILE_HEADER_BYTES, estimate
+from eyas.tools.planning.measure import Figures, measure_inputs
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from waiting import wait_for
 
@@ -113,7 +114,7 @@ def test_a_killed_generation_job_resumes_with_nothing_lost_or_doubled(data_serve
     )
     output, jobs = Path(settings.output), Jobs(host, str(tmp_path))
 
-    state = launch_data_phase(host, host_config, server, run_id="kill", generation=settings)["generate"]
+    state = launch_data_jobs(host, host_config, server, run_id="kill", generation=settings)["generate"]
     wait_for(lambda: output.exists() and len(output.read_bytes().splitlines()) >= 4, 300, what="4 finished samples")
     assert state.pid is not None
     os.killpg(state.pid, signal.SIGKILL)
@@ -122,7 +123,7 @@ def test_a_killed_generation_job_resumes_with_nothing_lost_or_doubled(data_serve
     assert 4 <= at_kill < 24, "the job must be killed half way"
 
     jobs.forget("kill-generate")
-    launch_data_phase(host, host_config, server, run_id="kill", generation=settings)
+    launch_data_jobs(host, host_config, server, run_id="kill", generation=settings)
 
     def finished() -> JobState | None:
         state = jobs.status("kill-generate")

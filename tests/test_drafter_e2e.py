@@ -15,11 +15,11 @@ from drafter_corpus import write_prompts
 from drafter_pipeline import Pipeline, Sizes
 from extraction import prepared_target
 from eyas.tools.config import HostConfig
-from eyas.tools.jobs import Jobs
-from eyas.tools.local_host import LocalHost
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import Jobs
+from eyas.tools.jobs.train import EvaluateRequest, evaluate_job
+from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
-from eyas.tools.train_phase import EvaluateRequest, evaluate_job
-from eyas.tools.workloads import upload_workloads
 from eyas.tools.workloads.progress import TAG
 from waiting import wait_for
 

@@ -11,10 +11,10 @@ from pydantic import ValidationError
 
 from extraction import prepared_target, write_sample_file
 from eyas.tools.config import HostConfig
-from eyas.tools.drafter_phase import ExtractionRequest, VocabRequest, extract_job, vocab_job
-from eyas.tools.jobs import Jobs, JobStatus, wrapper_script
-from eyas.tools.local_host import LocalHost
-from eyas.tools.workloads import upload_workloads
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import Jobs, JobStatus, wrapper_script
+from eyas.tools.jobs.drafter import ExtractionRequest, VocabRequest, extract_job, vocab_job
+from eyas.tools.jobs.upload import upload_workloads
 from waiting import wait_for
 
 HOST = HostConfig(address="gpu-box", python="/opt/ml venv/bin/python", workdir="/data/eyas")

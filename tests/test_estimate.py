@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from eyas.graph.plan_cli import plan_command
-from eyas.tools.estimate import (
+from eyas.graph.cli.plan import plan_command
+from eyas.tools.planning.estimate import (
     FILE_HEADER_BYTES,
     ModelDims,
     PlanInputs,

@@ -1,5 +1,5 @@
 """evaluate.py without servers: its argument rules, prompt reading, and the workload's own /metrics parsing
-checked against eyas's parser (tools/metrics.py) on the same scrape. The measurements themselves need real
+checked against eyas's parser (tools/checks/vllm_metrics.py) on the same scrape. The measurements themselves need real
 vLLM servers and are in test_drafter_e2e.py."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eyas.tools.metrics import summarize_vllm_metrics
-from eyas.tools.workloads import WORKLOADS_DIR
+from eyas.tools.checks.vllm_metrics import summarize_vllm_metrics
+from eyas.tools.jobs.upload import WORKLOADS_DIR
 
 sys.path.insert(0, str(WORKLOADS_DIR))  # workloads import their siblings by plain name, as on the host
 

@@ -24,8 +24,8 @@ from extraction import (
     tensor_bytes,
     write_conversations,
 )
+from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.target.embedded import EmbeddedTarget
-from eyas.tools.workloads import WORKLOADS_DIR
 from eyas.tools.workloads.hidden_states_file import formula_bytes, is_complete, read_header, sample_files
 from eyas.tools.workloads.progress import last_progress
 from waiting import process_gone, wait_for

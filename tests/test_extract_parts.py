@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from extraction import write_sample_file
-from eyas.tools.workloads import WORKLOADS_DIR
+from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.workloads.hidden_states_file import formula_bytes, is_complete, remove_partial, sample_files
 
 sys.path.insert(0, str(WORKLOADS_DIR))

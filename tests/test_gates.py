@@ -17,10 +17,10 @@ from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import Policy, judge
 from eyas.graph.runner import drive, thread
 from eyas.graph.runs import RunDir
-from eyas.tools.clock import SYSTEM_CLOCK
-from eyas.tools.estimate import ModelDims, PlanInputs, estimate, parse_size, verdict
-from eyas.tools.http import HttpClient
-from eyas.tools.local_host import LocalHost
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.planning.estimate import ModelDims, PlanInputs, estimate, parse_size, verdict
 from eyas.tools.target.embedded import EmbeddedTarget
 
 KIMI = PlanInputs(

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from eyas.tools.gpus import GpuInfo, parse_gpu_csv, parse_topology
+from eyas.tools.checks.nvidia_smi import GpuInfo, parse_gpu_csv, parse_topology
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

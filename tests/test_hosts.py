@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from eyas.tools.errors import AuthFailed, CommandTimeout, HostKeyUnknown, HostUnreachable, RemoteFileNotFound
-from eyas.tools.host import Host
+from eyas.tools.hosts.host import Host
 from sshd import Sshd, free_port, generate_key, known_hosts_line
 from waiting import process_gone, wait_for
 

@@ -17,9 +17,9 @@ import pytest
 from pydantic import ValidationError
 
 from eyas.tools.errors import JobError
-from eyas.tools.host import Host
-from eyas.tools.jobs import Jobs, JobSpec, JobState, JobStatus, wrapper_script
-from eyas.tools.local_host import LocalHost
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import Jobs, JobSpec, JobState, JobStatus, wrapper_script
 from sshd import Sshd
 from waiting import process_gone, wait_for
 

@@ -18,9 +18,9 @@ import scripted_llm as s
 from eyas.agents.llm import LLM, LlmBadOutput, LlmRejected, LlmUnavailable, RetryPolicy, Usage
 from eyas.agents.structured import tool_result
 from eyas.tools.config import AgentConfig
-from eyas.tools.recording import Recorder
-from eyas.tools.replay import ReplaySession
-from eyas.tools.transcript import read_transcript
+from eyas.tools.recording.recorder import Recorder
+from eyas.tools.recording.replay import ReplaySession
+from eyas.tools.recording.transcript import read_transcript
 from offline import world_watch
 from openai_stub import MODEL, OpenAIStub, Reply, Request
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from eyas.tools.metrics import Sample, SpecDecodeCounters, parse_prometheus, summarize_vllm_metrics
+from eyas.tools.checks.vllm_metrics import Sample, SpecDecodeCounters, parse_prometheus, summarize_vllm_metrics
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

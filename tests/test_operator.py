@@ -24,13 +24,13 @@ from eyas.agents.llm import LLM, LlmBadOutput, RetryPolicy
 from eyas.agents.operator import OperatorSession, OperatorSettings, build_operator_graph, recent
 from eyas.agents.operator_tools import OperatorEnv, operator_tools
 from eyas.agents.toolbox import Toolbox
-from eyas.tools.boundary import Boundary
-from eyas.tools.clock import SYSTEM_CLOCK
 from eyas.tools.config import AgentConfig, EyasConfig, HostConfig, TargetConfig
-from eyas.tools.http import HttpClient
-from eyas.tools.local_host import LocalHost
-from eyas.tools.recording import Recorder
-from eyas.tools.transcript import ApprovalEvent, read_transcript
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.recording.boundary import Boundary
+from eyas.tools.recording.recorder import Recorder
+from eyas.tools.recording.transcript import ApprovalEvent, read_transcript
 from openai_stub import MODEL, OpenAIStub, Reply, Request
 
 Script = Callable[[dict[str, Any]], Reply]

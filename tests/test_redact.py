@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from eyas.tools.boundary import ReplayError
 from eyas.tools.config import EyasConfig, HostConfig, TargetConfig
-from eyas.tools.jobs import Jobs, JobSpec, JobStatus
-from eyas.tools.local_host import LocalHost
-from eyas.tools.recording import Recorder
-from eyas.tools.redact import Redactor
-from eyas.tools.replay import ReplaySession
-from eyas.tools.transcript import TranscriptWriter, read_transcript
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import Jobs, JobSpec, JobStatus
+from eyas.tools.recording.boundary import ReplayError
+from eyas.tools.recording.recorder import Recorder
+from eyas.tools.recording.redact import Redactor
+from eyas.tools.recording.replay import ReplaySession
+from eyas.tools.recording.transcript import TranscriptWriter, read_transcript
 from stub_http import models_body, stub_server
 from waiting import wait_for
 

@@ -15,20 +15,20 @@ from typing import Any
 
 import pytest
 
-from eyas.tools.boundary import Boundary
 from eyas.tools.checks.result import CheckContext, Status
-from eyas.tools.clock import Clock
+from eyas.tools.checks.verify import CHECKS, VerifyReport, verify
 from eyas.tools.config import EyasConfig, secret_values
 from eyas.tools.errors import CommandTimeout, EyasError, RemoteFileNotFound
-from eyas.tools.host import Host
-from eyas.tools.http import HttpClient, HttpError
-from eyas.tools.local_host import LocalHost
-from eyas.tools.recording import Recorder
-from eyas.tools.replay import Divergence, ReplaySession
+from eyas.tools.hosts.clock import Clock
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.http import HttpClient, HttpError
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.recording.boundary import Boundary
+from eyas.tools.recording.recorder import Recorder
+from eyas.tools.recording.replay import Divergence, ReplaySession
+from eyas.tools.recording.task_scope import submit_in_task, task_scope
+from eyas.tools.recording.transcript import RecordedError, read_transcript, register_error_type
 from eyas.tools.target.embedded import EmbeddedTarget
-from eyas.tools.task_scope import submit_in_task, task_scope
-from eyas.tools.transcript import RecordedError, read_transcript, register_error_type
-from eyas.tools.verify import CHECKS, VerifyReport, verify
 from offline import world_watch
 from stub_http import models_body, stub_server
 

@@ -24,17 +24,17 @@ from eyas.agents.llm import LLM, LlmUnavailable, RetryPolicy
 from eyas.agents.report import renumbered
 from eyas.agents.research import ResearchDeps, run_research
 from eyas.agents.researcher import ResearchSettings
-from eyas.graph.research_cli import research_command
-from eyas.tools.boundary import Boundary
+from eyas.graph.cli.research import research_command
 from eyas.tools.config import AgentConfig, HostConfig, TargetConfig
-from eyas.tools.host import Host
-from eyas.tools.http import HttpClient
-from eyas.tools.local_host import LocalHost
-from eyas.tools.recording import Recorder
-from eyas.tools.replay import ReplaySession
-from eyas.tools.search import DdgsBackend, RateLimiter, SearchBackend, SearchCache, WebSearch
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.recording.boundary import Boundary
+from eyas.tools.recording.recorder import Recorder
+from eyas.tools.recording.replay import ReplaySession
+from eyas.tools.recording.transcript import read_transcript
 from eyas.tools.target.embedded import EmbeddedTarget
-from eyas.tools.transcript import read_transcript
+from eyas.tools.web.search import DdgsBackend, RateLimiter, SearchBackend, SearchCache, WebSearch
 from offline import world_watch
 from openai_stub import MODEL, OpenAIStub, Reply, Request
 from scripted_llm import ResearchTeam

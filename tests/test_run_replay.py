@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from eyas.graph.cli.replay import replay
 from eyas.graph.pipeline import build_graph
-from eyas.graph.replay_cli import replay
 from eyas.graph.runner import checkpointer, thread
 from eyas.graph.runs import RunDir
 from eyas.tools.target.embedded import EmbeddedTarget

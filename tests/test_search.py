@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from eyas.tools.clock import Clock
-from eyas.tools.host_facts import search_docs
-from eyas.tools.http import HttpClient
-from eyas.tools.local_host import LocalHost
-from eyas.tools.recording import Recorder
-from eyas.tools.replay import ReplaySession
-from eyas.tools.search import (
+from eyas.tools.checks.host_facts import search_docs
+from eyas.tools.hosts.clock import Clock
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.upload import workload_path
+from eyas.tools.recording.recorder import Recorder
+from eyas.tools.recording.replay import ReplaySession
+from eyas.tools.recording.transcript import read_transcript
+from eyas.tools.web.search import (
     PROCESS_LIMITER,
     DdgsBackend,
     RateLimiter,
@@ -29,9 +31,7 @@ from eyas.tools.search import (
     SearchUnavailable,
     WebSearch,
 )
-from eyas.tools.transcript import read_transcript
-from eyas.tools.webpage import fetch_page, html_to_text
-from eyas.tools.workloads import workload_path
+from eyas.tools.web.webpage import fetch_page, html_to_text
 from search_standin import StandInSearch
 from stub_http import stub_server
 

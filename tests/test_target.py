@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from eyas.tools.checks.result import CheckContext, Status
-from eyas.tools.http import HttpClient
-from eyas.tools.jobs import JobStatus
-from eyas.tools.local_host import LocalHost
+from eyas.tools.checks.verify import verify
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import JobStatus
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.target.server import server_state, up
-from eyas.tools.verify import verify
 
 pytestmark = pytest.mark.slow
 

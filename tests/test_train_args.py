@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from eyas.tools.workloads import WORKLOADS_DIR
+from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.workloads.progress import last_progress
 
 sys.path.insert(0, str(WORKLOADS_DIR))  # workloads import their siblings by plain name, as on the host

@@ -10,9 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from eyas.tools.config import HostConfig
-from eyas.tools.jobs import wrapper_script
-from eyas.tools.train_phase import EvaluateRequest, TrainRequest, evaluate_job, train_job
-from eyas.tools.workloads import WORKLOADS_DIR
+from eyas.tools.jobs.detached import wrapper_script
+from eyas.tools.jobs.train import EvaluateRequest, TrainRequest, evaluate_job, train_job
+from eyas.tools.jobs.upload import WORKLOADS_DIR
 
 sys.path.insert(0, str(WORKLOADS_DIR))
 

@@ -20,11 +20,11 @@ import pytest
 
 from extraction import prepared_target, run_python, tensor_bytes
 from eyas.tools.config import HostConfig
-from eyas.tools.jobs import Jobs, JobStatus
-from eyas.tools.local_host import LocalHost
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import Jobs, JobStatus
+from eyas.tools.jobs.train import TrainRequest, train_job
+from eyas.tools.jobs.upload import WORKLOADS_DIR, upload_workloads
 from eyas.tools.target.embedded import EmbeddedTarget
-from eyas.tools.train_phase import TrainRequest, train_job
-from eyas.tools.workloads import WORKLOADS_DIR, upload_workloads
 from eyas.tools.workloads.hidden_states_file import read_header
 from eyas.tools.workloads.progress import TAG
 from waiting import wait_for

@@ -12,11 +12,11 @@ import typer
 from click.testing import Result
 from typer.testing import CliRunner
 
-from eyas.graph.show_cli import show_command
-from eyas.tools.local_host import LocalHost
-from eyas.tools.recording import Recorder
-from eyas.tools.task_scope import current_task, submit_in_context, submit_in_task, task_scope
-from eyas.tools.transcript import (
+from eyas.graph.cli.show import show_command
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.recording.recorder import Recorder
+from eyas.tools.recording.task_scope import current_task, submit_in_context, submit_in_task, task_scope
+from eyas.tools.recording.transcript import (
     MAX_CONTENT,
     CommandEvent,
     FileReadEvent,

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from eyas.tools.unit_file import parse_unit_file, parse_vllm_argv
+from eyas.tools.checks.unit_file import parse_unit_file, parse_vllm_argv
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

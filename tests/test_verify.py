@@ -18,10 +18,10 @@ from eyas.tools.checks.health import check_health
 from eyas.tools.checks.packages import check_packages
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
 from eyas.tools.checks.service import check_service
+from eyas.tools.checks.verify import verify
 from eyas.tools.config import HostConfig, TargetConfig
-from eyas.tools.http import HttpClient
-from eyas.tools.local_host import LocalHost
-from eyas.tools.verify import verify
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
 from stub_http import completion_body, models_body, stub_server
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -234,7 +234,7 @@ def test_checks_run_concurrently(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
         return check
 
-    monkeypatch.setattr("eyas.tools.verify.CHECKS", {name: waiting(name) for name in names})
+    monkeypatch.setattr("eyas.tools.checks.verify.CHECKS", {name: waiting(name) for name in names})
     report = verify(context(tmp_path))
     assert [result.name for result in report.results] == names
     assert report.worst is Status.OK

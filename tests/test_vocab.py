@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from extraction import CONVERSATIONS, extract, prepared_target, run_python, summary, write_sample_file
+from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.target.embedded import EmbeddedTarget
-from eyas.tools.workloads import WORKLOADS_DIR
 
 pytestmark = pytest.mark.slow  # runs with the target environment's Python (numpy, torch)
 

@@ -7,8 +7,8 @@ import json
 
 from eyas.graph.context import RunContext
 from eyas.graph.state import RunState
-from eyas.tools.data_phase import PROMPT_SET, GenerationSettings, download_spec, generation_spec
-from eyas.tools.jobs import JobSpec
+from eyas.tools.jobs.data import PROMPT_SET, GenerationSettings, download_spec, generation_spec
+from eyas.tools.jobs.detached import JobSpec
 
 HELD_OUT = 16  # prompts kept out of generation, to measure the drafter on
 

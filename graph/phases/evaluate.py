@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from eyas.graph.context import RunContext
 from eyas.graph.state import RunState
-from eyas.tools.jobs import JobSpec
-from eyas.tools.train_phase import EvaluateRequest, evaluate_job
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.train import EvaluateRequest, evaluate_job
 
 
 def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:

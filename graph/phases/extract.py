@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from eyas.graph.context import RunContext
 from eyas.graph.state import RunState
-from eyas.tools.drafter_phase import ExtractionRequest, extract_job
-from eyas.tools.jobs import JobSpec
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.drafter import ExtractionRequest, extract_job
 
 
 def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:

@@ -9,8 +9,8 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
 from eyas.graph.state import RunState
-from eyas.tools.estimate import estimate, verdict
-from eyas.tools.plan_measure import Figures, measure_inputs
+from eyas.tools.planning.estimate import estimate, verdict
+from eyas.tools.planning.measure import Figures, measure_inputs
 
 
 def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from eyas.agents.llm import open_llm
 from eyas.agents.research import ResearchDeps, run_research
 from eyas.graph.context import RunContext
 from eyas.graph.state import RunState
-from eyas.tools.search import WebSearch
+from eyas.tools.web.search import WebSearch
 
 BRIEF = (
     "How to train an EAGLE-3 speculative-decoding drafter for the model this host serves ({model}), with the "

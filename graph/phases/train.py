@@ -6,9 +6,9 @@ from __future__ import annotations
 from eyas.graph.context import RunContext
 from eyas.graph.phases.data import drafter_base_dir
 from eyas.graph.state import RunState
-from eyas.tools.drafter_phase import VocabRequest, vocab_job
-from eyas.tools.jobs import JobSpec
-from eyas.tools.train_phase import TrainRequest, train_job
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.drafter import VocabRequest, vocab_job
+from eyas.tools.jobs.train import TrainRequest, train_job
 
 DEFAULT_DRAFT_VOCAB = 32000
 

@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 from eyas.graph.context import RunContext
 from eyas.graph.state import RunState
 from eyas.tools.checks.result import CheckContext
-from eyas.tools.verify import verify
+from eyas.tools.checks.verify import verify
 
 
 def verify_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:

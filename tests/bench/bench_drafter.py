@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drafter_corpus import split_prompt_set
 from drafter_pipeline import Pipeline, Sizes
-from eyas.tools.data_phase import PROMPT_SET
+from eyas.tools.jobs.data import PROMPT_SET
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 
 DEFAULTS = Sizes(

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import httpx
 
+from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.target.embedded import EmbeddedTarget
-from eyas.tools.workloads import WORKLOADS_DIR
 from eyas.tools.workloads.hidden_states_file import read_header, sample_files
 
 BENCH = Path(__file__).resolve().parent

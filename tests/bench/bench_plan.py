@@ -1,6 +1,6 @@
 """The planner's accuracy on the embedded target: predicted against measured, side by side in one run.
 
-A throughput probe of the live server (tools/plan_measure.py) predicts the generation time of a small run;
+A throughput probe of the live server (tools/planning/measure.py) predicts the generation time of a small run;
 then generate.py really runs it, and extract.py (hf backend) really writes the hidden states. Two
 predictions are compared with what happened: before the run (every answer assumed to reach max_tokens,
 prompts as long as the server tokenizes the shipped set's) and after it (fed the generated file's counts).
@@ -14,11 +14,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from eyas.tools.data_phase import PROMPT_SET
-from eyas.tools.estimate import PlanInputs, estimate, token_stats
-from eyas.tools.http import HttpClient
-from eyas.tools.local_host import LocalHost
-from eyas.tools.plan_measure import (
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.data import PROMPT_SET
+from eyas.tools.planning.estimate import PlanInputs, estimate, token_stats
+from eyas.tools.planning.measure import (
     measure_prompt_tokens,
     model_config_path,
     probe_throughput,

@@ -17,17 +17,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from eyas.tools.boundary import Boundary, BoundaryClock, BoundaryHost, BoundaryHttp
 from eyas.tools.checks.result import CheckContext
-from eyas.tools.clock import Clock
-from eyas.tools.http import HttpClient, HttpError
-from eyas.tools.jobs import Jobs, JobSpec
-from eyas.tools.local_host import LocalHost
-from eyas.tools.recording import Recorder
-from eyas.tools.replay import ReplaySession
+from eyas.tools.checks.verify import verify
+from eyas.tools.hosts.clock import Clock
+from eyas.tools.hosts.http import HttpClient, HttpError
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import Jobs, JobSpec
+from eyas.tools.recording.boundary import Boundary, BoundaryClock, BoundaryHost, BoundaryHttp
+from eyas.tools.recording.recorder import Recorder
+from eyas.tools.recording.replay import ReplaySession
+from eyas.tools.recording.transcript import read_transcript
 from eyas.tools.target.embedded import EmbeddedTarget
-from eyas.tools.transcript import read_transcript
-from eyas.tools.verify import verify
 
 REPLAYS = 5
 Run = Callable[[Boundary, BoundaryHost, BoundaryHttp, BoundaryClock], object]

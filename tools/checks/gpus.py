@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shlex
 
+from eyas.tools.checks.nvidia_smi import NVIDIA_SMI_QUERY_ARGS, parse_gpu_csv, parse_topology
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
-from eyas.tools.gpus import NVIDIA_SMI_QUERY_ARGS, parse_gpu_csv, parse_topology
 
 
 def check_gpus(ctx: CheckContext) -> CheckResult:

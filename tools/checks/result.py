@@ -9,8 +9,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from eyas.tools.config import HostConfig, TargetConfig
-from eyas.tools.host import Host
-from eyas.tools.http import HttpClient
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.http import HttpClient
 
 
 class Status(StrEnum):

@@ -10,10 +10,10 @@ import shlex
 from collections.abc import Callable
 
 from eyas.tools.errors import TargetError
-from eyas.tools.host import Host
+from eyas.tools.hosts.host import Host
+from eyas.tools.jobs.upload import workload_path
 from eyas.tools.target.embedded import GGUF_MEMBER, MODEL_WHEEL, EmbeddedTarget
 from eyas.tools.target.provision import is_provisioned
-from eyas.tools.workloads import workload_path
 
 Progress = Callable[[str], None]
 

@@ -7,7 +7,7 @@ import shlex
 from collections.abc import Callable
 
 from eyas.tools.errors import TargetError
-from eyas.tools.host import Host
+from eyas.tools.hosts.host import Host
 from eyas.tools.target.embedded import CUDA_LINKED_EXTRAS, TARGET_PACKAGES, TORCH_CONSTRAINT, EmbeddedTarget
 
 Progress = Callable[[str], None]

@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 from eyas.tools.checks.health import check_health
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
-from eyas.tools.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.errors import TargetError
-from eyas.tools.host import Host
-from eyas.tools.http import HttpClient, HttpError
-from eyas.tools.jobs import Jobs, JobSpec, JobState, JobStatus
+from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.http import HttpClient, HttpError
+from eyas.tools.jobs.detached import Jobs, JobSpec, JobState, JobStatus
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.target.prepare import is_prepared
 

@@ -225,7 +225,7 @@ def _stop(process: subprocess.Popen) -> None:
     """SIGTERM to the server's process group (API server and engine), SIGKILL if it lingers.
 
     The server has its own process group, so stopping this script's group does not reach it; all of it is done
-    within the 10 s a job gets between SIGTERM and SIGKILL (tools/jobs.py), so no server is left behind.
+    within the 10 s a job gets between SIGTERM and SIGKILL (tools/jobs/detached.py), so no server is left behind.
     """
     for sig, wait in ((signal.SIGTERM, 6), (signal.SIGKILL, 3)):
         if process.poll() is not None:

@@ -1,0 +1,1 @@
+"""The `eyas` command line and its terminal UI."""

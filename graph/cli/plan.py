@@ -1,0 +1,133 @@
+"""`eyas plan`: the hours and bytes a run needs, and whether they fit, before anything expensive starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from eyas.graph.cli.console import console
+from eyas.tools.config import load_config
+from eyas.tools.hosts.connect import open_host
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.jobs.data import PROMPT_SET
+from eyas.tools.planning.estimate import Plan, estimate, format_hours, format_size, parse_size, verdict
+from eyas.tools.planning.measure import Figures, Measured, measure_inputs
+from eyas.tools.target.embedded import EmbeddedTarget
+
+# The longest answer when not given: what the embedded target's 2048-token context allows, else generate.py's.
+DEFAULT_MAX_TOKENS = {"embedded": 256, "config": 2048}
+
+
+def plan_table(measured: Measured, plan: Plan) -> Table:
+    inputs, sources = measured.inputs, measured.sources
+    model = inputs.model
+    table = Table(title="plan", title_justify="left")
+    for column in ("", "estimate", "from"):
+        table.add_column(column, overflow="fold")
+    overhead = f" + {inputs.generation_overhead_s:.2f} s per request" if inputs.generation_overhead_s else ""
+    per_sample = f"{plan.tokens_per_sample:,.0f} tokens ({'average' if plan.tokens_from == 'measured' else 'at most'})"
+    rows = [
+        ("model", f"hidden {model.hidden_size:,}, {model.num_layers} layers, vocab {model.vocab_size:,}", "model"),
+        ("samples", f"{plan.samples:,} x {per_sample}", "tokens" if "tokens" in sources else "max_tokens"),
+        ("prompt", f"{inputs.prompt_tokens:,.0f} tokens on average", "prompt_tokens"),
+        ("captured layers", f"{plan.captured_layers} x {inputs.bytes_per_value} B per value", ""),
+        ("generation throughput", f"{inputs.generation_tok_s:,.1f} tokens/s{overhead}", "throughput"),
+        ("generation", format_hours(plan.generation_hours), ""),
+        ("extraction", format_hours(plan.extraction_hours), ""),
+        ("training", f"{format_hours(plan.training_hours)} ({inputs.epochs} epochs)", "training"),
+        ("hidden states", format_size(plan.hidden_state_bytes), ""),
+        ("generated data + checkpoints", format_size(plan.data_bytes + plan.checkpoint_bytes), ""),
+        (f"free at {plan.data_path}", format_size(plan.free_disk_bytes), "free_disk"),
+        ("left afterwards", format_size(plan.disk_left_bytes), ""),
+    ]
+    for name, value, source in rows:
+        table.add_row(name, value, sources.get(source, ""))
+    return table
+
+
+def plan_command(
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="eyas TOML config. Default: the embedded target.")
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
+    hidden_size: Annotated[int | None, typer.Option(help="target hidden size (default: its config.json)")] = None,
+    num_layers: Annotated[int | None, typer.Option(help="target decoder layers (default: its config.json)")] = None,
+    vocab_size: Annotated[int | None, typer.Option(help="target vocabulary (default: its config.json)")] = None,
+    samples: Annotated[int | None, typer.Option(help="samples to generate (default: the shipped prompt set)")] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(help="longest answer in tokens, as generate.py --max-tokens (default 256 embedded, else 2048)"),
+    ] = None,
+    prompt_tokens: Annotated[
+        float | None,
+        typer.Option(help="average prompt in tokens, chat template included (default: the server tokenizes a sample)"),
+    ] = None,
+    free_disk: Annotated[
+        str | None, typer.Option(help="free space where the data goes, e.g. 2.9TB or 2.6TiB (default: df on the host)")
+    ] = None,
+    throughput: Annotated[
+        float | None, typer.Option(help="generation throughput, completion tokens/s (default: a probe of the server)")
+    ] = None,
+    generated: Annotated[
+        str | None, typer.Option(help="a generate.py output on the host: plan with its measured token counts")
+    ] = None,
+    data_path: Annotated[str | None, typer.Option(help="where the data will go on the host (default: workdir)")] = None,
+    probe_concurrency: Annotated[int, typer.Option(help="requests in flight during the throughput probe")] = 16,
+) -> None:
+    """Estimate generation, extraction and training time and the disk the hidden states need, and say whether it
+    fits. Figures not given are measured: the model's config.json where the server loaded it, df where the data
+    goes, a short burst of real completions. Give them all to plan for a host that cannot be reached. Exits 1
+    when the plan does not fit, and names the ways out (fewer or shorter samples, online extraction, another path)."""
+    try:
+        free_bytes = parse_size(free_disk) if free_disk else None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--free-disk") from None
+    figures = Figures(
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        vocab_size=vocab_size,
+        samples=samples,
+        max_tokens=max_tokens,
+        free_disk_bytes=free_bytes,
+        generation_tok_s=throughput,
+        prompt_tokens=prompt_tokens,
+        generated_file=generated,
+        data_path=data_path,
+    )
+    cfg = load_config(config) if config else EmbeddedTarget.from_env().config()
+    prompt_count = sum(1 for line in PROMPT_SET.read_text().splitlines() if line.strip())
+    defaults = (prompt_count, DEFAULT_MAX_TOKENS["config" if config else "embedded"])
+
+    def measure(host: Host | None) -> Measured:
+        return measure_inputs(
+            figures, config=cfg, host=host, http=HttpClient(), defaults=defaults, probe_concurrency=probe_concurrency
+        )
+
+    if figures.complete and not generated:
+        measured = measure(None)  # nothing to ask the host: it need not be reachable
+    else:
+        with open_host(cfg.target.host, cfg.host()) as host:
+            measured = measure(host)
+    plan = estimate(measured.inputs)
+    if json_output:
+        print(json.dumps(plan_json(measured, plan), indent=2))
+    else:
+        console.print(plan_table(measured, plan))
+        style = "green" if plan.fits else "bold red"
+        console.print(f"[{style}]{verdict(measured.inputs, plan)}[/]", highlight=False)
+    raise typer.Exit(0 if plan.fits else 1)
+
+
+def plan_json(measured: Measured, plan: Plan) -> dict[str, object]:
+    """The plan's figures at the top level ("fits", bytes, hours, alternatives), then what they came from."""
+    return {
+        **plan.model_dump(mode="json"),
+        "verdict": verdict(measured.inputs, plan),
+        "inputs": measured.inputs.model_dump(mode="json"),
+        "sources": measured.sources,
+    }

@@ -1,0 +1,102 @@
+"""`eyas replay`: re-run a recorded run through the same graph code, offline, and report the first divergence.
+
+Every crossing (host commands, files, HTTP, the clock, approvals) is answered from the transcript; the
+clock is virtual, so ten recorded hours replay in seconds. A run that stopped at a gate and was resumed
+replays as one; a run resumed after a crash diverges where the crash cut a node short.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic_core import to_jsonable_python
+
+from eyas.graph.cli.console import console
+from eyas.graph.context import RunContext
+from eyas.graph.pipeline import build_graph
+from eyas.graph.policy import Policy
+from eyas.graph.runner import drive
+from eyas.graph.runs import RunDir
+from eyas.tools.config import EyasConfig
+from eyas.tools.errors import EyasError
+from eyas.tools.recording.boundary import ReplayError
+from eyas.tools.recording.replay import ReplayReport, ReplaySession
+from eyas.tools.recording.transcript import RunEvent
+
+
+def replay(path: Path) -> tuple[ReplayReport, dict[str, Any]]:
+    """Replay a run's transcript; returns the replay report and the final state the code reached."""
+    session = ReplaySession.load(path)
+    start = next((event for event in session.transcript.events if isinstance(event, RunEvent)), None)
+    if start is None:
+        raise EyasError(f"{path} has no run event: it is not the transcript of an `eyas run`.")
+    session.note("run", {"meta": start.meta, "config": start.config, "input": start.input})
+    config = EyasConfig.model_validate(start.config)
+    policy = Policy.model_validate(start.meta["policy"]) if start.meta.get("policy") else None
+    state: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="eyas-replay-") as scratch:
+        ctx = RunContext(
+            config=config,
+            host=session.host(config.target.host),
+            http=session.http(),
+            clock=session.clock(),
+            run=RunDir(Path(scratch) / Path(path).parent.name),
+            boundary=session,
+            # A replay notifies nobody.
+            policy=policy.model_copy(update={"notify_command": None}) if policy else None,
+            poll_interval_s=start.meta.get("poll_interval_s", 10.0),
+        )
+        graph = build_graph(InMemorySaver())
+        first: Any = start.input
+        try:
+            # Each `eyas resume` after a stop at a gate continued from the checkpoint: replay does the same.
+            while True:
+                outcome = drive(graph, ctx, first, ask=None, on_update=lambda update: None)
+                state = outcome.state
+                if outcome.finished or not session.report().unconsumed:
+                    break
+                first = None
+        except ReplayError:
+            pass  # the report says where
+    return session.report(), state
+
+
+def replay_command(
+    transcript: Annotated[Path, typer.Argument(help="a run's transcript.jsonl (runs/<run>/transcript.jsonl)")],
+    json_output: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Replay a recorded run offline: no network, host or LLM. Exits 0 when the code made exactly the recorded
+    decisions, 1 at the first divergence (shown as a diff of recorded versus live)."""
+    report, state = replay(transcript)
+    if json_output:
+        print(
+            json.dumps(
+                {
+                    "events_total": report.events_total,
+                    "events_replayed": report.events_replayed,
+                    "divergence": to_jsonable_python(report.divergence),
+                    "unconsumed": len(report.unconsumed),
+                    "warnings": report.warnings,
+                    "final_state": to_jsonable_python(state),
+                },
+                indent=2,
+            )
+        )
+    else:
+        for warning in report.warnings:
+            console.print(f"[yellow]warning:[/] {warning}")
+        console.print(f"replayed {report.events_replayed} of {report.events_total} events of {transcript}")
+        if report.divergence:
+            info = report.divergence
+            console.print(f"[bold red]diverged[/] at event {info.seq} ({info.kind}, task {info.task}):")
+            console.print(info.diff, markup=False, highlight=False)
+        elif report.unconsumed:
+            console.print(f"[yellow]{len(report.unconsumed)} recorded events were never asked for[/]")
+        else:
+            console.print(f"[green]no divergence[/]; final phase {state.get('phase')}")
+    raise typer.Exit(0 if report.ok else 1)

@@ -1,0 +1,84 @@
+"""`eyas research "BRIEF"`: the research phase on its own, as a recorded run with its report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from eyas.agents.llm import open_llm
+from eyas.agents.research import ResearchDeps, run_research
+from eyas.agents.researcher import ResearchSettings
+from eyas.graph.cli.console import console
+from eyas.graph.runs import RunDir, new_run_id, runs_root
+from eyas.graph.session import run_meta
+from eyas.tools.config import load_config, secret_values
+from eyas.tools.hosts.connect import open_host
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.recording.recorder import Recorder
+from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.web.search import WebSearch
+
+
+def research_command(
+    brief: Annotated[
+        str, typer.Argument(help='what to find out, e.g. "how to train an EAGLE-3 drafter for this model"')
+    ],
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="the host whose installed tools ground the research (default: target's)"),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="eyas TOML config (see eyas.example.toml). Default: the embedded target."),
+    ] = None,
+    questions: Annotated[int, typer.Option("--questions", min=1, max=8, help="researchers at most")] = 4,
+    steps: Annotated[int, typer.Option("--steps", min=0, max=10, help="tool rounds per researcher")] = 3,
+    docs: Annotated[
+        list[Path] | None, typer.Option("--docs", help="a local text/markdown file searched too (repeatable)")
+    ] = None,
+) -> None:
+    """Research a brief with parallel researchers: a supervisor splits it into questions, each researcher
+    searches the web (or, offline, the documentation installed on the host), reads pages and the host's own
+    vllm/speculators --help, and a synthesizer writes one report with numbered citations to
+    runs/<run_id>/research.md, noting where sources disagree and which flags exist in the installed versions.
+    The agent LLM is [agent] from the config, else the embedded SmolLM2 server (weak, but offline)."""
+    cfg = load_config(config) if config else EmbeddedTarget.from_env().config()
+    name = host or cfg.target.host
+    run = RunDir(runs_root() / new_run_id())
+    run.write_meta(run_meta(config, None, {}, kind="research", brief=brief))
+    recorder = Recorder.open(run.transcript, secret_values(cfg))
+    # How the run started, so a replay can start it again (meta "kind" says it is a research run).
+    recorder.note("run", {"meta": run.meta(), "config": cfg.model_dump(mode="json"), "input": {"brief": brief}})
+    machine = recorder.host(open_host(name, cfg.host(name)))
+    settings = ResearchSettings(
+        max_questions=questions, max_steps=steps, local_docs=[str(path.resolve()) for path in docs or []]
+    )
+    console.print(f"research run {run.run_id}: {brief}", highlight=False)
+    try:
+        deps = ResearchDeps(
+            llm=open_llm(cfg, boundary=recorder),
+            search=WebSearch(boundary=recorder),
+            http=recorder.http(),
+            host=machine,
+            host_config=cfg.host(name),
+            target=cfg.target,
+            out_dir=run.root,
+            boundary=recorder,
+            local_host=recorder.host(LocalHost()),
+            settings=settings,
+            on_event=lambda message: console.print(f"  {message}", highlight=False, soft_wrap=True),
+        )
+        report = run_research(brief, deps)
+    finally:
+        machine.close()
+        recorder.close()
+    usage = report.usage
+    console.print(
+        f"[green]✓[/] {report.path}: {len(report.questions)} question(s), {len(report.sources)} source(s), "
+        f"web {report.web}; {usage['calls']} LLM calls, {usage['total_tokens']} tokens",
+        highlight=False,
+    )
+    for note in report.notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)

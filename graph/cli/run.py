@@ -1,0 +1,230 @@
+"""`eyas run / resume / approve / status / runs / graph`: drive and inspect pipeline runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic_core import to_jsonable_python
+from rich.table import Table
+
+from eyas.graph.cli.console import console
+from eyas.graph.cli.run_ui import RunUI
+from eyas.graph.pipeline import build_graph
+from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
+from eyas.graph.runner import Outcome, checkpointer, drive, pending_gate, thread
+from eyas.graph.runs import RunDir, list_runs, new_run_id, open_run, runs_root
+from eyas.graph.session import initial_state, open_context, run_config, run_meta
+from eyas.tools.jobs.detached import Jobs
+from eyas.tools.workloads.progress import last_progress
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="eyas TOML config; default: the embedded target")
+]
+STOPPED_AT_GATE = 3
+
+
+def start_run(
+    config_path: Path | None,
+    policy: Policy | None,
+    sizes: dict[str, int],
+    *,
+    interactive: bool,
+    poll_interval_s: float,
+    run_id: str | None = None,
+) -> Outcome:
+    run = RunDir(runs_root() / (run_id or new_run_id()))
+    if run.meta_path.exists():
+        raise typer.BadParameter(f"run {run.run_id} exists already; continue it with `eyas resume {run.run_id}`")
+    meta = run_meta(config_path, policy, sizes, poll_interval_s=poll_interval_s)
+    run.write_meta(meta)
+    first = initial_state(run, run_config(meta), meta)
+    console.print(f"run [bold]{run.run_id}[/]: files in {run.root}")
+    return advance(run, first, interactive=interactive, start=(meta, first))
+
+
+def advance(
+    run: RunDir, first: Any, *, interactive: bool, start: tuple[dict[str, Any], dict[str, Any]] | None = None
+) -> Outcome:
+    """Drive the run from `first` (its first input, or None to continue) and write its report at the end."""
+    ui = RunUI()
+    with run.driving(), checkpointer(run) as saver, open_context(run, on_progress=ui.progress, on_note=ui.note) as ctx:
+        if start is not None:
+            meta, state = start
+            ctx.boundary.note("run", {"meta": meta, "config": ctx.config.model_dump(mode="json"), "input": state})
+        graph = build_graph(saver)
+        ask = ui.ask if interactive and ctx.policy is None else None
+        outcome = drive(graph, ctx, first, ask=ask, on_update=ui.update)
+    if outcome.finished:
+        run.report.write_text(outcome.state.get("report", ""))
+        console.print(f"[bold green]run {run.run_id} ended[/]: report in {run.report}")
+        if outcome.state.get("evaluation"):
+            console.print(evaluation_table(outcome.state["evaluation"]))
+    return outcome
+
+
+def evaluation_table(evaluation: dict[str, Any]) -> Table:
+    table = Table(title="drafter measured on held-out prompts (temperature 0)", title_justify="left")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for key in ("k", "mean_acceptance_length", "acceptance_rate", "tokens_per_s_baseline",
+                "tokens_per_s_speculative", "speedup", "outputs_identical"):  # fmt: skip
+        value = evaluation.get(key)
+        if value is not None:
+            table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    return table
+
+
+def finish(outcome: Outcome) -> None:
+    raise typer.Exit(0 if outcome.finished else STOPPED_AT_GATE)
+
+
+def run_command(
+    config: ConfigOption = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            help="TOML policy for an unattended run: budgets per gate, notify command. Without it, "
+            "each gate asks in this terminal."
+        ),
+    ] = None,
+    auto_approve: Annotated[bool, typer.Option(help="approve every gate whose plan fits (no budgets)")] = False,
+    samples: Annotated[int, typer.Option(help="prompts to generate answers for")] = 25_000,
+    max_tokens: Annotated[int, typer.Option(help="longest generated answer, in tokens")] = 2048,
+    max_seq_len: Annotated[int, typer.Option(help="longest conversation used for training, in tokens")] = 4096,
+    concurrency: Annotated[int, typer.Option(help="generation requests in flight")] = 64,
+    draft_vocab_size: Annotated[int, typer.Option(help="the drafter's vocabulary")] = 32_000,
+    epochs: Annotated[int, typer.Option(help="training passes over the data")] = 3,
+    k: Annotated[int, typer.Option("--k", help="speculative tokens per step when measuring")] = 3,
+    poll_interval: Annotated[float, typer.Option(help="seconds between job polls")] = 10.0,
+    run_id: Annotated[str | None, typer.Option(help="name the run (default: run-<time>-<hex>)")] = None,
+) -> None:
+    """Start a pipeline run: research, verify, plan, then generation, extraction, training and evaluation,
+    each behind an approval gate. Checkpointed after every step: after any crash, `eyas resume RUN`.
+    Exits 3 when the run stops at a gate that needs an answer (`eyas approve RUN`)."""
+    chosen = load_policy(policy) if policy else (AUTO_APPROVE if auto_approve else None)
+    sizes = {
+        "samples": samples, "max_tokens": max_tokens, "max_seq_len": max_seq_len, "concurrency": concurrency,
+        "draft_vocab_size": draft_vocab_size, "epochs": epochs, "num_speculative_tokens": k,
+    }  # fmt: skip
+    finish(
+        start_run(config, chosen, sizes, interactive=sys.stdin.isatty(), poll_interval_s=poll_interval, run_id=run_id)
+    )
+
+
+def resume_command(run_id: Annotated[str, typer.Argument(help="the run to continue (see `eyas runs`)")]) -> None:
+    """Continue a run from its last checkpoint: finished work is not redone, running jobs are re-attached,
+    nothing is launched twice. Answers recorded with `eyas approve` are applied first."""
+    finish(advance(open_run(run_id), None, interactive=sys.stdin.isatty()))
+
+
+def approve_command(
+    run_id: Annotated[str, typer.Argument(help="the run waiting at a gate")],
+    reject: Annotated[bool, typer.Option(help="reject the phase instead (the run ends with its report)")] = False,
+    retry: Annotated[bool, typer.Option(help="at a failure gate: relaunch the failed jobs (they resume)")] = False,
+    abort: Annotated[bool, typer.Option(help="at a failure gate: end the run")] = False,
+    reason: Annotated[str, typer.Option(help="why; kept in the report")] = "",
+) -> None:
+    """Answer the gate a run waits at, from any terminal. A run waiting in another terminal continues at once;
+    a stopped one continues with `eyas resume RUN`."""
+    run = open_run(run_id)
+    with checkpointer(run) as saver:
+        pending = pending_gate(build_graph(saver), run)
+    if pending is None:
+        raise typer.BadParameter(f"run {run_id} is not waiting at a gate")
+    gate_id, view = pending
+    if view.get("kind") == "failure":
+        if retry == abort:
+            raise typer.BadParameter("a failure gate takes exactly one of --retry or --abort")
+        action = "retry" if retry else "abort"
+    else:
+        if retry or abort:
+            raise typer.BadParameter("--retry and --abort answer failure gates; this is an approval gate")
+        action = "reject" if reject else "approve"
+    run.record_answer(gate_id, {"action": action, "reason": reason, "who": "cli"})
+    where = "the waiting eyas process continues now" if run.is_driven() else f"continue with `eyas resume {run_id}`"
+    console.print(f"{action} recorded for the {view.get('phase')} gate of {run_id}; {where}")
+
+
+def status_command(
+    run_id: Annotated[str, typer.Argument(help="the run")],
+    json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Where a run is: its phase, the gate it waits at, each job with its progress, and the decisions so far."""
+    run = open_run(run_id)
+    with checkpointer(run) as saver:
+        graph = build_graph(saver)
+        state = dict(graph.get_state(thread(run)).values)
+        pending = pending_gate(graph, run)
+    jobs = job_rows(run, state)
+    summary = {
+        "run_id": run_id,
+        "phase": state.get("phase"),
+        "driven": run.is_driven(),
+        "waiting_at": pending[1] if pending else None,
+        "stopped": state.get("stopped"),
+        "decisions": state.get("decisions", []),
+        "jobs": jobs,
+        "plan": state.get("plan", {}).get("verdict"),
+        "evaluation": state.get("evaluation"),
+    }
+    if json_output:
+        print(json.dumps(to_jsonable_python(summary), indent=2))
+        return
+    console.print(f"[bold]{run_id}[/]: phase {summary['phase']}; " + ("driven now" if summary["driven"] else "idle"))
+    if pending:
+        gate = pending[1]
+        console.print(f"[yellow]waiting at[/] {gate.get('kind')} {gate.get('phase')}: {gate.get('policy', {})}")
+    table = Table(title="jobs", title_justify="left")
+    for column in ("phase", "job", "state", "progress", "ETA"):
+        table.add_column(column)
+    for row in jobs:
+        table.add_row(row["phase"], row["job_id"], row["state"], row["bar"], row["eta"])
+    console.print(table)
+    for decision in summary["decisions"]:
+        console.print(f"gate {decision['gate']}: {decision['action']} by {decision['who']}: {decision['reason']}")
+
+
+def job_rows(run: RunDir, state: dict[str, Any]) -> list[dict[str, Any]]:
+    if not state.get("jobs"):
+        return []
+    with open_context(run) as ctx:
+        jobs = Jobs(ctx.host, ctx.host_config.workdir)
+        rows = []
+        for phase, ids in state["jobs"].items():
+            for job in jobs.statuses(ids):
+                seen = last_progress(jobs.tail(job.job_id, 20)) or {}
+                done, total = float(seen.get("done") or 0), float(seen.get("total") or 0)
+                filled = int(20 * done / total) if total else 0
+                bar = f"{'█' * filled}{'░' * (20 - filled)} {done:.0f}/{total:.0f}" if total else ""
+                eta = f"{float(seen['eta_s']) / 60:.1f} min" if seen.get("eta_s") is not None else ""
+                rows.append({"phase": phase, "job_id": job.job_id, "state": job.describe(), "bar": bar, "eta": eta,
+                             "progress": seen})  # fmt: skip
+        return rows
+
+
+def runs_command() -> None:
+    """List the runs in the runs folder (EYAS_RUNS_DIR, default ./runs)."""
+    table = Table(title=f"runs in {runs_root()}", title_justify="left")
+    for column in ("run", "phase", "state", "report"):
+        table.add_column(column)
+    for run in list_runs():
+        with checkpointer(run) as saver:
+            graph = build_graph(saver)
+            snapshot = graph.get_state(thread(run))
+        state = dict(snapshot.values)
+        waiting = "waiting at a gate" if snapshot.interrupts else ("ended" if not snapshot.next else "stopped")
+        if run.is_driven():
+            waiting = "running"
+        table.add_row(run.run_id, str(state.get("phase", "")), waiting, str(run.report) if run.report.exists() else "")
+    console.print(table)
+
+
+def graph_command(
+    mermaid: Annotated[bool, typer.Option("--mermaid", help="print the Mermaid diagram (the default)")] = True,
+) -> None:
+    """Print the pipeline's state machine as a Mermaid diagram."""
+    print(build_graph().get_graph().draw_mermaid())

@@ -1,0 +1,145 @@
+"""The terminal side of a run: node updates, gates passed and why, job progress bars, questions at gates."""
+
+from __future__ import annotations
+
+import select
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from rich.prompt import Prompt
+from rich.table import Table
+
+from eyas.graph.cli.console import console
+from eyas.tools.jobs.detached import JobState
+
+
+class RunUI:
+    def __init__(self) -> None:
+        self._progress: Progress | None = None
+        self._bars: dict[str, TaskID] = {}
+
+    # -- what happened ---------------------------------------------------------------------------
+
+    def note(self, message: str) -> None:
+        self._stop_bars()
+        console.print(f"[dim]·[/] {escape(message)}", highlight=False)
+
+    def update(self, update: dict[str, Any]) -> None:
+        for node, change in update.items():
+            if node == "__interrupt__" or not isinstance(change, dict):
+                continue
+            for decision in change.get("decisions", []):
+                self._stop_bars()
+                who = "policy" if decision["who"] == "policy" else decision["who"]
+                style = "green" if decision["action"] in ("approve", "retry") else "yellow"
+                console.print(
+                    f"[{style}]gate {decision['gate']}: {decision['action']}[/] by {who}: {decision['reason']}",
+                    highlight=False,
+                )
+
+    # -- progress of jobs ------------------------------------------------------------------------
+
+    def progress(self, phase: str, states: list[JobState], progress: dict[str, dict[str, Any]]) -> None:
+        if self._progress is None:
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed:.0f}/{task.total:.0f}"),
+                TextColumn("{task.fields[extra]}"),
+                TimeRemainingColumn(),
+                console=console,
+            )
+            self._progress.start()
+        for state in states:
+            seen = progress.get(state.job_id, {})
+            total = float(seen.get("total") or 1)
+            done = float(seen.get("done") or 0)
+            extra = state.describe() if state.status.value != "running" else _extra(seen)
+            if state.job_id not in self._bars:
+                self._bars[state.job_id] = self._progress.add_task(state.job_id, total=total, extra=extra)
+            self._progress.update(self._bars[state.job_id], total=total, completed=done, extra=extra)
+
+    def _stop_bars(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress, self._bars = None, {}
+
+    # -- questions at gates ----------------------------------------------------------------------
+
+    def ask(self, view: dict[str, Any], answered_elsewhere: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
+        self._stop_bars()
+        console.print(gate_panel(view))
+        if view.get("kind") == "failure":
+            choices, prompt = ["retry", "abort"], "retry / abort"
+        else:
+            choices, prompt = ["approve", "reject", "edit"], "approve / reject / edit"
+        console.print(f"[bold]{prompt}?[/] (or answer from another terminal with `eyas approve`)")
+        while True:
+            line = _read_line_or(answered_elsewhere)
+            if isinstance(line, dict):
+                console.print(f"answered elsewhere: {line.get('action')}")
+                return line
+            action = line.strip().lower()
+            if action in choices:
+                break
+            console.print(f"please type one of: {', '.join(choices)}")
+        answer: dict[str, Any] = {"action": action, "who": "operator"}
+        if action in ("reject", "abort"):
+            answer["reason"] = Prompt.ask("reason", default="")
+        if action == "edit":
+            answer["sizes"] = {
+                key: int(Prompt.ask(key, default=str(value))) for key, value in view.get("sizes", {}).items()
+            }
+            answer["reason"] = "sizes edited at the gate"
+        return answer
+
+
+def _read_line_or(answered_elsewhere: Callable[[], dict[str, Any] | None]) -> str | dict[str, Any]:
+    """Wait for a line on stdin, checking once a second whether another terminal answered instead."""
+    while True:
+        elsewhere = answered_elsewhere()
+        if elsewhere is not None:
+            return elsewhere
+        ready, _, _ = select.select([sys.stdin], [], [], 1.0)
+        if ready:
+            line = sys.stdin.readline()
+            if not line:
+                raise EOFError("stdin closed while a gate was waiting for an answer")
+            return line
+
+
+def _extra(seen: dict[str, Any]) -> str:
+    parts = []
+    if seen.get("failed"):
+        parts.append(f"{seen['failed']} failed")
+    if seen.get("tokens_per_s"):
+        parts.append(f"{float(seen['tokens_per_s']):.0f} tok/s")
+    if seen.get("loss") is not None:
+        parts.append(f"loss {float(seen['loss']):.3f}")
+    return ", ".join(parts)
+
+
+def gate_panel(view: dict[str, Any]) -> Panel:
+    if view.get("kind") == "failure":
+        head = f"{view['job_id']}: {view['status']}\n[bold]diagnosis:[/] {escape(view['diagnosis'])}"
+        body = f"{head}\n\n{escape(view['log_tail'][-1500:])}"
+        return Panel(body, title=f"failure in phase {view['phase']}", border_style="red")
+    table = Table.grid(padding=(0, 2))
+    table.add_row("[bold]phase[/]", view["phase"])
+    table.add_row("[bold]host[/]", view["host"])
+    for key, value in view.get("estimate", {}).items():
+        if value is not None:
+            table.add_row(key, f"{value:.3g}" if isinstance(value, float) else str(value))
+    table.add_row("[bold]sizes[/]", ", ".join(f"{k}={v}" for k, v in view.get("sizes", {}).items()))
+    for name, check in view.get("verification", {}).items():
+        table.add_row(f"verify {name}", f"{check['status']}: {check['message']}")
+    for command in view.get("commands", []):
+        table.add_row("[bold]will run[/]", command)
+    policy = view.get("policy")
+    if policy and not policy["approve"]:
+        table.add_row("[bold red]policy stop[/]", escape(policy["reasons"]))
+    return Panel(table, title=f"gate: {view['phase']}", border_style="cyan")

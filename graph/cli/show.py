@@ -1,0 +1,229 @@
+"""`eyas show TRANSCRIPT`: what a recorded run did, as a timeline a person reads the morning after."""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from eyas.graph.cli.console import console, errors
+from eyas.tools.recording.transcript import (
+    ApprovalEvent,
+    ClockEvent,
+    CommandEvent,
+    Crossing,
+    Event,
+    FileExistsEvent,
+    FileReadEvent,
+    FileWriteEvent,
+    HttpEvent,
+    JobLaunchEvent,
+    LlmEvent,
+    NodeEvent,
+    SearchEvent,
+    TcpEvent,
+    read_transcript,
+)
+
+DECISION_STYLE = {"approve": "green", "approved": "green", "reject": "bold red", "rejected": "bold red"}
+
+
+def show_command(
+    transcript: Annotated[Path, typer.Argument(help="a transcript.jsonl, e.g. runs/<run_id>/transcript.jsonl")],
+    task: Annotated[
+        str | None,
+        typer.Option("--task", "--phase", help="only this task (a phase or node) and the tasks nested in it"),
+    ] = None,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind",
+            help="only these kinds (repeatable): command, file (file_read, file_write, file_exists), http, tcp, "
+            "clock, llm, search, approval, node, job_launch",
+        ),
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="only events on this host (its name in the config)")
+    ] = None,
+) -> None:
+    """Print a recorded run as a timeline: each crossing with its task, what it asked and answered, and how long
+    it took; the approval gates with their decisions; a summary line. Warns when the transcript ends in a line
+    cut by a crash (the complete events before it are shown)."""
+    loaded = read_transcript(transcript)
+    for warning in loaded.warnings:
+        errors.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    events = loaded.events
+    shown = [event for event in events if _selected(event, task, kind, host)]
+    start = min((_started(event) for event in events), default=0.0)
+    node_starts: dict[tuple[str, str], float] = {}
+    table = Table(title=f"{transcript}", title_justify="left", show_lines=False)
+    for column, justify in (("#", "right"), ("at", "right"), ("task", "left"), ("kind", "left")):
+        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table.add_column("what", overflow="fold")
+    table.add_column("took", justify="right", no_wrap=True)
+    wanted = {event.seq for event in shown}
+    for event in events:
+        took = _duration(event, node_starts)  # every event, so a node's end finds its start when filtered out
+        if event.seq in wanted:
+            table.add_row(
+                str(event.seq),
+                _clock(_started(event) - start),
+                escape(event.task),
+                event.kind,
+                _describe(event),
+                _human_duration(took),
+            )
+    console.print(table)
+    console.print(_summary(events, shown, start), highlight=False)
+
+
+def _selected(event: Event, task: str | None, kinds: list[str] | None, host: str | None) -> bool:
+    if task and event.task != task and not event.task.startswith(f"{task}/"):
+        return False
+    if kinds and not any(event.kind == wanted or event.kind.startswith(f"{wanted}_") for wanted in kinds):
+        return False
+    return not host or getattr(event, "host", None) == host
+
+
+def _started(event: Event) -> float:
+    duration = event.duration_s if isinstance(event, Crossing) else None
+    return event.t - (duration or 0.0)
+
+
+def _duration(event: Event, node_starts: dict[tuple[str, str], float]) -> float | None:
+    if isinstance(event, NodeEvent):
+        key = (event.task, event.node)
+        if event.phase == "start":
+            node_starts[key] = event.t
+            return None
+        return event.t - node_starts.pop(key) if key in node_starts else None
+    return event.duration_s if isinstance(event, Crossing) else None
+
+
+def _describe(event: Event) -> str:
+    text = _what(event)
+    if isinstance(event, Crossing | NodeEvent) and event.error is not None:
+        text += f" [bold red]✗ {escape(event.error.type)}: {escape(_line(event.error.message, 160))}[/]"
+    return text
+
+
+def _what(event: Event) -> str:
+    match event:
+        case CommandEvent():
+            text = f"[dim]{escape(event.host)}$[/] {escape(_line(event.command, 140))}"
+            if event.rc is not None:
+                style = "green" if event.rc == 0 else "red"
+                text += f" [{style}]→ rc {event.rc}[/]"
+                if event.rc != 0 and event.stderr.strip():
+                    text += f" [dim]{escape(_line(event.stderr.strip().splitlines()[-1], 100))}[/]"
+            return text
+        case FileReadEvent() | FileWriteEvent():
+            verb = "read" if isinstance(event, FileReadEvent) else "write"
+            size = f" ({event.size} B)" if event.size is not None else ""
+            return f"[dim]{escape(event.host)}:[/] {verb} {escape(event.path)}{size}"
+        case FileExistsEvent():
+            answer = "" if event.exists is None else (" → yes" if event.exists else " → no")
+            return f"[dim]{escape(event.host)}:[/] exists {escape(event.path)}?{answer}"
+        case HttpEvent():
+            status = "" if event.status is None else f" → {event.status} ({len(event.body or '')} B)"
+            return f"{event.method} {escape(event.url)}{status}"
+        case TcpEvent():
+            return f"connect {escape(event.url)}"
+        case ClockEvent():
+            return _clock_read(event)
+        case LlmEvent():
+            return _llm(event)
+        case SearchEvent():
+            return f"search “{escape(_line(event.query, 100))}” → {len(event.results)} results"
+        case ApprovalEvent():
+            style = DECISION_STYLE.get(str(event.decision), "yellow")
+            who = f" by {escape(event.who)}" if event.who else ""
+            reason = f": {escape(_line(event.reason, 140))}" if event.reason else ""
+            return f"gate [bold]{escape(event.gate)}[/] [{style}]{escape(str(event.decision))}[/]{who}{reason}"
+        case NodeEvent():
+            return f"{'▶' if event.phase == 'start' else '■'} node [bold]{escape(event.node)}[/] {event.phase}"
+        case JobLaunchEvent():
+            status = event.state.get("status", "?") if isinstance(event.state, dict) else "?"
+            return (
+                f"[dim]{escape(event.host)}:[/] launch job [bold]{escape(event.job_id)}[/]: "
+                f"{escape(_line(shlex.join(event.argv), 120))} → {escape(str(status))}"
+            )
+    return escape(event.kind)
+
+
+def _clock_read(event: ClockEvent) -> str:
+    if event.op == "sleep":
+        return f"sleep {event.seconds:g} s"
+    if event.op == "now" and event.value is not None:
+        return f"now → {datetime.fromtimestamp(event.value, UTC).isoformat(timespec='seconds')}"
+    return f"{event.op} → {event.value}"
+
+
+def _llm(event: LlmEvent) -> str:
+    messages = event.request.get("messages") or []
+    last = messages[-1].get("content") if messages and isinstance(messages[-1], dict) else None
+    asked = f"{escape(str(event.request.get('model', '?')))}: “{escape(_line(str(last or ''), 80))}”"
+    return f"{asked} → “{escape(_line(_llm_answer(event.response), 80))}”"
+
+
+def _llm_answer(response: Any) -> str:
+    """The text or tool calls of an OpenAI-style answer; anything else shown as it is."""
+    try:
+        message = response["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        return str(response)
+    calls = [call.get("function", {}).get("name", "?") for call in message.get("tool_calls") or []]
+    return message.get("content") or ("tool calls: " + ", ".join(calls) if calls else "")
+
+
+def _line(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _clock(seconds: float) -> str:
+    minutes, rest = divmod(max(seconds, 0.0), 60)
+    hours, minutes = divmod(int(minutes), 60)
+    return f"{hours}:{minutes:02d}:{rest:06.3f}" if hours else f"{minutes:02d}:{rest:06.3f}"
+
+
+def _human_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 1:
+        return f"{seconds * 1000:.1f} ms"
+    if seconds < 120:
+        return f"{seconds:.2f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _summary(events: list[Event], shown: list[Event], start: float) -> str:
+    span = max((event.t for event in events), default=start) - start
+    kinds = Counter(event.kind for event in shown)
+    busy = sum(event.duration_s or 0.0 for event in shown if isinstance(event, CommandEvent))
+    failed = sum(1 for event in shown if isinstance(event, Crossing | NodeEvent) and event.error is not None)
+    gates = [event for event in shown if isinstance(event, ApprovalEvent)]
+    parts = [
+        f"{len(shown)} of {len(events)} events",
+        _count(len({event.task for event in shown}), "task"),
+        f"span {_human_duration(span) or '0 ms'}",
+        ", ".join(f"{count} {name}" for name, count in kinds.most_common()),
+    ]
+    if kinds["command"]:
+        parts.append(f"commands took {_human_duration(busy)} in all")
+    if failed:
+        parts.append(f"[red]{failed} errors[/]")
+    if gates:
+        decided = ", ".join(f"{escape(gate.gate)} → {escape(str(gate.decision))}" for gate in gates)
+        parts.append(f"gates: {decided}")
+    return "; ".join(part for part in parts if part)

@@ -1,0 +1,59 @@
+"""The data phase on the host: synthetic generation and the drafter download, as detached jobs side by side.
+
+Both run with the ML environment's absolute interpreter path (HostConfig.python): a bare `python` in a
+detached job finds whatever a non-interactive PATH holds, which is rarely the venv with vLLM. Launching is
+idempotent by job id (eyas.tools.jobs.detached), so a resumed controller re-attaches instead of starting twice; a
+generation job that was killed is launched again under a new id (or after `forget`) and resumes from its
+output file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from eyas.tools.config import HostConfig, TargetConfig, secret
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.request import optional_flags, workload_job
+
+# The shipped prompt set: small, written for this project; real prompts come from a dataset on the host.
+PROMPT_SET = Path(__file__).resolve().parents[1] / "data" / "prompts.jsonl"
+
+
+class GenerationSettings(BaseModel):
+    """generate.py's options that a run chooses; the rest keep the script's defaults."""
+
+    input: str = Field(description="prompts JSONL on the host")
+    output: str = Field(description="generated JSONL on the host (appended to, resumed from)")
+    base_url: str | None = Field(None, description="the server as the HOST reaches it; default target.base_url")
+    concurrency: int = Field(64, ge=1)
+    max_tokens: int = Field(2048, ge=1, description="longest answer per turn")
+    temperature: float | None = None
+    limit: int | None = Field(None, ge=1)
+    progress_every: float = Field(10.0, gt=0)
+
+
+def generation_spec(
+    job_id: str, host_config: HostConfig, target: TargetConfig, workloads: str, settings: GenerationSettings
+) -> JobSpec:
+    flags = [
+        "--input", settings.input, "--output", settings.output,
+        "--base-url", settings.base_url or target.base_url, "--model", target.model,
+        "--concurrency", str(settings.concurrency), "--max-tokens", str(settings.max_tokens),
+        "--progress-every", str(settings.progress_every),
+    ]  # fmt: skip
+    flags += optional_flags({"--temperature": settings.temperature, "--limit": settings.limit})
+    env: dict[str, str] = {}
+    key = secret(target.api_key_env)
+    if target.api_key_env and key:
+        # The job reads the key from its environment, so it is stored in the job's directory on the host.
+        flags += ["--api-key-env", target.api_key_env]
+        env[target.api_key_env] = key
+    return workload_job(job_id, host_config, workloads, "generate.py", flags, env=env, cwd=host_config.workdir)
+
+
+def download_spec(job_id: str, host_config: HostConfig, workloads: str, source: str, out: str) -> JobSpec:
+    """`source` is a hub repo id (downloaded into `out`) or a directory on the host (validated, used as is)."""
+    flags = ["--source", source, "--out", out]
+    return workload_job(job_id, host_config, workloads, "download.py", flags, cwd=host_config.workdir)

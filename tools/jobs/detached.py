@@ -1,0 +1,234 @@
+"""Detached jobs: long work on a host that outlives the SSH session and eyas itself.
+
+Each job is a directory `<workdir>/jobs/<job_id>/` holding the wrapper script `run.sh`, its `log`,
+the wrapper's `pid` (and the process start time, so a recycled pid is not mistaken for the job), and
+`rc` once it ended. Claiming the directory with mkdir is atomic, so launching the same job id twice,
+from a resumed controller or two at once, starts one process.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shlex
+from enum import StrEnum
+
+from pydantic import BaseModel, Field, field_validator
+
+from eyas.tools.errors import JobError
+from eyas.tools.hosts.host import Host
+
+_PID_GRACE_S = 60
+_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class JobStatus(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    LOST = "lost"  # the process is gone and left no exit code (killed with SIGKILL, host rebooted)
+    ABSENT = "absent"  # never launched
+
+
+class JobSpec(BaseModel):
+    """What to run: argv[0] is resolved on the host at launch, env is set explicitly."""
+
+    job_id: str
+    argv: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env_names_are_shell_names(cls, env: dict[str, str]) -> dict[str, str]:
+        # Names go into `export NAME=...` unquoted (values are quoted), so only shell names are allowed.
+        bad = sorted(name for name in env if not _ENV_NAME.match(name))
+        if bad:
+            raise ValueError(f"environment variable names must be letters, digits and '_', not {bad}")
+        return env
+
+
+class JobState(BaseModel):
+    job_id: str
+    host: str
+    status: JobStatus
+    pid: int | None = None
+    rc: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    directory: str
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.LOST)
+
+    def describe(self) -> str:
+        if self.status is JobStatus.FAILED:
+            return f"failed (exit {self.rc})"
+        return self.status.value
+
+
+def wrapper_script(spec: JobSpec, directory: str) -> str:
+    """The shell script that runs one job; every argument is quoted, nothing depends on a login profile."""
+    q = shlex.quote
+    program = q(spec.argv[0])
+    job_dir = q(directory)
+    lines = [
+        "#!/bin/sh",
+        f"# eyas job {spec.job_id}. Running this script by hand reproduces the job.",
+        f"cd {job_dir} || exit 1",
+        "echo $$ > pid.tmp",
+        "awk '{print $22}' /proc/$$/stat > starttime 2>/dev/null",
+        "mv pid.tmp pid",
+        # The wrapper outlives a SIGTERM to its group, so it can record the command's exit code.
+        "trap 'echo \"eyas: job received a stop signal\"' TERM INT HUP",
+        # Absolute paths: by the time it ends, the job has changed to its own cwd.
+        f'finish() {{ echo "$1" > {job_dir}/rc.tmp && mv {job_dir}/rc.tmp {job_dir}/rc; '
+        'echo "eyas: job ended with exit code $1"; exit "$1"; }',
+    ]
+    # The job's environment first, so the program is looked up with the PATH it will run with; the
+    # wrapper sets no shell variables of its own that an environment entry could replace.
+    lines += [f"export {name}={q(value)}" for name, value in sorted(spec.env.items())]
+    lines += [
+        f"command -v {program} > /dev/null || {{",
+        f"  printf '%s (PATH: %s). %s\\n' {q(f'eyas: {spec.argv[0]!r} is not found by a non-interactive shell')}"
+        f' "$PATH" {q("Give its absolute path, e.g. in the bin directory of the ML venv.")}',
+        "  finish 127",
+        "}",
+        f'echo "eyas: started $(date -u +%Y-%m-%dT%H:%M:%SZ) running $(command -v {program})"',
+    ]
+    if spec.cwd:
+        lines.append(f"cd {q(spec.cwd)} || finish 126")
+    lines.append(" ".join([program, *(q(arg) for arg in spec.argv[1:])]))
+    lines.append('finish "$?"')
+    return "\n".join(lines) + "\n"
+
+
+# Prints one line per job directory: name pid rc alive started finished dir-age (`-` for missing values).
+_STATUS_SCRIPT = r"""
+for d in "$@"; do
+  if [ ! -d "$d" ]; then echo "$(basename "$d") absent"; continue; fi
+  pid=$(cat "$d/pid" 2>/dev/null); st=$(cat "$d/starttime" 2>/dev/null)
+  alive=0
+  if [ -n "$pid" ] && [ -r "/proc/$pid/stat" ]; then
+    set -- $(awk '{print $3, $22}' "/proc/$pid/stat")
+    [ "$1" != Z ] && [ "$2" = "$st" ] && alive=1
+  elif [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then alive=1; fi
+  # rc only after the liveness check: the wrapper writes rc, then exits, so read the other way round
+  # a job that just ended would look lost.
+  rc=$(cat "$d/rc" 2>/dev/null)
+  s=$(stat -c %Y "$d/pid" 2>/dev/null); f=$(stat -c %Y "$d/rc" 2>/dev/null)
+  age=$(( $(date +%s) - $(stat -c %Y "$d") ))
+  echo "$(basename "$d") present ${pid:--} ${rc:--} $alive ${s:--} ${f:--} $age"
+done
+"""
+
+
+class Jobs:
+    """The jobs of one work directory on one host."""
+
+    def __init__(self, host: Host, workdir: str) -> None:
+        self.host = host
+        self.root = f"{workdir.rstrip('/')}/jobs"
+
+    def directory(self, job_id: str) -> str:
+        if not _JOB_ID.match(job_id):
+            raise JobError(f"Invalid job id {job_id!r}: use letters, digits, '.', '_' and '-' (at most 128).")
+        return f"{self.root}/{job_id}"
+
+    def launch(self, spec: JobSpec) -> JobState:
+        """Start the job unless its directory exists; then it only reports the existing job's state."""
+        directory = self.directory(spec.job_id)
+        q = shlex.quote
+        script = base64.b64encode(wrapper_script(spec, directory).encode()).decode()
+        meta = base64.b64encode(json.dumps(spec.model_dump()).encode()).decode()
+        command = (
+            f"mkdir -p {q(self.root)} || exit 1; if mkdir {q(directory)} 2>/dev/null; then "
+            f"cd {q(directory)} && echo {script} | base64 -d > run.sh && chmod 700 run.sh && "
+            f"(umask 077 && echo {meta} | base64 -d > job.json) && "
+            "setsid /bin/sh ./run.sh < /dev/null >> log 2>&1 & "
+            "outcome=launched; else outcome=exists; fi; "
+            # Wait (briefly, on the host) until the wrapper recorded its pid, so status is never ambiguous;
+            # also when another launcher of the same id created the directory a moment ago.
+            f"i=0; while [ ! -s {q(directory)}/pid ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
+            'echo "$outcome"'
+        )
+        self.host.run(command, timeout=60).check(f"Launching job {spec.job_id}")
+        return self.status(spec.job_id)
+
+    def statuses(self, job_ids: list[str]) -> list[JobState]:
+        if not job_ids:
+            return []
+        dirs = " ".join(shlex.quote(self.directory(job_id)) for job_id in job_ids)
+        result = self.host.run(f"sh -c {shlex.quote(_STATUS_SCRIPT)} status {dirs}", timeout=30)
+        result.check("Reading job status")
+        states = {}
+        for line in result.stdout.splitlines():
+            fields = line.split()
+            states[fields[0]] = self._parse_status(fields)
+        return [states[job_id] for job_id in job_ids]
+
+    def status(self, job_id: str) -> JobState:
+        return self.statuses([job_id])[0]
+
+    def _parse_status(self, fields: list[str]) -> JobState:
+        job_id = fields[0]
+        if fields[1] == "absent":
+            return JobState(
+                job_id=job_id, host=self.host.name, status=JobStatus.ABSENT, directory=self.directory(job_id)
+            )
+        pid, rc, alive, started, finished, age = (None if value == "-" else value for value in fields[2:8])
+        rc_value = int(rc) if rc is not None else None
+        if rc_value is not None:
+            status = JobStatus.SUCCEEDED if rc_value == 0 else JobStatus.FAILED
+        elif alive == "1" or (pid is None and int(age or 0) < _PID_GRACE_S):
+            # No pid yet means the launcher is still between mkdir and the wrapper's first line; a wrapper
+            # that never wrote its pid within the grace period never started.
+            status = JobStatus.RUNNING
+        else:
+            status = JobStatus.LOST
+        return JobState(
+            job_id=job_id,
+            host=self.host.name,
+            status=status,
+            pid=int(pid) if pid else None,
+            rc=rc_value,
+            started_at=float(started) if started else None,
+            finished_at=float(finished) if finished else None,
+            directory=self.directory(job_id),
+        )
+
+    def list(self) -> list[JobState]:
+        result = self.host.run(f"ls -1 {shlex.quote(self.root)} 2>/dev/null", timeout=30)
+        return self.statuses(sorted(name for name in result.stdout.split() if _JOB_ID.match(name)))
+
+    def tail(self, job_id: str, lines: int = 50) -> str:
+        log = f"{self.directory(job_id)}/log"
+        return self.host.run(f"tail -n {int(lines)} {shlex.quote(log)} 2>/dev/null", timeout=30).stdout
+
+    def cancel(self, job_id: str, grace_s: float = 10.0) -> JobState:
+        """Stop the job's whole process group: SIGTERM, then SIGKILL after the grace period."""
+        state = self.status(job_id)
+        if state.status is not JobStatus.RUNNING or state.pid is None:
+            return state
+        directory = shlex.quote(self.directory(job_id))
+        ticks = max(1, int(grace_s / 0.1))
+        group = f"-{state.pid}"
+        command = (
+            f"kill -TERM {group} 2>/dev/null; i=0; "
+            f"while [ ! -e {directory}/rc ] && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done; "
+            # Whatever of the group is left after the grace period (or after the wrapper ended) is killed,
+            # so no child is orphaned on the host.
+            f"kill -KILL {group} 2>/dev/null; [ -e {directory}/rc ] || echo 137 > {directory}/rc"
+        )
+        self.host.run(command, timeout=grace_s + 30).check(f"Cancelling job {job_id}")
+        return self.status(job_id)
+
+    def forget(self, job_id: str) -> None:
+        """Remove a finished job's directory, so the same id can be launched afresh."""
+        state = self.status(job_id)
+        if state.status is JobStatus.RUNNING:
+            raise JobError(f"Job {job_id} is still running on {self.host.name}; cancel it before forgetting it.")
+        self.host.run(f"rm -rf -- {shlex.quote(self.directory(job_id))}", timeout=60).check(f"Removing job {job_id}")

@@ -1,0 +1,73 @@
+"""The jobs that turn generated conversations into training data: hidden-state extraction, then the vocabulary.
+
+Pure functions from plain values to JobSpecs (tools/jobs/request.py); launching them is `Jobs.launch`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field
+
+from eyas.tools.config import AbsolutePath, HostConfig
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.request import JobRequest, optional_flags, workload_job
+
+
+def _size(value: str) -> str:
+    if not value.strip() or value.strip().startswith("-"):
+        raise ValueError(f"must be a size such as 1GiB, 500MB or 5%, got {value!r}")
+    return value.strip()
+
+
+class ExtractionRequest(JobRequest):
+    """What extract.py is asked to do (its flags; see `extract.py --help` for their meaning)."""
+
+    model_dir: AbsolutePath
+    conversations: AbsolutePath
+    out_dir: AbsolutePath
+    backend: Literal["hf", "vllm"] = "hf"
+    layers: list[Annotated[int, Field(ge=0)]] | None = None
+    max_tokens: int = Field(4096, gt=0)
+    max_samples: int | None = Field(None, gt=0)
+    reserve: Annotated[str, AfterValidator(_size)] = "1GiB"
+    dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    batch_tokens: int = Field(4096, gt=0)
+    concurrency: int = Field(4, gt=0)
+
+
+class VocabRequest(JobRequest):
+    model_dir: AbsolutePath
+    hidden_states_dir: AbsolutePath
+    out_dir: AbsolutePath
+    draft_vocab_size: int = Field(gt=0)
+
+
+def extract_job(job_id: str, host: HostConfig, workloads_dir: str, request: ExtractionRequest) -> JobSpec:
+    flags = [
+        "--model", request.model_dir,
+        "--input", request.conversations,
+        "--out", request.out_dir,
+        "--backend", request.backend,
+        "--dtype", request.dtype,
+        "--max-tokens", str(request.max_tokens),
+        "--reserve", request.reserve,
+    ]  # fmt: skip
+    layers = ",".join(str(layer) for layer in request.layers) if request.layers is not None else None
+    flags += optional_flags({"--layers": layers, "--max-samples": request.max_samples})
+    if request.backend == "hf":
+        flags += ["--device", request.device, "--batch-tokens", str(request.batch_tokens)]
+    else:
+        flags += ["--concurrency", str(request.concurrency)]
+    return workload_job(job_id, host, workloads_dir, "extract.py", flags)
+
+
+def vocab_job(job_id: str, host: HostConfig, workloads_dir: str, request: VocabRequest) -> JobSpec:
+    flags = [
+        "--hidden-states", request.hidden_states_dir,
+        "--model", request.model_dir,
+        "--draft-vocab-size", str(request.draft_vocab_size),
+        "--out", request.out_dir,
+    ]  # fmt: skip
+    return workload_job(job_id, host, workloads_dir, "vocab.py", flags)

@@ -1,0 +1,47 @@
+"""What every phase job has in common: a workload script run by the host's ML interpreter.
+
+The program is the ML environment's absolute interpreter path (a non-interactive shell's PATH may not
+find a venv), the script is one that `upload_workloads` put on the host, and every path is absolute
+there. The job wrapper quotes each argument, so argv values need no quoting here.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from pydantic import BaseModel, ConfigDict
+
+from eyas.tools.config import HostConfig
+from eyas.tools.jobs.detached import JobSpec
+
+# Workloads print progress lines as they go; unbuffered output keeps the job log current. Models are local
+# directories, so the Hugging Face hub is never asked.
+JOB_ENV = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
+
+
+class JobRequest(BaseModel):
+    """The base of every phase's request: immutable, and a typo in a field name is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def workload_job(
+    job_id: str,
+    host: HostConfig,
+    workloads_dir: str,
+    script: str,
+    flags: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+) -> JobSpec:
+    """`<host python> <workloads_dir>/<script> <flags>` with the common environment plus `env`."""
+    if not posixpath.isabs(workloads_dir):
+        raise ValueError(f"the workloads directory must be absolute on the host, got {workloads_dir!r}")
+    argv = [host.python, posixpath.join(workloads_dir, script), *flags]
+    return JobSpec(job_id=job_id, argv=argv, env={**JOB_ENV, **(env or {})}, cwd=cwd)
+
+
+def optional_flags(values: dict[str, object | None]) -> list[str]:
+    """`--flag value` for each value that is set; None leaves the script's default."""
+    return [item for flag, value in values.items() if value is not None for item in (flag, str(value))]

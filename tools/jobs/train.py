@@ -1,0 +1,113 @@
+"""The jobs that train the drafter and measure it: train.py, then evaluate.py.
+
+Pure functions from plain values to JobSpecs (tools/jobs/request.py). A relaunch of train.py with the same
+arguments resumes from its newest checkpoint.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from eyas.tools.config import AbsolutePath, HostConfig
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.request import JobRequest, optional_flags, workload_job
+
+
+class TrainRequest(JobRequest):
+    """What train.py is asked to do (its flags; see `train.py --help` for their meaning)."""
+
+    hidden_states_dir: AbsolutePath
+    model_dir: AbsolutePath
+    out_dir: AbsolutePath
+    work_dir: AbsolutePath | None = None
+    d2t: AbsolutePath | None = None
+    t2d: AbsolutePath | None = None
+    from_pretrained: AbsolutePath | None = None
+    num_layers: int = Field(1, gt=0)
+    target_layer_ids: list[int] | None = None
+    epochs: int = Field(3, gt=0)
+    max_steps: int | None = Field(None, gt=0)
+    lr: float = Field(1e-3, gt=0)
+    optimizer: Literal["adamw", "muon"] = "muon"
+    total_seq_len: int = Field(2048, gt=0)
+    ttt_steps: int = Field(3, gt=0)
+    val_ratio: float = Field(0.1, ge=0, lt=1)
+    checkpoint_every: int = Field(0, ge=0)
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    gpus: int | None = Field(None, gt=0)
+    threads: int | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _vocab_pair(self) -> TrainRequest:
+        if (self.d2t is None) != (self.t2d is None):
+            raise ValueError("d2t and t2d come together (both written by vocab.py) or not at all")
+        return self
+
+
+class EvaluateRequest(JobRequest):
+    """evaluate.py starting its own servers on the host, one after the other on `port`."""
+
+    model_dir: AbsolutePath
+    drafter_dir: AbsolutePath
+    prompts: AbsolutePath
+    out: AbsolutePath = Field(description="the JSON result, e.g. in the run's folder")
+    k: list[int] = Field(default_factory=lambda: [3], min_length=1)
+    max_tokens: int = Field(128, gt=0)
+    concurrency: int = Field(1, gt=0)
+    port: int = Field(8800, ge=1, le=65535)
+    vllm_args: list[str] = Field(default_factory=list, description="extra flags for both servers")
+    acceptance_only: bool = False
+
+
+def train_job(job_id: str, host: HostConfig, workloads_dir: str, request: TrainRequest) -> JobSpec:
+    flags = [
+        "--data", request.hidden_states_dir,
+        "--verifier", request.model_dir,
+        "--out", request.out_dir,
+        "--epochs", str(request.epochs),
+        "--lr", repr(request.lr),
+        "--optimizer", request.optimizer,
+        "--total-seq-len", str(request.total_seq_len),
+        "--ttt-steps", str(request.ttt_steps),
+        "--val-ratio", repr(request.val_ratio),
+        "--checkpoint-every", str(request.checkpoint_every),
+        "--seed", str(request.seed),
+        "--device", request.device,
+    ]  # fmt: skip
+    flags += optional_flags({
+        "--work": request.work_dir,
+        "--d2t": request.d2t,
+        "--t2d": request.t2d,
+        "--from-pretrained": request.from_pretrained,
+        "--max-steps": request.max_steps,
+        "--gpus": request.gpus,
+        "--threads": request.threads,
+    })  # fmt: skip
+    if request.from_pretrained is None:
+        flags += ["--num-layers", str(request.num_layers)]
+        if request.target_layer_ids:
+            flags += ["--target-layer-ids", *map(str, request.target_layer_ids)]
+    return workload_job(job_id, host, workloads_dir, "train.py", flags)
+
+
+def evaluate_job(job_id: str, host: HostConfig, workloads_dir: str, request: EvaluateRequest) -> JobSpec:
+    flags = [
+        "--model", request.model_dir,
+        "--drafter", request.drafter_dir,
+        "--prompts", request.prompts,
+        "--out", request.out,
+        "--k", *map(str, request.k),
+        "--max-tokens", str(request.max_tokens),
+        "--concurrency", str(request.concurrency),
+        "--port", str(request.port),
+    ]  # fmt: skip
+    if request.vllm_args:
+        flags.append(f"--vllm-args={shlex.join(request.vllm_args)}")  # one value, though it starts with --
+    if request.acceptance_only:
+        flags.append("--acceptance-only")
+    # The servers evaluate.py starts inherit this environment.
+    return workload_job(job_id, host, workloads_dir, "evaluate.py", flags, env={"VLLM_NO_USAGE_STATS": "1"})

@@ -1,0 +1,32 @@
+"""Put the workload scripts on a host: they run there with the host's own ML interpreter."""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from pathlib import Path
+
+import eyas.tools.workloads
+from eyas.tools.hosts.host import Host
+
+WORKLOADS_DIR = Path(eyas.tools.workloads.__file__).resolve().parent
+
+
+def workload_path(name: str) -> Path:
+    path = WORKLOADS_DIR / name
+    if not path.is_file():
+        raise FileNotFoundError(f"no workload script named {name} in {WORKLOADS_DIR}")
+    return path
+
+
+def upload_workloads(host: Host, workdir: str) -> str:
+    """Copy the workload scripts to the host (only those that changed); returns their directory there."""
+    remote = f"{workdir.rstrip('/')}/workloads"
+    scripts = sorted(path for path in WORKLOADS_DIR.glob("*.py") if path.name != "__init__.py")
+    listing = host.run(f"mkdir -p {shlex.quote(remote)} && cd {shlex.quote(remote)} && sha256sum *.py 2>/dev/null")
+    present = dict(reversed(line.split(maxsplit=1)) for line in listing.stdout.splitlines() if line.strip())
+    for script in scripts:
+        data = script.read_bytes()
+        if present.get(script.name) != hashlib.sha256(data).hexdigest():
+            host.write_bytes(f"{remote}/{script.name}", data, mode=0o755)
+    return remote

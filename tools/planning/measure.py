@@ -1,0 +1,309 @@
+"""The planner's measurements on the live host: the model's config.json, free disk, generation throughput.
+
+Every figure the operator gives is used as is and not measured, so a plan for an unreachable host needs
+no connection at all. What is measured is read where it really is: the model directory the server says it
+loaded (`root` in /v1/models), df where the data will go, and a short burst of real completions.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from eyas.tools.checks.disk import check_disk
+from eyas.tools.checks.gpus import check_gpus
+from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.config import EyasConfig, TargetConfig, secret
+from eyas.tools.errors import EyasError
+from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.http import HttpClient, HttpError
+from eyas.tools.jobs.data import PROMPT_SET
+from eyas.tools.planning.estimate import (
+    CPU_CORE_TRAINING_FLOPS,
+    GPU_TRAINING_FLOPS,
+    ModelDims,
+    PlanInputs,
+    TokenStats,
+    Volume,
+    token_stats,
+)
+from eyas.tools.recording.task_scope import submit_in_task
+
+PSEUDO_FILESYSTEMS = ("tmpfs", "devtmpfs", "squashfs", "efivarfs", "proc", "sysfs")
+
+
+class MeasureError(EyasError):
+    """A figure the plan needs could not be measured; the message names the flag that gives it instead."""
+
+
+class Figures(BaseModel):
+    """What the operator gave; None means: measure it."""
+
+    hidden_size: int | None = Field(None, gt=0)
+    num_layers: int | None = Field(None, gt=3)
+    vocab_size: int | None = Field(None, gt=0)
+    samples: int | None = Field(None, gt=0)
+    max_tokens: int | None = Field(None, gt=0)
+    free_disk_bytes: int | None = Field(None, ge=0)
+    generation_tok_s: float | None = Field(None, gt=0)
+    prompt_tokens: float | None = Field(None, ge=0)
+    generated_file: str | None = None  # a generate.py output on the host: its averages replace max_tokens
+    data_path: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """True when nothing needs the host."""
+        dims = (self.hidden_size, self.num_layers, self.vocab_size, self.free_disk_bytes, self.generation_tok_s)
+        return None not in dims
+
+
+class Throughput(BaseModel):
+    tokens_per_s: float  # decoding, all requests in flight together
+    overhead_s: float  # per request beyond decoding (prefill, scheduling), amortized over the concurrency
+    requests: int
+    completion_tokens: int
+    wall_s: float
+    concurrency: int
+
+
+def probe_prompts(count: int) -> list[str]:
+    """The first single-turn prompts of the shipped prompt set."""
+    prompts = []
+    for line in PROMPT_SET.read_text().splitlines():
+        if len(prompts) == count:
+            break
+        prompt = json.loads(line).get("prompt")
+        if prompt:
+            prompts.append(prompt)
+    return prompts
+
+
+def auth_headers(target: TargetConfig) -> dict[str, str] | None:
+    key = secret(target.api_key_env)
+    return {"Authorization": f"Bearer {key}"} if key else None
+
+
+def measure_prompt_tokens(http: HttpClient, target: TargetConfig, count: int = 32) -> float | None:
+    """The average prompt of the shipped set's first prompts, chat template included, tokenized by the server
+    itself (vLLM's /tokenize); None when the server cannot tokenize."""
+
+    def one(prompt: str) -> int | None:
+        body = {"model": target.model, "messages": [{"role": "user", "content": prompt}], "add_generation_prompt": True}
+        try:
+            response = http.post_json(f"{target.base_url}/tokenize", body, headers=auth_headers(target))
+            return int(response.json()["count"]) if response.status == 200 else None
+        except (HttpError, ValueError, KeyError):
+            return None
+
+    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="tokenize") as pool:
+        # One task per request, so a replay matches each to its own recorded answer whatever the order.
+        futures = [submit_in_task(pool, f"tokenize-{i}", one, prompt) for i, prompt in enumerate(probe_prompts(count))]
+        counts = [future.result() for future in futures]
+    valid = [count for count in counts if count is not None]
+    return sum(valid) / len(valid) if valid and len(valid) == len(counts) else None
+
+
+def probe_throughput(
+    http: HttpClient,
+    target: TargetConfig,
+    *,
+    concurrency: int = 16,
+    lengths: tuple[int, int] = (8, 40),
+    clock: Clock = SYSTEM_CLOCK,
+) -> Throughput:
+    """Two waves of `concurrency` real requests, each generating exactly the given number of tokens
+    (ignore_eos). A wave takes a + b x length: b is the decoding step, a the prefill and handling, which a
+    single short wave would count as decoding and so underestimate the throughput of long answers."""
+    headers, url = auth_headers(target), f"{target.base_url}/v1/chat/completions"
+
+    def one(prompt: str, max_tokens: int) -> int:
+        body = {
+            "model": target.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens,
+            "ignore_eos": True,  # vLLM's sampling extension
+        }
+        try:
+            response = http.post_json(url, body, headers=headers, timeout=max(60.0, max_tokens * 5.0))
+            if response.status != 200:
+                raise MeasureError(f"HTTP {response.status}: {response.body[:200]}")
+            return int(response.json()["usage"]["completion_tokens"])
+        except (HttpError, ValueError, KeyError) as exc:
+            raise MeasureError(
+                f"The throughput probe against {target.base_url} failed ({exc}); start the server, or give the "
+                "figure with --throughput TOKENS_PER_S."
+            ) from None
+
+    prompts = probe_prompts(2 * concurrency)
+    waves: list[tuple[int, float]] = []
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="probe") as pool:
+        for wave, length in enumerate(lengths):
+            started = clock.monotonic()
+            batch = prompts[wave * concurrency : (wave + 1) * concurrency]
+            futures = [submit_in_task(pool, f"probe-{wave}-{i}", one, p, length) for i, p in enumerate(batch)]
+            tokens = sum(future.result() for future in futures)
+            waves.append((tokens, clock.monotonic() - started))
+    (short_tokens, short_s), (long_tokens, long_s) = waves
+    step = (long_s - short_s) / (lengths[1] - lengths[0])
+    if step > 0:
+        tokens_per_s, overhead_s = concurrency / step, max(0.0, short_s - lengths[0] * step) / concurrency
+    else:  # the server got faster between the waves (shared machine): fall back to the plain average
+        tokens_per_s, overhead_s = (short_tokens + long_tokens) / (short_s + long_s), 0.0
+    return Throughput(
+        tokens_per_s=tokens_per_s,
+        overhead_s=overhead_s,
+        requests=len(prompts),
+        completion_tokens=short_tokens + long_tokens,
+        wall_s=short_s + long_s,
+        concurrency=concurrency,
+    )
+
+
+def served_model_root(http: HttpClient, target: TargetConfig) -> str:
+    """Where the server loaded its model from (a directory, or a hub id), as /v1/models reports it."""
+    try:
+        listing = http.get(f"{target.base_url}/v1/models", headers=auth_headers(target))
+        entries = {entry["id"]: entry for entry in listing.json()["data"]}
+        return str(entries[target.model].get("root") or target.model)
+    except (HttpError, ValueError, KeyError) as exc:
+        raise MeasureError(
+            f"Could not ask {target.base_url} which model it serves ({exc}); give --hidden-size, --num-layers "
+            "and --vocab-size instead."
+        ) from None
+
+
+def model_config_path(host: Host, root: str) -> str:
+    """config.json of a served model: in its directory, or in the host's hub cache for a hub id."""
+    if root.startswith("/"):
+        return f"{root.rstrip('/')}/config.json"
+    cache = '"${HF_HUB_CACHE:-${HF_HOME:-$HOME/.cache/huggingface}/hub}"'
+    folder = shlex.quote("models--" + root.replace("/", "--"))
+    found = host.run(f"ls -1t {cache}/{folder}/snapshots/*/config.json 2>/dev/null | head -n 1", timeout=30)
+    if not found.stdout.strip():
+        raise MeasureError(
+            f"The server loaded {root} by hub id and its config.json is not in the hub cache on {host.name}; give "
+            "--hidden-size, --num-layers and --vocab-size."
+        )
+    return found.stdout.strip()
+
+
+def read_model_dims(host: Host, config_path: str) -> ModelDims:
+    """Hidden size, layers and vocab from a config.json (a multimodal model's text_config wins)."""
+    config: dict[str, Any] = json.loads(host.read_text(config_path))
+    config = {**config, **config.get("text_config", {})}
+    try:
+        return ModelDims(
+            hidden_size=config["hidden_size"],
+            num_layers=config["num_hidden_layers"],
+            vocab_size=config["vocab_size"],
+            intermediate_size=config.get("intermediate_size"),
+        )
+    except KeyError as exc:
+        raise MeasureError(f"{config_path} on {host.name} has no {exc}; give the model's shape with flags.") from None
+
+
+def free_disk(ctx: CheckContext) -> int:
+    result = check_disk(ctx)
+    if result.status is Status.FAIL:
+        raise MeasureError(f"{result.message}; give the figure with --free-disk (e.g. 2.9TB).")
+    return int(result.facts["free_bytes"])
+
+
+def volumes(host: Host) -> list[Volume]:
+    """Every mounted filesystem with its free bytes, for the 'another path' way out."""
+    result = host.run("df -P -B1", timeout=30)
+    found = []
+    for line in result.stdout.splitlines()[1:]:
+        fields = line.split(None, 5)
+        if len(fields) == 6 and fields[0] not in PSEUDO_FILESYSTEMS and fields[3].isdigit():
+            found.append(Volume(mount=fields[5], free_bytes=int(fields[3])))
+    return found
+
+
+def generated_stats(host: Host, path: str, max_lines: int = 2000) -> TokenStats | None:
+    """Token averages from the first lines of a generated file (enough for an average, cheap over SSH)."""
+    result = host.run(f"head -n {int(max_lines)} {shlex.quote(path)}", timeout=60)
+    return token_stats(result.stdout.splitlines()) if result.ok else None
+
+
+def training_flops(ctx: CheckContext) -> tuple[float, str]:
+    """Sustained training FLOP/s assumed for the host: per GPU found, else per CPU core."""
+    gpus = int(check_gpus(ctx).facts.get("count") or 0)
+    if gpus:
+        return gpus * GPU_TRAINING_FLOPS, f"{gpus} GPU(s) x {GPU_TRAINING_FLOPS:.0e} FLOP/s (assumed)"
+    cores = int(ctx.host.run("nproc", timeout=15).stdout.strip() or 1)
+    return cores * CPU_CORE_TRAINING_FLOPS, f"no GPU: {cores} cores x {CPU_CORE_TRAINING_FLOPS:.0e} FLOP/s (assumed)"
+
+
+class Measured(BaseModel):
+    inputs: PlanInputs
+    sources: dict[str, str]  # figure -> "given", "default", or where it was measured
+    throughput: Throughput | None = None
+
+
+def measure_inputs(
+    figures: Figures,
+    *,
+    config: EyasConfig,
+    host: Host | None,
+    http: HttpClient,
+    defaults: tuple[int, int],
+    probe_concurrency: int = 16,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Measured:
+    """The plan's inputs: given figures as they are, the rest measured on `host` (None: nothing may be).
+    `defaults` are (samples, max_tokens) for figures left out."""
+    data_path = figures.data_path or config.host().workdir
+    sources = {name: "given" if getattr(figures, name) else "default" for name in ("samples", "max_tokens")}
+    sources |= {"model": "given", "free_disk": "given", "throughput": "given"}
+    sources["prompt_tokens"] = "given" if figures.prompt_tokens is not None else "not counted"
+    sources["training"] = f"one GPU, {GPU_TRAINING_FLOPS:.0e} FLOP/s (assumed)"
+    flops, stats, others, throughput, overhead = GPU_TRAINING_FLOPS, None, [], None, 0.0
+    dims = free = tok_s = None
+    if figures.hidden_size and figures.num_layers and figures.vocab_size:
+        dims = ModelDims(hidden_size=figures.hidden_size, num_layers=figures.num_layers, vocab_size=figures.vocab_size)
+    if host is not None:
+        ctx = CheckContext(host=host, host_config=config.host(), target=config.target, http=http, data_path=data_path)
+        if dims is None:
+            path = model_config_path(host, served_model_root(http, config.target))
+            given = {name: getattr(figures, name) for name in ("hidden_size", "num_layers", "vocab_size")}
+            dims = read_model_dims(host, path).model_copy(update={k: v for k, v in given.items() if v is not None})
+            sources["model"] = f"{host.name}:{path}" + (" (with given figures)" if any(given.values()) else "")
+        if figures.free_disk_bytes is None:
+            free, sources["free_disk"] = free_disk(ctx), f"df at {data_path} on {host.name}"
+        flops, sources["training"] = training_flops(ctx)
+        others = volumes(host)
+        stats = generated_stats(host, figures.generated_file) if figures.generated_file else None
+        if stats:
+            sources["tokens"] = f"averages of {stats.samples} samples of {figures.generated_file}"
+    prompt_tokens = figures.prompt_tokens
+    if prompt_tokens is None and host is not None and stats is None:
+        prompt_tokens = measure_prompt_tokens(http, config.target)
+        sources["prompt_tokens"] = "tokenized by the server: prompts of the shipped set" if prompt_tokens else "unknown"
+    if figures.generation_tok_s is None and host is not None:
+        throughput = probe_throughput(http, config.target, concurrency=probe_concurrency, clock=clock)
+        tok_s, overhead = throughput.tokens_per_s, throughput.overhead_s
+        sources["throughput"] = f"probe: {throughput.requests} requests at concurrency {throughput.concurrency}"
+    free = figures.free_disk_bytes if figures.free_disk_bytes is not None else free
+    tok_s = figures.generation_tok_s or tok_s
+    if dims is None or free is None or tok_s is None:
+        raise MeasureError("Without a host, give --hidden-size, --num-layers, --vocab-size, --free-disk, --throughput.")
+    inputs = PlanInputs(
+        model=dims,
+        samples=figures.samples or defaults[0],
+        max_tokens=figures.max_tokens or defaults[1],
+        measured=stats,
+        prompt_tokens=prompt_tokens or 0.0,
+        generation_tok_s=tok_s,
+        generation_overhead_s=overhead,
+        training_flops_per_s=flops,
+        free_disk_bytes=free,
+        data_path=data_path,
+        other_volumes=others,
+    )
+    return Measured(inputs=inputs, sources=sources, throughput=throughput)

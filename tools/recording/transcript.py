@@ -1,0 +1,395 @@
+"""The transcript of a run: one JSON line per boundary crossing, append-only, readable after a crash.
+
+Every event has `v` (schema version), `seq` (position in the file), `kind`, `task` (the branch of the
+run that caused it, see task_scope.py) and `t` (wall time when it completed). A crossing's fields are
+split into the request (what eyas asked: compared on replay) and the response (what the world answered:
+handed back on replay). Notes (node start/end, job launches) are all request: replay only checks them.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from eyas.tools import errors
+from eyas.tools.errors import EyasError
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
+from eyas.tools.hosts.http import HttpError
+from eyas.tools.recording.redact import Redactor
+from eyas.tools.recording.task_scope import current_task
+
+SCHEMA_VERSION = 1
+_BASE_FIELDS = frozenset({"v", "seq", "kind", "task", "t"})
+
+
+class TranscriptError(EyasError):
+    """A transcript that cannot be read as one (not a torn last line: that is skipped)."""
+
+
+def canonical(value: Any) -> str:
+    """One spelling per value, so equal requests hash equally."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(canonical(value).encode()).hexdigest()[:16]
+
+
+# -- errors: recorded by type name and message, re-raised as the same type on replay ---------------------
+
+_ERROR_TYPES: dict[str, type[Exception]] = {
+    cls.__name__: cls
+    for cls in vars(errors).values()
+    if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == errors.__name__
+}
+_ERROR_TYPES[HttpError.__name__] = HttpError
+
+
+def register_error_type(cls: type[Exception]) -> type[Exception]:
+    """Make replay re-raise `cls` (constructed from its message alone); usable as a class decorator."""
+    _ERROR_TYPES[cls.__name__] = cls
+    return cls
+
+
+class RecordedError(Exception):
+    """Replay of an error whose type eyas cannot rebuild (not registered with register_error_type)."""
+
+
+class ErrorInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: str
+    message: str
+
+    @classmethod
+    def of(cls, exc: BaseException) -> ErrorInfo:
+        return cls(type=type(exc).__name__, message=str(exc))
+
+    def rebuild(self) -> Exception:
+        cls = _ERROR_TYPES.get(self.type) or getattr(builtins, self.type, None)
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            return cls(self.message)
+        return RecordedError(f"{self.type}: {self.message}")
+
+
+# -- events -----------------------------------------------------------------------------------------------
+
+
+class Event(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    REQUEST: ClassVar[tuple[str, ...]] = ()
+
+    v: Literal[1] = SCHEMA_VERSION
+    seq: int
+    kind: str
+    task: str
+    t: float
+
+    def request_fields(self) -> dict[str, Any]:
+        """What eyas asked, as JSON: a live request matches this event when these are equal."""
+        return {"kind": self.kind, **self.model_dump(mode="json", include=set(self.REQUEST))}
+
+    def response_fields(self) -> dict[str, Any]:
+        """What the world answered, as JSON (without the error, which replay raises instead)."""
+        return self.model_dump(mode="json", exclude=_BASE_FIELDS | set(self.REQUEST) | {"error"})
+
+    @property
+    def request_hash(self) -> str:
+        return digest(self.request_fields())
+
+
+class Crossing(Event):
+    """A call into the world: a response, or the error it raised; how long it took."""
+
+    error: ErrorInfo | None = None
+    duration_s: float | None = None
+
+
+class CommandEvent(Crossing):
+    REQUEST = ("host", "command", "timeout")
+    kind: Literal["command"] = "command"
+    host: str
+    command: str
+    timeout: float
+    rc: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+
+
+MAX_CONTENT = 64 * 1024
+
+
+def file_facts(data: bytes, max_content: int = MAX_CONTENT) -> dict[str, Any]:
+    """Size and sha256 of file bytes, and the bytes themselves when small (text as text, else base64)."""
+    facts: dict[str, Any] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    if len(data) <= max_content:
+        try:
+            facts.update(content=data.decode("utf-8"), encoding="utf-8")
+        except UnicodeDecodeError:
+            facts.update(content=base64.b64encode(data).decode(), encoding="base64")
+    return facts
+
+
+class FileReadEvent(Crossing):
+    REQUEST = ("host", "path")
+    kind: Literal["file_read"] = "file_read"
+    host: str
+    path: str
+    size: int | None = None
+    sha256: str | None = None
+    content: str | None = Field(None, description="the bytes when small: utf-8 text, or base64 (see encoding)")
+    encoding: Literal["utf-8", "base64"] | None = None
+
+
+class FileWriteEvent(Crossing):
+    REQUEST = ("host", "path", "mode", "size", "sha256", "content", "encoding")
+    kind: Literal["file_write"] = "file_write"
+    host: str
+    path: str
+    mode: int
+    size: int
+    sha256: str
+    content: str | None = None
+    encoding: Literal["utf-8", "base64"] | None = None
+
+
+class FileExistsEvent(Crossing):
+    REQUEST = ("host", "path")
+    kind: Literal["file_exists"] = "file_exists"
+    host: str
+    path: str
+    exists: bool | None = None
+
+
+class HttpEvent(Crossing):
+    REQUEST = ("method", "url", "json_body", "headers", "timeout")
+    kind: Literal["http"] = "http"
+    method: str
+    url: str
+    json_body: Any = None
+    headers: dict[str, str] | None = None
+    timeout: float
+    status: int | None = None
+    body: str | None = None
+
+
+class TcpEvent(Crossing):
+    """A TCP connect probe; duration_s is the connect time eyas measured."""
+
+    REQUEST = ("url", "timeout")
+    kind: Literal["tcp"] = "tcp"
+    url: str
+    timeout: float
+
+
+class ClockEvent(Crossing):
+    REQUEST = ("op", "seconds")
+    kind: Literal["clock"] = "clock"
+    op: Literal["now", "monotonic", "sleep"]
+    seconds: float | None = None
+    value: float | None = None
+
+
+class LlmEvent(Crossing):
+    """`request` is the whole call as JSON (model, messages, tools, sampling); `response` the answer as JSON."""
+
+    REQUEST = ("request",)
+    kind: Literal["llm"] = "llm"
+    request: dict[str, Any]
+    response: Any = None
+
+
+class SearchEvent(Crossing):
+    REQUEST = ("query", "options")
+    kind: Literal["search"] = "search"
+    query: str
+    options: dict[str, Any] = Field(default_factory=dict)
+    results: list[Any] = Field(default_factory=list)
+
+
+class ApprovalEvent(Crossing):
+    """The plan shown at a gate, and the decision: by a person, or by the autonomous policy."""
+
+    REQUEST = ("gate", "plan")
+    kind: Literal["approval"] = "approval"
+    gate: str
+    plan: Any = None
+    decision: str | None = None
+    reason: str = ""
+    who: str = ""
+    sizes: dict[str, int] | None = None  # an "edit" answer's new sizes
+
+
+class RunEvent(Event):
+    """How the run was started (its config, policy, sizes and first input), so a replay can start it again."""
+
+    REQUEST = ("meta", "config", "input")
+    kind: Literal["run"] = "run"
+    meta: dict[str, Any]
+    config: dict[str, Any]
+    input: dict[str, Any] | None = None
+
+
+class NodeEvent(Event):
+    REQUEST = ("node", "phase", "output", "error")
+    kind: Literal["node"] = "node"
+    node: str
+    phase: Literal["start", "end"]
+    output: Any = None
+    error: ErrorInfo | None = None
+
+
+class JobLaunchEvent(Event):
+    REQUEST = ("host", "job_id", "argv", "env", "cwd", "state")
+    kind: Literal["job_launch"] = "job_launch"
+    host: str
+    job_id: str
+    argv: list[str]
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    state: Any = None
+
+
+AnyEvent = Annotated[
+    RunEvent
+    | CommandEvent
+    | FileReadEvent
+    | FileWriteEvent
+    | FileExistsEvent
+    | HttpEvent
+    | TcpEvent
+    | ClockEvent
+    | LlmEvent
+    | SearchEvent
+    | ApprovalEvent
+    | NodeEvent
+    | JobLaunchEvent,
+    Field(discriminator="kind"),
+]
+EVENT_TYPES: dict[str, type[Event]] = {cls.model_fields["kind"].default: cls for cls in get_args(get_args(AnyEvent)[0])}
+_EVENT = TypeAdapter(AnyEvent)
+
+
+def build_event(kind: str, fields: dict[str, Any], *, seq: int, task: str, t: float) -> Event:
+    """Validate an event of `kind`; raises ValueError naming the kind when a field is wrong."""
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        raise ValueError(f"Unknown transcript event kind {kind!r}; the kinds are {', '.join(EVENT_TYPES)}")
+    return cls.model_validate({**fields, "seq": seq, "task": task, "t": t, "kind": kind})
+
+
+def redact_fields(redactor: Redactor, fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields as they may be written: secrets replaced, and binary content that hides one dropped."""
+    clean = redactor.value(fields)
+    if clean.get("encoding") == "base64" and redactor.finds_secret(
+        base64.b64decode(clean["content"]).decode("latin-1")
+    ):
+        clean.update(content=None, encoding=None)
+    return clean
+
+
+# -- writing ----------------------------------------------------------------------------------------------
+
+
+class TranscriptWriter:
+    """Appends events with a flush and fsync each, from any thread; continues an existing transcript."""
+
+    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
+        self.path = path
+        self.redactor = redactor or Redactor()
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        existing = read_transcript(path) if path.exists() else None
+        self._next_seq = max((event.seq for event in existing.events), default=-1) + 1 if existing else 0
+        self._file = path.open("ab")
+        if self._file.tell() > 0 and not _ends_with_newline(path):
+            # A torn last line from a crash: end it, so the next event starts on its own line.
+            self._write_line(b"\n")
+
+    def write(self, kind: str, fields: dict[str, Any]) -> Event:
+        """Redact, validate and append one event of the current task."""
+        clean = redact_fields(self.redactor, fields)
+        with self._lock:
+            event = build_event(kind, clean, seq=self._next_seq, task=current_task(), t=SYSTEM_CLOCK.now())
+            self._write_line(event.model_dump_json(exclude_none=True).encode() + b"\n")
+            self._next_seq += 1
+        return event
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+    def _write_line(self, data: bytes) -> None:
+        self._file.write(data)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
+# -- reading ----------------------------------------------------------------------------------------------
+
+
+class Transcript(BaseModel):
+    path: str
+    events: list[AnyEvent]
+    warnings: list[str] = Field(default_factory=list)
+    torn_lines: list[int] = Field(default_factory=list, description="1-based numbers of lines cut by a crash")
+
+    @property
+    def torn(self) -> bool:
+        return bool(self.torn_lines)
+
+
+def read_transcript(path: Path) -> Transcript:
+    """Every complete event; lines cut by a crash are skipped and named in `warnings`."""
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except FileNotFoundError:
+        raise TranscriptError(f"No transcript at {path}; runs keep theirs at runs/<run_id>/transcript.jsonl.") from None
+    events: list[Event] = []
+    torn: list[int] = []
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            data = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            torn.append(number)
+            continue
+        events.append(_parse(path, number, data))
+    warnings = [
+        f"{path}: line {number} is incomplete ({len(lines[number - 1])} bytes, "
+        f"{'the end of the file' if number >= len(lines) - 1 else 'followed by a resumed run'}): "
+        "the run was interrupted while writing it; it is skipped"
+        for number in torn
+    ]
+    return Transcript(path=str(path), events=events, warnings=warnings, torn_lines=torn)
+
+
+def _parse(path: Path, number: int, data: Any) -> Event:
+    version = data.get("v") if isinstance(data, dict) else None
+    if version != SCHEMA_VERSION:
+        raise TranscriptError(
+            f"{path}: line {number} has schema version {version!r}; this eyas reads version {SCHEMA_VERSION} "
+            "(replay it with the eyas that recorded it)."
+        )
+    try:
+        return _EVENT.validate_python(data)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise TranscriptError(f"{path}: line {number} is not a valid event ({where}: {problem['msg']}).") from None
