@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Literal
 
 from eyas.graph.pipeline import build_graph
@@ -16,7 +15,8 @@ from eyas.graph.runs import RunDir, runs_root
 from eyas.tools.config import EyasConfig
 from eyas.tools.errors import EyasError
 
-EYAS = str(Path(sys.executable).parent / "eyas")
+# The same interpreter and package as this process, wherever (and however) eyas is installed.
+EYAS = [sys.executable, "-m", "eyas"]
 STARTABLE = ("pipeline",)
 
 
@@ -84,7 +84,7 @@ class ChatPipeline:
         log = self.run.root / "driver.log"
         with log.open("a") as out:
             subprocess.Popen(
-                [EYAS, *args], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                [*EYAS, *args], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                 env={**os.environ, "EYAS_RUNS_DIR": str(self.run.root.parent)},
             )  # fmt: skip
         return f"{what} run {self.run.run_id} in the background; its log is {log}."

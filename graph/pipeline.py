@@ -13,6 +13,7 @@ starts from existing generated data skips straight to the extraction gate.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -28,15 +29,35 @@ from eyas.graph.supervise import after_monitor, failure_gate, make_launch, make_
 
 Node = Callable[[RunState, Runtime[RunContext]], dict[str, Any]]
 
-# The supervised phases in order: (phase, its jobs, the gate that asks before it, the artifact it makes).
-PHASES: list[tuple[str, SpecBuilder, str | None, str]] = [
-    ("data", data.build_jobs, "data", "conversations"),
-    ("extract", extract.build_jobs, "extract", "hidden_states"),
-    ("vocab", train.build_vocab_jobs, "train", "vocab"),
-    ("train", train.build_train_jobs, None, "drafter"),
-    ("evaluate", evaluate.build_jobs, None, "evaluation"),
+
+@dataclass(frozen=True)
+class Phase:
+    """A supervised phase and its graph nodes, named in full so that `grep launch_train` finds them."""
+
+    name: str
+    launch: str
+    monitor: str
+    build: SpecBuilder
+    artifact: str
+    gate: str | None = None  # the gate node that asks before this phase, if any
+
+    @property
+    def entry(self) -> str:
+        return self.gate or self.launch
+
+
+# The supervised phases in order.
+PHASES = [
+    Phase("data", "launch_data", "monitor_data", data.build_jobs, "conversations", gate="gate_data"),
+    Phase("extract", "launch_extract", "monitor_extract", extract.build_jobs, "hidden_states", gate="gate_extract"),
+    Phase("vocab", "launch_vocab", "monitor_vocab", train.build_vocab_jobs, "vocab", gate="gate_train"),
+    Phase("train", "launch_train", "monitor_train", train.build_train_jobs, "drafter"),
+    Phase("evaluate", "launch_evaluate", "monitor_evaluate", evaluate.build_jobs, "evaluation"),
 ]
+BY_NAME = {phase.name: phase for phase in PHASES}
 SETUP = {"data": data.setup}
+# The gates ask about a phase by its gate name; the gate before vocab asks about training as a whole.
+GATE_TOPIC = {"gate_data": "data", "gate_extract": "extract", "gate_train": "train"}
 
 
 def recorded(name: str, fn: Node) -> Node:
@@ -49,19 +70,15 @@ def recorded(name: str, fn: Node) -> Node:
     return node
 
 
-def entry(phase: str, gate: str | None) -> str:
-    return f"gate_{gate}" if gate else f"launch_{phase}"
-
-
 def first_phase(state: RunState) -> str:
     """Where the run starts after planning: existing generated data skips the data phase."""
-    return entry("extract", "extract") if "conversations" in state.get("artifacts", {}) else entry("data", "data")
+    return BY_NAME["extract"].entry if "conversations" in state.get("artifacts", {}) else BY_NAME["data"].entry
 
 
 def retry_target(state: RunState) -> str:
     if state["decisions"][-1]["action"] != "retry":
         return "report"
-    return f"launch_{state['failure']['phase']}"  # type: ignore[index]
+    return BY_NAME[state["failure"]["phase"]].launch  # type: ignore[index]
 
 
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
@@ -77,21 +94,20 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     graph.add_edge(START, "research")
     graph.add_edge("research", "verify")
     graph.add_edge("verify", "plan")
-    graph.add_conditional_edges("plan", first_phase, [entry("data", "data"), entry("extract", "extract")])
+    graph.add_conditional_edges("plan", first_phase, [BY_NAME["data"].entry, BY_NAME["extract"].entry])
 
-    for index, (phase, build, gate, artifact) in enumerate(PHASES):
-        launch, monitor = f"launch_{phase}", f"monitor_{phase}"
-        graph.add_node(launch, recorded(launch, make_launch(phase, build, artifact, SETUP.get(phase))))
-        graph.add_node(monitor, recorded(monitor, make_monitor(phase)))
-        if gate:
-            graph.add_node(f"gate_{gate}", make_gate(gate, build))
+    for phase, following in zip(PHASES, [*(later.entry for later in PHASES[1:]), "report"], strict=True):
+        launch = make_launch(phase.name, phase.build, phase.artifact, SETUP.get(phase.name))
+        graph.add_node(phase.launch, recorded(phase.launch, launch))
+        graph.add_node(phase.monitor, recorded(phase.monitor, make_monitor(phase.name)))
+        if phase.gate:
+            graph.add_node(phase.gate, make_gate(GATE_TOPIC[phase.gate], phase.build))
             graph.add_conditional_edges(
-                f"gate_{gate}", after_gate, {"launch": launch, "replan": "plan", "stop": "report"}
+                phase.gate, after_gate, {"launch": phase.launch, "replan": "plan", "stop": "report"}
             )
-        graph.add_edge(launch, monitor)
-        following = entry(PHASES[index + 1][0], PHASES[index + 1][2]) if index + 1 < len(PHASES) else "report"
-        graph.add_conditional_edges(monitor, after_monitor, {"done": following, "failed": "failure_gate"})
+        graph.add_edge(phase.launch, phase.monitor)
+        graph.add_conditional_edges(phase.monitor, after_monitor, {"done": following, "failed": "failure_gate"})
 
-    graph.add_conditional_edges("failure_gate", retry_target, ["report", *(f"launch_{p[0]}" for p in PHASES)])
+    graph.add_conditional_edges("failure_gate", retry_target, ["report", *(phase.launch for phase in PHASES)])
     graph.add_edge("report", END)
     return graph.compile(checkpointer=checkpointer, name="eyas")

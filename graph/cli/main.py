@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+import eyas
 from eyas.graph.cli.chat import chat_command
 from eyas.graph.cli.console import console, print_error, verify_table
 from eyas.graph.cli.plan import plan_command
@@ -44,6 +45,23 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"eyas {eyas.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """Options that apply before any command."""
+
+
 config_app = typer.Typer(help="Validate configuration files.", no_args_is_help=True)
 jobs_app = typer.Typer(help="Detached jobs on a host: list, read logs, cancel.", invoke_without_command=True)
 app.add_typer(config_app, name="config")

@@ -224,7 +224,15 @@ def runs_command() -> None:
 
 
 def graph_command(
-    mermaid: Annotated[bool, typer.Option("--mermaid", help="print the Mermaid diagram (the default)")] = True,
+    mermaid: Annotated[
+        bool, typer.Option("--mermaid/--json", help="a Mermaid diagram (default), or nodes and edges as JSON")
+    ] = True,
 ) -> None:
-    """Print the pipeline's state machine as a Mermaid diagram."""
-    print(build_graph().get_graph().draw_mermaid())
+    """Print the pipeline's state machine: paste the Mermaid text into any Mermaid viewer (GitHub renders it),
+    or read --json from a script."""
+    drawable = build_graph().get_graph()
+    if mermaid:
+        print(drawable.draw_mermaid())
+        return
+    edges = [{"source": edge.source, "target": edge.target, "conditional": edge.conditional} for edge in drawable.edges]
+    print(json.dumps({"nodes": sorted(drawable.nodes), "edges": edges}, indent=2))
