@@ -36,9 +36,12 @@ test-fast: setup
 bench: setup
 	@for script in tests/bench/*.py; do [ -e "$$script" ] || continue; echo "== $$script"; $(BIN)/python "$$script" || exit 1; done
 
+# mypy reaches the repository as the `eyas` package it installs as, through a link (the root is the package).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	mkdir -p $(VENV)/typecheck && ln -sfn "$(CURDIR)" $(VENV)/typecheck/eyas
+	MYPYPATH=$(VENV)/typecheck $(BIN)/mypy -p eyas.agents -p eyas.graph -p eyas.tools
 
 format: setup
 	$(BIN)/ruff check --fix .
@@ -55,4 +58,4 @@ examples: setup target
 	rm -f runs/examples/full-pipeline/checkpoints.sqlite* runs/examples/full-pipeline/driver.lock
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache .mypy_cache

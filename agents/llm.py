@@ -208,7 +208,7 @@ class LLM:
             def ask(conversation: list[Message]) -> dict[str, Any]:
                 return self.complete(self.request(conversation, max_tokens, tools=specs))
 
-            def parse(answer: dict[str, Any], _: list[Message]) -> Turn:
+            def parse(answer: dict[str, Any], conversation: list[Message]) -> Turn:
                 return parse_native(_first_choice(answer)[0], tools)
 
         else:

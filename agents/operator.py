@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -106,7 +107,7 @@ def build_operator_graph(
     def after_agent(state: ChatState) -> Literal["confirm", "tools", "__end__"]:
         calls = toolbox.calls(state["messages"][-1])
         if not calls:
-            return END
+            return "__end__"  # END, spelled as the Literal above
         return "confirm" if any(toolbox.confirmation(call) for call in calls) else "tools"
 
     def after_tools(state: ChatState) -> Literal["agent", "limit"]:
@@ -157,7 +158,7 @@ class OperatorSession:
 
     def __init__(self, graph: CompiledStateGraph, thread_id: str, toolbox: Toolbox) -> None:
         self.graph = graph
-        self.config = {"configurable": {"thread_id": thread_id}}
+        self.config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
         self.toolbox = toolbox
 
     def pending(self) -> list[str] | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -22,7 +22,10 @@ from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.jobs.detached import Jobs
 
-CheckName = Literal[tuple(CHECKS)]  # type: ignore[valid-type]
+if TYPE_CHECKING:
+    CheckName = str  # the names are known only at run time
+else:
+    CheckName = Literal[tuple(CHECKS)]  # pydantic validates against (and shows the agent) the checks' names
 MAX_FILE_CHARS = 20000
 
 

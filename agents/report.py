@@ -56,7 +56,7 @@ def findings_model(chars: int) -> type[Findings]:
         "Findings",
         __base__=Findings,
         summary=(str, Field(max_length=max(120, min(600, chars // 4)))),
-        facts=(list[fact], Field(default_factory=list, max_length=4)),  # type: ignore[valid-type]
+        facts=(list[fact], Field(default_factory=list, max_length=4)),
         disagreements=(
             list[Annotated[str, Field(min_length=3, max_length=line)]],
             Field(default_factory=list, max_length=2),

@@ -89,7 +89,7 @@ def plan_model(max_questions: int, chars: int) -> type[ResearchPlan]:
     return create_model(
         "ResearchPlan",
         __base__=ResearchPlan,
-        questions=(list[question], Field(min_length=1, max_length=max_questions)),  # type: ignore[valid-type]
+        questions=(list[question], Field(min_length=1, max_length=max_questions)),
     )
 
 

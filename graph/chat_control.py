@@ -12,6 +12,7 @@ from typing import Literal
 from eyas.graph.pipeline import build_graph
 from eyas.graph.runner import checkpointer, pending_gate, thread
 from eyas.graph.runs import RunDir, runs_root
+from eyas.graph.state import GateAnswer
 from eyas.tools.config import EyasConfig
 from eyas.tools.errors import EyasError
 
@@ -73,7 +74,7 @@ class ChatPipeline:
             pending = pending_gate(build_graph(saver), self.run)
         if pending is None:
             raise EyasError(f"Run {self.run.run_id} is not waiting at a gate.")
-        self.run.record_answer(pending[0], {"action": action, "reason": reason, "who": "operator (chat)"})
+        self.run.record_answer(pending[0], GateAnswer(action=action, reason=reason, who="operator (chat)"))
         if self.run.is_driven():
             return f"{action} recorded; the running eyas continues."
         return f"{action} recorded; " + self._spawn(["resume", self.run.run_id], "resumed")

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
+from eyas.graph.state import RunState
 from eyas.tools.config import EyasConfig, HostConfig
 from eyas.tools.errors import ConfigError
 from eyas.tools.hosts.clock import Clock
@@ -65,6 +69,16 @@ class RunContext:
                 "target.model_dir is not set: extraction and training need the served model's directory on the host."
             )
         return model_dir
+
+
+class Node(Protocol):
+    """A node of the run's graph. langgraph hands it the runtime by name, so the parameter is `runtime`."""
+
+    def __call__(self, state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]: ...
+
+
+# The compiled run graph, whose nodes get a RunContext (a bare CompiledStateGraph takes no context).
+RunGraph = CompiledStateGraph[RunState, RunContext, RunState, RunState]
 
 
 ARTIFACTS = {

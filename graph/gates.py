@@ -10,32 +10,32 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from eyas.graph.context import RunContext
-from eyas.graph.policy import judge
-from eyas.graph.state import Decision, RunState
+from eyas.graph.context import Node, RunContext
+from eyas.graph.policy import PhaseEstimate, judge
+from eyas.graph.state import APPROVAL_ACTIONS, Decision, GateAnswer, RunState, run_sizes
 from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.planning.sizes import Sizes
 
 SpecBuilder = Callable[[RunContext, RunState], list[JobSpec]]
-ANSWERS = ("approve", "reject", "edit")
 
 
 def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]) -> dict[str, Any]:
     """What the operator sees before a phase: estimates, verification, and the exact commands on which host,
     with the policy's verdict when the run has one."""
     plan = state.get("plan", {})
-    estimate = {
+    estimate = PhaseEstimate(
         **plan.get("phases", {}).get(phase, {}),
-        "total_hours": plan.get("total_hours"),
-        "needed_disk_bytes": plan.get("needed_bytes"),
-        "fits": plan.get("fits"),
-        "verdict": plan.get("verdict"),
-    }
+        total_hours=plan.get("total_hours"),
+        needed_disk_bytes=plan.get("needed_bytes"),
+        fits=plan.get("fits"),
+        verdict=plan.get("verdict"),
+    )
     view: dict[str, Any] = {
         "kind": "gate",
         "phase": phase,
         "host": ctx.host.name,
-        "estimate": estimate,
-        "sizes": dict(state.get("sizes", {})),
+        "estimate": estimate.model_dump(),
+        "sizes": run_sizes(state).model_dump(),
         "verification": state.get("verification", {}),
         "commands": [shlex.join(spec.argv) for spec in specs],
     }
@@ -45,7 +45,7 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
     return view
 
 
-def make_gate(phase: str, build: SpecBuilder) -> Callable[[RunState, Runtime[RunContext]], dict[str, Any]]:
+def make_gate(phase: str, build: SpecBuilder) -> Node:
     def view_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         return gate_view(phase, state, runtime.context, build(runtime.context, state))
 
@@ -54,24 +54,23 @@ def make_gate(phase: str, build: SpecBuilder) -> Callable[[RunState, Runtime[Run
         policy = view.get("policy")
         if policy and policy["approve"]:
             return {"decisions": [Decision(gate=phase, action="approve", reason=policy["reasons"], who="policy")]}
-        return apply_answer(phase, interrupt(view))
+        return apply_answer(phase, run_sizes(state), interrupt(view))
 
     gate.__name__ = f"gate_{phase}"
     return gate
 
 
-def apply_answer(phase: str, answer: dict[str, Any]) -> dict[str, Any]:
-    action = answer.get("action")
-    if action not in ANSWERS:
-        raise ValueError(f"A gate answer must be one of {', '.join(ANSWERS)}, got {action!r}.")
-    reason = answer.get("reason", "")
-    update: dict[str, Any] = {
-        "decisions": [Decision(gate=phase, action=action, reason=reason, who=answer.get("who", "operator"))]
-    }
-    if action == "edit":
-        update["sizes"] = answer["sizes"]
-    if action == "reject":
-        update["stopped"] = f"rejected at the {phase} gate: {reason or 'no reason given'}"
+def apply_answer(phase: str, sizes: Sizes, resumed: object) -> dict[str, Any]:
+    """The state update for the answer the gate was resumed with. An edit changes the sizes it names and is
+    validated with the rest, so a run never continues with sizes that `eyas run` would have refused."""
+    answer = GateAnswer.model_validate(resumed)
+    if answer.action not in APPROVAL_ACTIONS:
+        raise ValueError(f"A gate answer must be one of {', '.join(APPROVAL_ACTIONS)}, got {answer.action!r}.")
+    update: dict[str, Any] = {"decisions": [answer.decision(phase)]}
+    if answer.action == "edit":
+        update["sizes"] = Sizes.model_validate({**sizes.model_dump(), **(answer.sizes or {})}).model_dump()
+    if answer.action == "reject":
+        update["stopped"] = f"rejected at the {phase} gate: {answer.reason or 'no reason given'}"
     return update
 
 

@@ -12,22 +12,18 @@ starts from existing generated data skips straight to the extraction gate.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from eyas.graph.context import RunContext
+from eyas.graph.context import Node, RunContext, RunGraph
 from eyas.graph.gates import SpecBuilder, after_gate, make_gate
 from eyas.graph.phases import data, evaluate, extract, plan, report, research, train, verify
 from eyas.graph.state import RunState
 from eyas.graph.supervise import after_monitor, failure_gate, make_launch, make_monitor
-
-Node = Callable[[RunState, Runtime[RunContext]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -78,10 +74,12 @@ def first_phase(state: RunState) -> str:
 def retry_target(state: RunState) -> str:
     if state["decisions"][-1]["action"] != "retry":
         return "report"
-    return BY_NAME[state["failure"]["phase"]].launch  # type: ignore[index]
+    failure = state["failure"]
+    assert failure is not None  # a retry is decided at the failure gate, which a failure leads to
+    return BY_NAME[failure["phase"]].launch
 
 
-def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> RunGraph:
     graph = StateGraph(RunState, context_schema=RunContext)
     for name, fn in (
         ("research", research.research_node),

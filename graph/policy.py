@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -24,6 +23,19 @@ class Policy(BaseModel):
     )
 
 
+class PhaseEstimate(BaseModel):
+    """The planner's view of one phase as a gate weighs it; None where the plan has no figure."""
+
+    model_config = ConfigDict(frozen=True)
+
+    phase_hours: float | None = None
+    disk_bytes: int | None = None
+    total_hours: float | None = None
+    needed_disk_bytes: int | None = None
+    fits: bool | None = None
+    verdict: str | None = None
+
+
 class Verdict(BaseModel):
     approve: bool
     reasons: list[str]
@@ -33,12 +45,12 @@ class Verdict(BaseModel):
         return "; ".join(self.reasons)
 
 
-def judge(policy: Policy, phase: str, estimate: dict[str, Any], verification: dict[str, dict[str, str]]) -> Verdict:
-    """Approve when every budget holds. `estimate` is the planner's view of the phase: hours, disk, fits."""
+def judge(policy: Policy, phase: str, estimate: PhaseEstimate, verification: dict[str, dict[str, str]]) -> Verdict:
+    """Approve when every budget holds."""
     blockers: list[str] = []
     passed: list[str] = []
-    if estimate.get("fits") is False:
-        blockers.append(f"the plan does not fit: {estimate.get('verdict', 'not enough disk')}")
+    if estimate.fits is False:
+        blockers.append(f"the plan does not fit: {estimate.verdict or 'not enough disk'}")
     failed = [name for name, check in verification.items() if check["status"] == "fail"]
     warned = [name for name, check in verification.items() if check["status"] == "warn"]
     if failed:
@@ -47,17 +59,16 @@ def judge(policy: Policy, phase: str, estimate: dict[str, Any], verification: di
         blockers.append(f"verification warned ({', '.join(warned)}) and the policy allows no warnings")
     else:
         passed.append("verification " + ("has warnings only" if warned else "all ok"))
-    for key, limit, label in (
-        ("phase_hours", policy.max_phase_hours, "phase"),
-        ("total_hours", policy.max_total_hours, "run"),
+    for hours, limit, label in (
+        (estimate.phase_hours, policy.max_phase_hours, "phase"),
+        (estimate.total_hours, policy.max_total_hours, "run"),
     ):
-        hours = estimate.get(key)
         if limit is not None and hours is not None:
             within = hours <= limit
             (passed if within else blockers).append(
                 f"{label} estimate {hours:.2f} h {'within' if within else 'over'} the budget of {limit:g} h"
             )
-    disk = estimate.get("disk_bytes")
+    disk = estimate.disk_bytes
     if policy.max_disk_bytes is not None and disk is not None:
         within = disk <= policy.max_disk_bytes
         (passed if within else blockers).append(

@@ -11,14 +11,16 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from eyas.graph.context import RunContext
+from eyas.graph.context import RunContext, RunGraph
 from eyas.graph.runs import RunDir
+from eyas.graph.state import GateAnswer
 
-Ask = Callable[[dict[str, Any], Callable[[], dict[str, Any] | None]], dict[str, Any]]
+# The terminal's question at a gate: shown the gate's view, it waits for an answer here or from elsewhere.
+Ask = Callable[[dict[str, Any], Callable[[], GateAnswer | None]], GateAnswer]
 
 
 @dataclass(frozen=True)
@@ -41,17 +43,17 @@ def checkpointer(run: RunDir) -> Iterator[SqliteSaver]:
         connection.close()
 
 
-def thread(run: RunDir) -> dict[str, Any]:
+def thread(run: RunDir) -> RunnableConfig:
     return {"configurable": {"thread_id": run.run_id}}
 
 
-def pending_gate(graph: CompiledStateGraph, run: RunDir) -> tuple[str, dict[str, Any]] | None:
+def pending_gate(graph: RunGraph, run: RunDir) -> tuple[str, dict[str, Any]] | None:
     interrupts = graph.get_state(thread(run)).interrupts
     return (interrupts[0].id, interrupts[0].value) if interrupts else None
 
 
 def drive(
-    graph: CompiledStateGraph,
+    graph: RunGraph,
     ctx: RunContext,
     first: Any,
     *,
@@ -92,19 +94,18 @@ def ask_for(ctx: RunContext, gate_id: str, view: dict[str, Any], ask: Ask | None
         answer = ask(view, partial(ctx.run.answer_for, gate_id))
     if answer is None:
         return {"decision": None}
-    return {
-        "decision": answer["action"],
-        "reason": answer.get("reason", ""),
-        "who": answer.get("who", "operator"),
-        "sizes": answer.get("sizes"),
-    }
+    return {"decision": answer.action, "reason": answer.reason, "who": answer.who, "sizes": answer.sizes}
 
 
-def resume_value(answer: dict[str, Any]) -> dict[str, Any]:
-    value = {"action": answer["decision"], "reason": answer.get("reason", ""), "who": answer.get("who", "operator")}
-    if answer.get("sizes"):
-        value["sizes"] = answer["sizes"]
-    return value
+def resume_value(crossing: dict[str, Any]) -> dict[str, Any]:
+    """The answer the gate resumes with, from the approval crossing (live or replayed), as plain JSON."""
+    answer = GateAnswer(
+        action=crossing["decision"],
+        reason=crossing.get("reason", ""),
+        who=crossing.get("who", "operator"),
+        sizes=crossing.get("sizes") or None,
+    )
+    return answer.model_dump(exclude_none=True)
 
 
 def gate_message(run: RunDir, view: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eyas.graph.state import GateAnswer
 from eyas.tools.errors import EyasError
 
 
@@ -62,14 +63,15 @@ class RunDir:
         tmp.write_text(json.dumps(meta, indent=2))
         tmp.replace(self.meta_path)
 
-    def record_answer(self, gate_id: str, answer: dict[str, Any]) -> None:
+    def record_answer(self, gate_id: str, answer: GateAnswer) -> None:
         """Append an answer to a pending gate (from `eyas approve` in another terminal)."""
         with self.answers.open("a") as f:
-            f.write(json.dumps({"gate_id": gate_id, **answer}) + "\n")
+            f.write(json.dumps({"gate_id": gate_id, **answer.model_dump(exclude_none=True)}) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
-    def answer_for(self, gate_id: str) -> dict[str, Any] | None:
+    def answer_for(self, gate_id: str) -> GateAnswer | None:
+        """The last answer recorded for the gate, checked: another process wrote it."""
         if not self.answers.exists():
             return None
         found = None
@@ -78,9 +80,9 @@ class RunDir:
                 entry = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a torn last line from a crash mid-write
-            if entry.get("gate_id") == gate_id:
+            if entry.pop("gate_id", None) == gate_id:
                 found = entry
-        return found
+        return None if found is None else GateAnswer.model_validate(found)
 
     @contextmanager
     def driving(self) -> Iterator[None]:

@@ -11,29 +11,34 @@ from typing import Any
 from eyas.graph.context import RunContext
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
-from eyas.tools.config import EyasConfig, load_config, secret_values
+from eyas.tools.config import EyasConfig, secret_values
+from eyas.tools.config_source import ConfigSource
 from eyas.tools.hosts.connect import open_host
+from eyas.tools.planning.sizes import Sizes
 from eyas.tools.recording.recorder import Recorder
 from eyas.tools.target.embedded import EmbeddedTarget
 
 
-def run_meta(config_path: Path | None, policy: Policy | None, sizes: dict[str, int], **extra: Any) -> dict[str, Any]:
-    """What a run needs to be resumed anywhere: the config's path (or the embedded target), policy, sizes."""
-    embedded = EmbeddedTarget.from_env()
+def run_meta(source: ConfigSource, policy: Policy | None, sizes: Sizes | None, **extra: Any) -> dict[str, Any]:
+    """What a run needs to be resumed anywhere: the config's absolute path (or the embedded target), the
+    policy and the sizes (none for a chat or research run)."""
+    embedded = source.embedded
     return {
-        "config": str(config_path.resolve()) if config_path else None,
-        "embedded": None if config_path else {"cache_dir": str(embedded.cache_dir), "port": embedded.port},
+        "config": str(source.path.resolve()) if source.path else None,
+        "embedded": {"cache_dir": str(embedded.cache_dir), "port": embedded.port} if embedded else None,
         "policy": policy.model_dump() if policy else None,
-        "sizes": sizes,
+        "sizes": sizes.model_dump() if sizes else None,
         **extra,
     }
 
 
-def run_config(meta: dict[str, Any]) -> EyasConfig:
+def run_source(meta: dict[str, Any]) -> ConfigSource:
+    """The config the run was created with, wherever it is resumed from."""
+    why = "recorded when the run started"
     if meta["config"]:
-        return load_config(Path(meta["config"]))
+        return ConfigSource(Path(meta["config"]), why)
     embedded = meta["embedded"]
-    return EmbeddedTarget(Path(embedded["cache_dir"]), port=embedded["port"]).config()
+    return ConfigSource(None, why, EmbeddedTarget(Path(embedded["cache_dir"]), port=embedded["port"]))
 
 
 def initial_state(run: RunDir, config: EyasConfig, meta: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +50,7 @@ def initial_state(run: RunDir, config: EyasConfig, meta: dict[str, Any]) -> dict
 def open_context(run: RunDir, **overrides: Any) -> Iterator[RunContext]:
     """The run's context with every crossing recorded (appending when the run is resumed)."""
     meta = run.meta()
-    config = run_config(meta)
+    config = run_source(meta).load()
     recorder = Recorder.open(run.transcript, secret_values(config))
     host = recorder.host(open_host(config.target.host, config.host()))
     try:

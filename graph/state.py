@@ -1,21 +1,23 @@
-"""The run's state: small JSON values only (artifacts by path, never data), so checkpoints stay small."""
+"""The run's state: small JSON values only (artifacts by path, never data), so checkpoints stay small.
+
+What enters from outside (sizes, answers to gates) is checked by a pydantic model where it crosses in, and
+the state keeps its plain JSON dump: `Sizes.model_dump()`, read back with `run_sizes(state)`.
+"""
 
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, get_args
 
+from pydantic import BaseModel, ConfigDict, Field
 
-class Sizes(TypedDict, total=False):
-    """What the operator can edit at a gate; everything else is derived from these and the host."""
+from eyas.tools.planning.sizes import Sizes
 
-    samples: int
-    max_tokens: int  # of each generated answer
-    max_seq_len: int  # of a whole conversation, for extraction and training
-    concurrency: int
-    draft_vocab_size: int
-    epochs: int
-    num_speculative_tokens: int
+ApprovalAction = Literal["approve", "reject", "edit"]
+FailureAction = Literal["retry", "abort"]
+Action = Literal[ApprovalAction, FailureAction]
+APPROVAL_ACTIONS: tuple[ApprovalAction, ...] = get_args(ApprovalAction)
+FAILURE_ACTIONS: tuple[FailureAction, ...] = get_args(FailureAction)
 
 
 class Failure(TypedDict):
@@ -28,15 +30,29 @@ class Failure(TypedDict):
 
 class Decision(TypedDict):
     gate: str
-    action: str  # approve | reject | edit | retry | abort
+    action: Action
     reason: str
-    who: str  # operator | policy | cli
+    who: str  # operator | policy | cli | operator (chat)
+
+
+class GateAnswer(BaseModel):
+    """An answer to a gate, from this terminal, `eyas approve`, the chat or a replayed transcript."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    action: Action
+    reason: str = ""
+    who: str = "operator"
+    sizes: dict[str, int] | None = Field(None, description="an edit's sizes: those it names change, the rest stay")
+
+    def decision(self, gate: str) -> Decision:
+        return Decision(gate=gate, action=self.action, reason=self.reason, who=self.who)
 
 
 class RunState(TypedDict, total=False):
     run_id: str
     phase: str
-    sizes: Sizes
+    sizes: dict[str, int]  # Sizes.model_dump()
     verification: dict[str, dict[str, str]]  # check -> {status, message}
     free_disk_bytes: int
     plan: dict[str, Any]
@@ -48,3 +64,8 @@ class RunState(TypedDict, total=False):
     research: str | None
     report: str
     stopped: str | None  # why the run ended early (rejected, aborted)
+
+
+def run_sizes(state: RunState) -> Sizes:
+    """The run's sizes; a key the state lacks takes its default from `Sizes`."""
+    return Sizes.model_validate(state.get("sizes", {}))

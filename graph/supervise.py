@@ -8,15 +8,12 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from eyas.graph.context import RunContext
+from eyas.graph.context import Node, RunContext
 from eyas.graph.gates import SpecBuilder
-from eyas.graph.state import Decision, Failure, RunState
+from eyas.graph.state import FAILURE_ACTIONS, Failure, GateAnswer, RunState
 from eyas.tools.jobs.detached import JobState, JobStatus
 from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.workloads.progress import last_progress
-
-Node = Callable[[RunState, Runtime[RunContext]], dict[str, Any]]
-
 
 Setup = Callable[[RunContext, RunState], None]
 
@@ -99,16 +96,11 @@ def failure_gate(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any
     """Stop at the failure and ask: retry (the workloads resume where they stopped) or abort."""
     failure = state["failure"]
     assert failure is not None
-    answer = interrupt({"kind": "failure", **failure, "choices": ["retry", "abort"]})
-    action = answer.get("action")
-    if action not in ("retry", "abort"):
-        raise ValueError(f"A failure gate takes retry or abort, got {action!r}.")
-    decision = Decision(
-        gate=f"failure:{failure['phase']}", action=action, reason=answer.get("reason", ""),
-        who=answer.get("who", "operator"),
-    )  # fmt: skip
-    update: dict[str, Any] = {"decisions": [decision]}
-    if action == "abort":
+    answer = GateAnswer.model_validate(interrupt({"kind": "failure", **failure, "choices": list(FAILURE_ACTIONS)}))
+    if answer.action not in FAILURE_ACTIONS:
+        raise ValueError(f"A failure gate takes {' or '.join(FAILURE_ACTIONS)}, got {answer.action!r}.")
+    update: dict[str, Any] = {"decisions": [answer.decision(f"failure:{failure['phase']}")]}
+    if answer.action == "abort":
         update["stopped"] = f"aborted after {failure['job_id']} {failure['status']}"
     return update
 

@@ -17,6 +17,12 @@ from eyas.tools.target.server import down, up
 from sshd import Sshd
 
 
+@pytest.fixture(autouse=True)
+def no_operator_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The developer's $EYAS_CONFIG must not steer the tests (nor the `eyas` processes they start)."""
+    monkeypatch.delenv("EYAS_CONFIG", raising=False)
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     """One OpenSSH server for the whole session (needs `apt-get install openssh-server`)."""

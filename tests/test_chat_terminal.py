@@ -20,6 +20,7 @@ import scripted_llm as s
 from eyas.graph.cli.chat import Chat, converse, open_chat
 from eyas.graph.runs import RunDir
 from eyas.graph.session import run_meta
+from eyas.tools.config_source import ConfigSource
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobStatus
 from eyas.tools.recording.transcript import ApprovalEvent, read_transcript
@@ -158,7 +159,7 @@ def test_resume_continues_the_conversation_where_it_stopped(tmp_path: Path, monk
             assert "eyas: heard 1" in talk(chat, "new conversation")
 
         pipeline = RunDir(tmp_path / "runs" / "run-pipeline")
-        pipeline.write_meta(run_meta(tmp_path / "eyas.toml", None, {}))
+        pipeline.write_meta(run_meta(ConfigSource(tmp_path / "eyas.toml", "from --config"), None, None))
         with open_chat("run-pipeline", False, None) as chat:
             talk(chat, "hello")
     assert (pipeline.root / "chat-transcript.jsonl").exists() and not pipeline.transcript.exists()

@@ -147,8 +147,10 @@ def test_a_plan_from_a_real_generated_file(generated: tuple[Path, dict[str, Any]
         hosts={LOCAL: HostConfig(address=LOCAL, python=str(EmbeddedTarget.from_env().python), workdir=str(out.parent))},
         target=TargetConfig(base_url=data_server_url, model=SERVED_MODEL),
     )
-    figures = Figures(samples=len(lines), generated_file=str(out), generation_tok_s=100.0, free_disk_bytes=10**12)
-    measured = measure_inputs(figures, config=config, host=LocalHost(), http=HttpClient(), defaults=(1, 1))
+    figures = Figures(
+        samples=len(lines), max_tokens=1, generated_file=str(out), generation_tok_s=100.0, free_disk_bytes=10**12
+    )
+    measured = measure_inputs(figures, config=config, host=LocalHost(), http=HttpClient())
     inputs = measured.inputs
     assert (inputs.model.hidden_size, inputs.model.num_layers, inputs.model.vocab_size) == (576, 30, 49152)
     assert inputs.measured is not None and inputs.measured.samples == len(lines)
@@ -168,7 +170,7 @@ def test_the_planner_measures_the_live_target(data_server_url: str, tmp_path: Pa
         target=TargetConfig(base_url=data_server_url, model=SERVED_MODEL),
     )
     measured = measure_inputs(
-        Figures(), config=config, host=LocalHost(), http=HttpClient(), defaults=(313, 512), probe_concurrency=4
+        Figures(samples=313, max_tokens=512), config=config, host=LocalHost(), http=HttpClient(), probe_concurrency=4
     )
     inputs, throughput = measured.inputs, measured.throughput
     assert (inputs.model.hidden_size, inputs.model.num_layers, inputs.model.vocab_size) == (576, 30, 49152)

@@ -173,7 +173,7 @@ def test_eyas_plan_json_for_a_host_that_is_never_contacted(cli: typer.Typer, tmp
     result = CliRunner().invoke(cli, ["plan", "--config", str(config), "--json", *figures])
 
     assert result.exit_code == 1, result.output
-    plan = json.loads(result.output)
+    plan = json.loads(result.stdout)
     assert plan["fits"] is False and plan["data_path"] == "/data/eyas"
     assert plan["hidden_state_bytes"] > 5.87e12 and plan["generation_hours"] == pytest.approx(
         25_000 * 4096 / 1500 / 3600

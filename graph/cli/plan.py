@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from eyas.graph.cli.console import console
-from eyas.tools.config import load_config
+from eyas.graph.cli.options import ConfigOption, size_option, use_config
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
-from eyas.tools.jobs.data import PROMPT_SET
 from eyas.tools.planning.estimate import Plan, estimate, format_hours, format_size, parse_size, verdict
 from eyas.tools.planning.measure import Figures, Measured, measure_inputs
-from eyas.tools.target.embedded import EmbeddedTarget
-
-# The longest answer when not given: what the embedded target's 2048-token context allows, else generate.py's.
-DEFAULT_MAX_TOKENS = {"embedded": 256, "config": 2048}
+from eyas.tools.planning.sizes import DEFAULT_SIZES
 
 
 def plan_table(measured: Measured, plan: Plan) -> Table:
@@ -51,18 +46,13 @@ def plan_table(measured: Measured, plan: Plan) -> Table:
 
 
 def plan_command(
-    config: Annotated[
-        Path | None, typer.Option("--config", "-c", help="eyas TOML config. Default: the embedded target.")
-    ] = None,
+    config: ConfigOption = None,
     json_output: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
     hidden_size: Annotated[int | None, typer.Option(help="target hidden size (default: its config.json)")] = None,
     num_layers: Annotated[int | None, typer.Option(help="target decoder layers (default: its config.json)")] = None,
     vocab_size: Annotated[int | None, typer.Option(help="target vocabulary (default: its config.json)")] = None,
-    samples: Annotated[int | None, typer.Option(help="samples to generate (default: the shipped prompt set)")] = None,
-    max_tokens: Annotated[
-        int | None,
-        typer.Option(help="longest answer in tokens, as generate.py --max-tokens (default 256 embedded, else 2048)"),
-    ] = None,
+    samples: Annotated[int, size_option("samples")] = DEFAULT_SIZES.samples,
+    max_tokens: Annotated[int, size_option("max_tokens")] = DEFAULT_SIZES.max_tokens,
     prompt_tokens: Annotated[
         float | None,
         typer.Option(help="average prompt in tokens, chat template included (default: the server tokenizes a sample)"),
@@ -99,14 +89,10 @@ def plan_command(
         generated_file=generated,
         data_path=data_path,
     )
-    cfg = load_config(config) if config else EmbeddedTarget.from_env().config()
-    prompt_count = sum(1 for line in PROMPT_SET.read_text().splitlines() if line.strip())
-    defaults = (prompt_count, DEFAULT_MAX_TOKENS["config" if config else "embedded"])
+    cfg, _ = use_config(config)
 
     def measure(host: Host | None) -> Measured:
-        return measure_inputs(
-            figures, config=cfg, host=host, http=HttpClient(), defaults=defaults, probe_concurrency=probe_concurrency
-        )
+        return measure_inputs(figures, config=cfg, host=host, http=HttpClient(), probe_concurrency=probe_concurrency)
 
     if figures.complete and not generated:
         measured = measure(None)  # nothing to ask the host: it need not be reachable

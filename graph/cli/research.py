@@ -11,13 +11,13 @@ from eyas.agents.llm import open_llm
 from eyas.agents.research import ResearchDeps, run_research
 from eyas.agents.researcher import ResearchSettings
 from eyas.graph.cli.console import console
+from eyas.graph.cli.options import ConfigOption, use_config
 from eyas.graph.runs import RunDir, new_run_id, runs_root
 from eyas.graph.session import run_meta
-from eyas.tools.config import load_config, secret_values
+from eyas.tools.config import secret_values
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.recording.recorder import Recorder
-from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.web.search import WebSearch
 
 
@@ -29,10 +29,7 @@ def research_command(
         str | None,
         typer.Option("--host", help="the host whose installed tools ground the research (default: target's)"),
     ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", help="eyas TOML config (see eyas.example.toml). Default: the embedded target."),
-    ] = None,
+    config: ConfigOption = None,
     questions: Annotated[int, typer.Option("--questions", min=1, max=8, help="researchers at most")] = 4,
     steps: Annotated[int, typer.Option("--steps", min=0, max=10, help="tool rounds per researcher")] = 3,
     docs: Annotated[
@@ -44,10 +41,10 @@ def research_command(
     vllm/speculators --help, and a synthesizer writes one report with numbered citations to
     runs/<run_id>/research.md, noting where sources disagree and which flags exist in the installed versions.
     The agent LLM is [agent] from the config, else the embedded SmolLM2 server (weak, but offline)."""
-    cfg = load_config(config) if config else EmbeddedTarget.from_env().config()
+    cfg, source = use_config(config)
     name = host or cfg.target.host
     run = RunDir(runs_root() / new_run_id())
-    run.write_meta(run_meta(config, None, {}, kind="research", brief=brief))
+    run.write_meta(run_meta(source, None, None, kind="research", brief=brief))
     recorder = Recorder.open(run.transcript, secret_values(cfg))
     # How the run started, so a replay can start it again (meta "kind" says it is a research run).
     recorder.note("run", {"meta": run.meta(), "config": cfg.model_dump(mode="json"), "input": {"brief": brief}})

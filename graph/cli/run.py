@@ -8,29 +8,33 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 from rich.table import Table
 
-from eyas.graph.cli.console import console
+from eyas.graph.cli.console import console, notice
+from eyas.graph.cli.options import ConfigOption, size_option, use_config
 from eyas.graph.cli.run_ui import RunUI
 from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
 from eyas.graph.runner import Outcome, checkpointer, drive, pending_gate, thread
 from eyas.graph.runs import RunDir, list_runs, new_run_id, open_run, runs_root
-from eyas.graph.session import initial_state, open_context, run_config, run_meta
+from eyas.graph.session import initial_state, open_context, run_meta, run_source
+from eyas.graph.state import Action, GateAnswer
+from eyas.tools.config import EyasConfig, format_validation_error
+from eyas.tools.config_source import ConfigSource
 from eyas.tools.jobs.detached import Jobs
+from eyas.tools.planning.sizes import DEFAULT_SIZES, Sizes
 from eyas.tools.workloads.progress import last_progress
 
-ConfigOption = Annotated[
-    Path | None, typer.Option("--config", "-c", help="eyas TOML config; default: the embedded target")
-]
 STOPPED_AT_GATE = 3
 
 
 def start_run(
-    config_path: Path | None,
+    source: ConfigSource,
+    config: EyasConfig,
     policy: Policy | None,
-    sizes: dict[str, int],
+    sizes: Sizes,
     *,
     interactive: bool,
     poll_interval_s: float,
@@ -39,9 +43,9 @@ def start_run(
     run = RunDir(runs_root() / (run_id or new_run_id()))
     if run.meta_path.exists():
         raise typer.BadParameter(f"run {run.run_id} exists already; continue it with `eyas resume {run.run_id}`")
-    meta = run_meta(config_path, policy, sizes, poll_interval_s=poll_interval_s)
+    meta = run_meta(source, policy, sizes, poll_interval_s=poll_interval_s)
     run.write_meta(meta)
-    first = initial_state(run, run_config(meta), meta)
+    first = initial_state(run, config, meta)
     console.print(f"run [bold]{run.run_id}[/]: files in {run.root}")
     return advance(run, first, interactive=interactive, start=(meta, first))
 
@@ -92,13 +96,16 @@ def run_command(
         ),
     ] = None,
     auto_approve: Annotated[bool, typer.Option(help="approve every gate whose plan fits (no budgets)")] = False,
-    samples: Annotated[int, typer.Option(help="prompts to generate answers for")] = 25_000,
-    max_tokens: Annotated[int, typer.Option(help="longest generated answer, in tokens")] = 2048,
-    max_seq_len: Annotated[int, typer.Option(help="longest conversation used for training, in tokens")] = 4096,
-    concurrency: Annotated[int, typer.Option(help="generation requests in flight")] = 64,
-    draft_vocab_size: Annotated[int, typer.Option(help="the drafter's vocabulary")] = 32_000,
-    epochs: Annotated[int, typer.Option(help="training passes over the data")] = 3,
-    k: Annotated[int, typer.Option("--k", help="speculative tokens per step when measuring")] = 3,
+    samples: Annotated[int, size_option("samples")] = DEFAULT_SIZES.samples,
+    max_tokens: Annotated[int, size_option("max_tokens")] = DEFAULT_SIZES.max_tokens,
+    max_seq_len: Annotated[int, size_option("max_seq_len")] = DEFAULT_SIZES.max_seq_len,
+    concurrency: Annotated[int, size_option("concurrency")] = DEFAULT_SIZES.concurrency,
+    draft_vocab_size: Annotated[int, size_option("draft_vocab_size")] = DEFAULT_SIZES.draft_vocab_size,
+    epochs: Annotated[int, size_option("epochs")] = DEFAULT_SIZES.epochs,
+    num_speculative_tokens: Annotated[
+        int, size_option("num_speculative_tokens", "--k")
+    ] = DEFAULT_SIZES.num_speculative_tokens,
+    eval_max_tokens: Annotated[int, size_option("eval_max_tokens")] = DEFAULT_SIZES.eval_max_tokens,
     poll_interval: Annotated[float, typer.Option(help="seconds between job polls")] = 10.0,
     run_id: Annotated[str | None, typer.Option(help="name the run (default: run-<time>-<hex>)")] = None,
 ) -> None:
@@ -106,19 +113,25 @@ def run_command(
     each behind an approval gate. Checkpointed after every step: after any crash, `eyas resume RUN`.
     Exits 3 when the run stops at a gate that needs an answer (`eyas approve RUN`)."""
     chosen = load_policy(policy) if policy else (AUTO_APPROVE if auto_approve else None)
-    sizes = {
-        "samples": samples, "max_tokens": max_tokens, "max_seq_len": max_seq_len, "concurrency": concurrency,
-        "draft_vocab_size": draft_vocab_size, "epochs": epochs, "num_speculative_tokens": k,
-    }  # fmt: skip
-    finish(
-        start_run(config, chosen, sizes, interactive=sys.stdin.isatty(), poll_interval_s=poll_interval, run_id=run_id)
-    )
+    try:
+        sizes = Sizes(
+            samples=samples, max_tokens=max_tokens, max_seq_len=max_seq_len, concurrency=concurrency,
+            draft_vocab_size=draft_vocab_size, epochs=epochs, num_speculative_tokens=num_speculative_tokens,
+            eval_max_tokens=eval_max_tokens,
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise typer.BadParameter("; ".join(format_validation_error(exc))) from None
+    cfg, source = use_config(config)
+    interactive = sys.stdin.isatty()
+    finish(start_run(source, cfg, chosen, sizes, interactive=interactive, poll_interval_s=poll_interval, run_id=run_id))
 
 
 def resume_command(run_id: Annotated[str, typer.Argument(help="the run to continue (see `eyas runs`)")]) -> None:
     """Continue a run from its last checkpoint: finished work is not redone, running jobs are re-attached,
     nothing is launched twice. Answers recorded with `eyas approve` are applied first."""
-    finish(advance(open_run(run_id), None, interactive=sys.stdin.isatty()))
+    run = open_run(run_id)
+    notice(run_source(run.meta()).describe())
+    finish(advance(run, None, interactive=sys.stdin.isatty()))
 
 
 def approve_command(
@@ -136,6 +149,7 @@ def approve_command(
     if pending is None:
         raise typer.BadParameter(f"run {run_id} is not waiting at a gate")
     gate_id, view = pending
+    action: Action
     if view.get("kind") == "failure":
         if retry == abort:
             raise typer.BadParameter("a failure gate takes exactly one of --retry or --abort")
@@ -144,7 +158,7 @@ def approve_command(
         if retry or abort:
             raise typer.BadParameter("--retry and --abort answer failure gates; this is an approval gate")
         action = "reject" if reject else "approve"
-    run.record_answer(gate_id, {"action": action, "reason": reason, "who": "cli"})
+    run.record_answer(gate_id, GateAnswer(action=action, reason=reason, who="cli"))
     where = "the waiting eyas process continues now" if run.is_driven() else f"continue with `eyas resume {run_id}`"
     console.print(f"{action} recorded for the {view.get('phase')} gate of {run_id}; {where}")
 

@@ -7,14 +7,18 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
 from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
-from rich.prompt import Prompt
+from rich.prompt import IntPrompt, Prompt
 from rich.table import Table
 
 from eyas.graph.cli.console import console
+from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, GateAnswer
+from eyas.tools.config import format_validation_error
 from eyas.tools.jobs.detached import JobState
+from eyas.tools.planning.sizes import Sizes
 
 
 class RunUI:
@@ -70,35 +74,38 @@ class RunUI:
 
     # -- questions at gates ----------------------------------------------------------------------
 
-    def ask(self, view: dict[str, Any], answered_elsewhere: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
+    def ask(self, view: dict[str, Any], answered_elsewhere: Callable[[], GateAnswer | None]) -> GateAnswer:
         self._stop_bars()
         console.print(gate_panel(view))
-        if view.get("kind") == "failure":
-            choices, prompt = ["retry", "abort"], "retry / abort"
-        else:
-            choices, prompt = ["approve", "reject", "edit"], "approve / reject / edit"
-        console.print(f"[bold]{prompt}?[/] (or answer from another terminal with `eyas approve`)")
+        choices: tuple[Action, ...] = FAILURE_ACTIONS if view.get("kind") == "failure" else APPROVAL_ACTIONS
+        console.print(f"[bold]{' / '.join(choices)}?[/] (or answer from another terminal with `eyas approve`)")
         while True:
             line = _read_line_or(answered_elsewhere)
-            if isinstance(line, dict):
-                console.print(f"answered elsewhere: {line.get('action')}")
+            if isinstance(line, GateAnswer):
+                console.print(f"answered elsewhere: {line.action}")
                 return line
-            action = line.strip().lower()
-            if action in choices:
+            action = next((choice for choice in choices if choice == line.strip().lower()), None)
+            if action is not None:
                 break
             console.print(f"please type one of: {', '.join(choices)}")
-        answer: dict[str, Any] = {"action": action, "who": "operator"}
-        if action in ("reject", "abort"):
-            answer["reason"] = Prompt.ask("reason", default="")
         if action == "edit":
-            answer["sizes"] = {
-                key: int(Prompt.ask(key, default=str(value))) for key, value in view.get("sizes", {}).items()
-            }
-            answer["reason"] = "sizes edited at the gate"
-        return answer
+            return GateAnswer(action=action, reason="sizes edited at the gate", sizes=_edit_sizes(view["sizes"]))
+        reason = Prompt.ask("reason", default="") if action in ("reject", "abort") else ""
+        return GateAnswer(action=action, reason=reason)
 
 
-def _read_line_or(answered_elsewhere: Callable[[], dict[str, Any] | None]) -> str | dict[str, Any]:
+def _edit_sizes(current: dict[str, int]) -> dict[str, int]:
+    """Ask for each size (Enter keeps it) until the whole set is valid, so the gate never refuses the edit."""
+    while True:
+        edited = {key: IntPrompt.ask(key, default=value) for key, value in current.items()}
+        try:
+            return Sizes.model_validate(edited).model_dump()
+        except ValidationError as exc:
+            console.print(f"[red]not valid:[/] {'; '.join(format_validation_error(exc))}", highlight=False)
+            current = edited
+
+
+def _read_line_or(answered_elsewhere: Callable[[], GateAnswer | None]) -> str | GateAnswer:
     """Wait for a line on stdin, checking once a second whether another terminal answered instead."""
     while True:
         elsewhere = answered_elsewhere()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
@@ -63,8 +65,14 @@ def show_command(
     start = min((_started(event) for event in events), default=0.0)
     node_starts: dict[tuple[str, str], float] = {}
     table = Table(title=f"{transcript}", title_justify="left", show_lines=False)
-    for column, justify in (("#", "right"), ("at", "right"), ("task", "left"), ("kind", "left")):
-        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("#", "right"),
+        ("at", "right"),
+        ("task", "left"),
+        ("kind", "left"),
+    )
+    for column, justify in columns:
+        table.add_column(column, justify=justify, no_wrap=True)
     table.add_column("what", overflow="fold")
     table.add_column("took", justify="right", no_wrap=True)
     wanted = {event.seq for event in shown}
@@ -207,7 +215,7 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-def _summary(events: list[Event], shown: list[Event], start: float) -> str:
+def _summary(events: Sequence[Event], shown: Sequence[Event], start: float) -> str:
     span = max((event.t for event in events), default=start) - start
     kinds = Counter(event.kind for event in shown)
     busy = sum(event.duration_s or 0.0 for event in shown if isinstance(event, CommandEvent))

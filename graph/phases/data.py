@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from eyas.graph.context import RunContext
-from eyas.graph.state import RunState
+from eyas.graph.state import RunState, run_sizes
 from eyas.tools.jobs.data import PROMPT_SET, GenerationSettings, download_spec, generation_spec
 from eyas.tools.jobs.detached import JobSpec
 
@@ -18,13 +18,13 @@ def prompts_path(ctx: RunContext) -> str:
 
 
 def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
-    sizes = state.get("sizes", {})
+    sizes = run_sizes(state)
     settings = GenerationSettings(
         input=prompts_path(ctx),
         output=ctx.artifact("conversations"),
-        concurrency=sizes.get("concurrency", 64),
-        max_tokens=sizes.get("max_tokens", 2048),
-        limit=sizes.get("samples"),
+        concurrency=sizes.concurrency,
+        max_tokens=sizes.max_tokens,
+        limit=sizes.samples,
         temperature=0.0,
     )
     run_id = ctx.run.run_id

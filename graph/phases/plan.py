@@ -8,24 +8,22 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
-from eyas.graph.state import RunState
+from eyas.graph.state import RunState, run_sizes
 from eyas.tools.planning.estimate import estimate, verdict
 from eyas.tools.planning.measure import Figures, measure_inputs
 
 
 def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
-    sizes = state.get("sizes", {})
+    sizes = run_sizes(state)
     conversations = state.get("artifacts", {}).get("conversations")
     figures = Figures(
-        samples=sizes.get("samples"),
-        max_tokens=sizes.get("max_tokens"),
+        samples=sizes.samples,
+        max_tokens=sizes.max_tokens,
         free_disk_bytes=state.get("free_disk_bytes"),
         generated_file=conversations,
     )
-    measured = measure_inputs(
-        figures, config=ctx.config, host=ctx.host, http=ctx.http, defaults=(25_000, 4096), clock=ctx.clock
-    )
+    measured = measure_inputs(figures, config=ctx.config, host=ctx.host, http=ctx.http, clock=ctx.clock)
     plan = estimate(measured.inputs)
     text = verdict(measured.inputs, plan)
     ctx.on_note(f"plan: {text}")

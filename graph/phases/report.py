@@ -61,5 +61,6 @@ def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
     update: dict[str, Any] = {"phase": "report"}
     if "evaluate" in state.get("jobs", {}) and not state.get("failure") and not state.get("stopped"):
         update["evaluation"] = json.loads(ctx.host.read_text(ctx.artifact("evaluation")))
+    # The update's keys are RunState's, but mypy cannot merge a plain dict into a TypedDict.
     update["report"] = render_report({**state, **update}, ctx)  # type: ignore[typeddict-item]
     return update

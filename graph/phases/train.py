@@ -5,16 +5,10 @@ from __future__ import annotations
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases.data import drafter_base_dir
-from eyas.graph.state import RunState
+from eyas.graph.state import RunState, run_sizes
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.drafter import VocabRequest, vocab_job
 from eyas.tools.jobs.train import TrainRequest, train_job
-
-DEFAULT_DRAFT_VOCAB = 32000
-
-
-def draft_vocab_size(state: RunState) -> int:
-    return state.get("sizes", {}).get("draft_vocab_size", DEFAULT_DRAFT_VOCAB)
 
 
 def build_vocab_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
@@ -22,14 +16,14 @@ def build_vocab_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         model_dir=ctx.model_dir,
         hidden_states_dir=ctx.artifact("hidden_states"),
         out_dir=ctx.artifact("vocab"),
-        draft_vocab_size=draft_vocab_size(state),
+        draft_vocab_size=run_sizes(state).draft_vocab_size,
     )
     return [vocab_job(f"{ctx.run.run_id}.vocab", ctx.host_config, ctx.workloads_dir, request)]
 
 
 def build_train_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
-    sizes = state.get("sizes", {})
-    vocab, n = ctx.artifact("vocab"), draft_vocab_size(state)
+    sizes = run_sizes(state)
+    vocab, n = ctx.artifact("vocab"), sizes.draft_vocab_size
     finetune = ctx.config.pipeline.drafter_base is not None
     request = TrainRequest(
         hidden_states_dir=ctx.artifact("hidden_states"),
@@ -40,7 +34,7 @@ def build_train_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         d2t=None if finetune else f"{vocab}/d2t-{n}.npy",
         t2d=None if finetune else f"{vocab}/t2d-{n}.npy",
         from_pretrained=drafter_base_dir(ctx) if finetune else None,
-        epochs=sizes.get("epochs", 3),
-        total_seq_len=sizes.get("max_seq_len", 2048),
+        epochs=sizes.epochs,
+        total_seq_len=sizes.max_seq_len,
     )
     return [train_job(f"{ctx.run.run_id}.train", ctx.host_config, ctx.workloads_dir, request)]

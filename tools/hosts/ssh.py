@@ -136,11 +136,12 @@ class SSHHost(Host):
 
     def _live_client(self, *, fresh: bool = False) -> paramiko.SSHClient:
         with self._lock:
-            transport = self._client.get_transport() if self._client else None
-            if fresh or transport is None or not transport.is_active():
+            client = self._client
+            transport = client.get_transport() if client else None
+            if client is None or fresh or transport is None or not transport.is_active():
                 self._drop()
-                self._client = self._connect()
-            return self._client
+                client = self._client = self._connect()
+            return client
 
     def _drop(self) -> None:
         if self._sftp is not None:

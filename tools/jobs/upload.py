@@ -24,7 +24,8 @@ def upload_workloads(host: Host, workdir: str) -> str:
     remote = f"{workdir.rstrip('/')}/workloads"
     scripts = sorted(path for path in WORKLOADS_DIR.glob("*.py") if path.name != "__init__.py")
     listing = host.run(f"mkdir -p {shlex.quote(remote)} && cd {shlex.quote(remote)} && sha256sum *.py 2>/dev/null")
-    present = dict(reversed(line.split(maxsplit=1)) for line in listing.stdout.splitlines() if line.strip())
+    lines = (line.split(maxsplit=1) for line in listing.stdout.splitlines() if line.strip())
+    present = {name: digest for digest, name in lines}
     for script in scripts:
         data = script.read_bytes()
         if present.get(script.name) != hashlib.sha256(data).hexdigest():

@@ -42,13 +42,13 @@ class MeasureError(EyasError):
 
 
 class Figures(BaseModel):
-    """What the operator gave; None means: measure it."""
+    """What the operator gave: the run's sizes, and figures of the host where None means: measure it."""
 
+    samples: int = Field(gt=0)
+    max_tokens: int = Field(gt=0)
     hidden_size: int | None = Field(None, gt=0)
     num_layers: int | None = Field(None, gt=3)
     vocab_size: int | None = Field(None, gt=0)
-    samples: int | None = Field(None, gt=0)
-    max_tokens: int | None = Field(None, gt=0)
     free_disk_bytes: int | None = Field(None, ge=0)
     generation_tok_s: float | None = Field(None, gt=0)
     prompt_tokens: float | None = Field(None, ge=0)
@@ -73,7 +73,7 @@ class Throughput(BaseModel):
 
 def probe_prompts(count: int) -> list[str]:
     """The first single-turn prompts of the shipped prompt set."""
-    prompts = []
+    prompts: list[str] = []
     for line in PROMPT_SET.read_text().splitlines():
         if len(prompts) == count:
             break
@@ -252,15 +252,12 @@ def measure_inputs(
     config: EyasConfig,
     host: Host | None,
     http: HttpClient,
-    defaults: tuple[int, int],
     probe_concurrency: int = 16,
     clock: Clock = SYSTEM_CLOCK,
 ) -> Measured:
-    """The plan's inputs: given figures as they are, the rest measured on `host` (None: nothing may be).
-    `defaults` are (samples, max_tokens) for figures left out."""
+    """The plan's inputs: given figures as they are, the rest measured on `host` (None: nothing may be)."""
     data_path = figures.data_path or config.host().workdir
-    sources = {name: "given" if getattr(figures, name) else "default" for name in ("samples", "max_tokens")}
-    sources |= {"model": "given", "free_disk": "given", "throughput": "given"}
+    sources = {"samples": "given", "max_tokens": "given", "model": "given", "free_disk": "given", "throughput": "given"}
     sources["prompt_tokens"] = "given" if figures.prompt_tokens is not None else "not counted"
     sources["training"] = f"one GPU, {GPU_TRAINING_FLOPS:.0e} FLOP/s (assumed)"
     flops, stats, others, throughput, overhead = GPU_TRAINING_FLOPS, None, [], None, 0.0
@@ -295,8 +292,8 @@ def measure_inputs(
         raise MeasureError("Without a host, give --hidden-size, --num-layers, --vocab-size, --free-disk, --throughput.")
     inputs = PlanInputs(
         model=dims,
-        samples=figures.samples or defaults[0],
-        max_tokens=figures.max_tokens or defaults[1],
+        samples=figures.samples,
+        max_tokens=figures.max_tokens,
         measured=stats,
         prompt_tokens=prompt_tokens or 0.0,
         generation_tok_s=tok_s,

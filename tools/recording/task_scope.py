@@ -39,7 +39,12 @@ def task_scope(name: str) -> Iterator[str]:
 
 def submit_in_context(pool: Executor, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
     """Submit `fn` to run in a copy of the caller's context (so in the caller's task)."""
-    return pool.submit(contextvars.copy_context().run, fn, *args, **kwargs)
+    context = contextvars.copy_context()
+
+    def run() -> T:
+        return context.run(fn, *args, **kwargs)
+
+    return pool.submit(run)
 
 
 def submit_in_task(pool: Executor, name: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:

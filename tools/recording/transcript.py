@@ -15,7 +15,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -26,7 +26,7 @@ from eyas.tools.hosts.http import HttpError
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.recording.task_scope import current_task
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 _BASE_FIELDS = frozenset({"v", "seq", "kind", "task", "t"})
 
 
@@ -100,7 +100,7 @@ class Event(BaseModel):
 
     def response_fields(self) -> dict[str, Any]:
         """What the world answered, as JSON (without the error, which replay raises instead)."""
-        return self.model_dump(mode="json", exclude=_BASE_FIELDS | set(self.REQUEST) | {"error"})
+        return self.model_dump(mode="json", exclude={*_BASE_FIELDS, *self.REQUEST, "error"})
 
     @property
     def request_hash(self) -> str:
@@ -360,7 +360,7 @@ def read_transcript(path: Path) -> Transcript:
         lines = path.read_bytes().split(b"\n")
     except FileNotFoundError:
         raise TranscriptError(f"No transcript at {path}; runs keep theirs at runs/<run_id>/transcript.jsonl.") from None
-    events: list[Event] = []
+    events: list[AnyEvent] = []
     torn: list[int] = []
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
@@ -380,7 +380,7 @@ def read_transcript(path: Path) -> Transcript:
     return Transcript(path=str(path), events=events, warnings=warnings, torn_lines=torn)
 
 
-def _parse(path: Path, number: int, data: Any) -> Event:
+def _parse(path: Path, number: int, data: Any) -> AnyEvent:
     version = data.get("v") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
         raise TranscriptError(

@@ -1,0 +1,44 @@
+"""What the commands share: the --config option and the config it finds, and the sizes' options, whose
+defaults and help come from `Sizes` so that no command repeats (or contradicts) a number."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from eyas.graph.cli.console import notice
+from eyas.tools.config import EyasConfig
+from eyas.tools.config_source import ConfigSource, find_config
+from eyas.tools.planning.sizes import Sizes
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="eyas TOML config (`eyas config init` writes one). Default: $EYAS_CONFIG, else ./eyas.toml, else the "
+        "embedded target.",
+    ),
+]
+
+
+def use_config(flag: Path | None) -> tuple[EyasConfig, ConfigSource]:
+    """The config a command acts on (see `find_config`) and where it came from, said in one line on stderr,
+    so that --json output stays clean."""
+    config, source = find_config(flag)
+    notice(source.describe())
+    return config, source
+
+
+def announce(source: ConfigSource) -> EyasConfig:
+    """A config whose source is already known (a run's, the demo's), said the same way, then loaded."""
+    notice(source.describe())
+    return source.load()
+
+
+def size_option(name: str, *flags: str) -> Any:
+    """A typer option for the size `name`, its help the field's description. Its default goes at the parameter
+    (`= DEFAULT_SIZES.<name>`, or a preset's), where typer shows it and type checkers see it."""
+    return typer.Option(*flags, help=Sizes.model_fields[name].description)

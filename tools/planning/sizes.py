@@ -1,0 +1,39 @@
+"""The sizes of a run, with the one set of defaults that `eyas run`, `eyas plan`, `eyas demo`, the gates and
+the phases share, so that a flag, a plan and a launched job never disagree about how big a run is."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Sizes(BaseModel):
+    """What the operator chooses per run (and can edit at a gate); everything else follows from these and the
+    host. The defaults suit a real target on a GPU host; `DEMO` suits the embedded target on a laptop."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    samples: int = Field(25_000, gt=0, description="prompts to generate answers for")
+    max_tokens: int = Field(2048, gt=0, description="longest generated answer, in tokens")
+    max_seq_len: int = Field(
+        4096, gt=0, description="longest conversation (prompt and answer) used for extraction and training, in tokens"
+    )
+    concurrency: int = Field(64, gt=0, description="generation requests in flight")
+    draft_vocab_size: int = Field(32_000, gt=0, description="the drafter's vocabulary")
+    epochs: int = Field(3, gt=0, description="training passes over the data")
+    num_speculative_tokens: int = Field(3, gt=0, description="speculative tokens per step when measuring the drafter")
+    eval_max_tokens: int = Field(128, gt=0, description="longest answer when measuring the drafter, in tokens")
+
+
+DEFAULT_SIZES = Sizes()
+
+# Small enough for a laptop CPU (about 15 minutes on 2 cores), large enough to beat an untrained drafter, and
+# within the embedded SmolLM2's 2048-token context.
+DEMO = Sizes(
+    samples=120,
+    max_tokens=192,
+    max_seq_len=512,
+    concurrency=16,
+    draft_vocab_size=8192,
+    epochs=4,
+    num_speculative_tokens=3,
+)
