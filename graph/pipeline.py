@@ -24,6 +24,7 @@ from eyas.graph.gates import SpecBuilder, after_gate, make_gate
 from eyas.graph.phases import data, evaluate, extract, plan, report, research, train, verify
 from eyas.graph.state import RunState
 from eyas.graph.supervise import after_monitor, failure_gate, make_launch, make_monitor
+from eyas.tools.errors import EyasError
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,27 @@ def recorded(name: str, fn: Node) -> Node:
     return node
 
 
+class NoRunContext(EyasError, RuntimeError):
+    """A node started without a live run. A RuntimeError too, so that LangGraph's server shows its message."""
+
+
+def needs_run_context(name: str, fn: Node) -> Node:
+    """Refuse, in words, to run a node without the live context `eyas run` builds (as when Studio runs it)."""
+
+    def node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+        if not isinstance(runtime.context, RunContext):
+            raise NoRunContext(
+                f"The node {name} cannot run here: eyas's nodes act on a live run (the host's connection, the "
+                "run's transcript, its policy), which only `eyas run` builds. LangGraph Studio shows the graph, "
+                "its state and the runs' checkpoints; to run it, use `eyas run [--config FILE]` (or `eyas demo`), "
+                "then `eyas status RUN` and `eyas approve RUN` to follow it and answer its gates."
+            )
+        return fn(state, runtime)
+
+    node.__name__ = name
+    return node
+
+
 def first_phase(state: RunState) -> str:
     """Where the run starts after planning: existing generated data skips the data phase."""
     return BY_NAME["extract"].entry if "conversations" in state.get("artifacts", {}) else BY_NAME["data"].entry
@@ -79,16 +101,21 @@ def retry_target(state: RunState) -> str:
     return BY_NAME[failure["phase"]].launch
 
 
-def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> RunGraph:
-    graph = StateGraph(RunState, context_schema=RunContext)
+def build_graph(checkpointer: BaseCheckpointSaver | None = None, *, context_schema: type = RunContext) -> RunGraph:
+    """The pipeline. `context_schema` is RunContext for runs; Studio gets one it can build (graph/studio.py)."""
+    graph = StateGraph(RunState, context_schema=context_schema)
+
+    def add(name: str, fn: Node) -> None:
+        graph.add_node(name, needs_run_context(name, fn))
+
     for name, fn in (
         ("research", research.research_node),
         ("verify", verify.verify_node),
         ("plan", plan.plan_node),
         ("report", report.report_node),
     ):
-        graph.add_node(name, recorded(name, fn))
-    graph.add_node("failure_gate", failure_gate)
+        add(name, recorded(name, fn))
+    add("failure_gate", failure_gate)
     graph.add_edge(START, "research")
     graph.add_edge("research", "verify")
     graph.add_edge("verify", "plan")
@@ -96,10 +123,10 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> RunGraph:
 
     for phase, following in zip(PHASES, [*(later.entry for later in PHASES[1:]), "report"], strict=True):
         launch = make_launch(phase.name, phase.build, phase.artifact, SETUP.get(phase.name))
-        graph.add_node(phase.launch, recorded(phase.launch, launch))
-        graph.add_node(phase.monitor, recorded(phase.monitor, make_monitor(phase.name)))
+        add(phase.launch, recorded(phase.launch, launch))
+        add(phase.monitor, recorded(phase.monitor, make_monitor(phase.name)))
         if phase.gate:
-            graph.add_node(phase.gate, make_gate(GATE_TOPIC[phase.gate], phase.build))
+            add(phase.gate, make_gate(GATE_TOPIC[phase.gate], phase.build))
             graph.add_conditional_edges(
                 phase.gate, after_gate, {"launch": phase.launch, "replan": "plan", "stop": "report"}
             )

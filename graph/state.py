@@ -7,9 +7,10 @@ the state keeps its plain JSON dump: `Sizes.model_dump()`, read back with `run_s
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, TypedDict, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict  # pydantic (and so LangGraph Studio) needs it on Python < 3.12
 
 from eyas.tools.planning.sizes import Sizes
 

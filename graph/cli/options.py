@@ -11,7 +11,7 @@ import typer
 from eyas.graph.cli.console import notice
 from eyas.tools.config import EyasConfig
 from eyas.tools.config_source import ConfigSource, find_config
-from eyas.tools.planning.sizes import Sizes
+from eyas.tools.planning.sizes import DEFAULT_SIZES, DEMO, Sizes
 
 ConfigOption = Annotated[
     Path | None,
@@ -39,6 +39,13 @@ def announce(source: ConfigSource) -> EyasConfig:
 
 
 def size_option(name: str, *flags: str) -> Any:
-    """A typer option for the size `name`, its help the field's description. Its default goes at the parameter
-    (`= DEFAULT_SIZES.<name>`, or a preset's), where typer shows it and type checkers see it."""
-    return typer.Option(*flags, help=Sizes.model_fields[name].description)
+    """A typer option for the size `name`, its help the field's description and both of its defaults (the
+    parameter's own default is None: `starting_sizes` fills in the one that fits the target)."""
+    field = Sizes.model_fields[name]
+    defaults = f"default {getattr(DEFAULT_SIZES, name):,}; {getattr(DEMO, name):,} on the embedded default"
+    return typer.Option(*flags, help=f"{field.description} ({defaults})", show_default=False)
+
+
+def demo_size_option(name: str) -> Any:
+    """A size option of `eyas demo`, whose default is the demo preset's (shown by typer)."""
+    return typer.Option(help=Sizes.model_fields[name].description)

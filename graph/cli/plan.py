@@ -15,7 +15,7 @@ from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.planning.estimate import Plan, estimate, format_hours, format_size, parse_size, verdict
 from eyas.tools.planning.measure import Figures, Measured, measure_inputs
-from eyas.tools.planning.sizes import DEFAULT_SIZES
+from eyas.tools.planning.sizes import starting_sizes
 
 
 def plan_table(measured: Measured, plan: Plan) -> Table:
@@ -51,8 +51,8 @@ def plan_command(
     hidden_size: Annotated[int | None, typer.Option(help="target hidden size (default: its config.json)")] = None,
     num_layers: Annotated[int | None, typer.Option(help="target decoder layers (default: its config.json)")] = None,
     vocab_size: Annotated[int | None, typer.Option(help="target vocabulary (default: its config.json)")] = None,
-    samples: Annotated[int, size_option("samples")] = DEFAULT_SIZES.samples,
-    max_tokens: Annotated[int, size_option("max_tokens")] = DEFAULT_SIZES.max_tokens,
+    samples: Annotated[int | None, size_option("samples")] = None,
+    max_tokens: Annotated[int | None, size_option("max_tokens")] = None,
     prompt_tokens: Annotated[
         float | None,
         typer.Option(help="average prompt in tokens, chat template included (default: the server tokenizes a sample)"),
@@ -77,19 +77,20 @@ def plan_command(
         free_bytes = parse_size(free_disk) if free_disk else None
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--free-disk") from None
+    cfg, source = use_config(config)
+    sizes = starting_sizes(source.path is None, samples=samples, max_tokens=max_tokens)
     figures = Figures(
         hidden_size=hidden_size,
         num_layers=num_layers,
         vocab_size=vocab_size,
-        samples=samples,
-        max_tokens=max_tokens,
+        samples=sizes.samples,
+        max_tokens=sizes.max_tokens,
         free_disk_bytes=free_bytes,
         generation_tok_s=throughput,
         prompt_tokens=prompt_tokens,
         generated_file=generated,
         data_path=data_path,
     )
-    cfg, _ = use_config(config)
 
     def measure(host: Host | None) -> Measured:
         return measure_inputs(figures, config=cfg, host=host, http=HttpClient(), probe_concurrency=probe_concurrency)

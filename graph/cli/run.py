@@ -24,7 +24,7 @@ from eyas.graph.state import Action, GateAnswer
 from eyas.tools.config import EyasConfig, format_validation_error
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.jobs.detached import Jobs
-from eyas.tools.planning.sizes import DEFAULT_SIZES, Sizes
+from eyas.tools.planning.sizes import Sizes, starting_sizes
 from eyas.tools.workloads.progress import last_progress
 
 STOPPED_AT_GATE = 3
@@ -96,16 +96,14 @@ def run_command(
         ),
     ] = None,
     auto_approve: Annotated[bool, typer.Option(help="approve every gate whose plan fits (no budgets)")] = False,
-    samples: Annotated[int, size_option("samples")] = DEFAULT_SIZES.samples,
-    max_tokens: Annotated[int, size_option("max_tokens")] = DEFAULT_SIZES.max_tokens,
-    max_seq_len: Annotated[int, size_option("max_seq_len")] = DEFAULT_SIZES.max_seq_len,
-    concurrency: Annotated[int, size_option("concurrency")] = DEFAULT_SIZES.concurrency,
-    draft_vocab_size: Annotated[int, size_option("draft_vocab_size")] = DEFAULT_SIZES.draft_vocab_size,
-    epochs: Annotated[int, size_option("epochs")] = DEFAULT_SIZES.epochs,
-    num_speculative_tokens: Annotated[
-        int, size_option("num_speculative_tokens", "--k")
-    ] = DEFAULT_SIZES.num_speculative_tokens,
-    eval_max_tokens: Annotated[int, size_option("eval_max_tokens")] = DEFAULT_SIZES.eval_max_tokens,
+    samples: Annotated[int | None, size_option("samples")] = None,
+    max_tokens: Annotated[int | None, size_option("max_tokens")] = None,
+    max_seq_len: Annotated[int | None, size_option("max_seq_len")] = None,
+    concurrency: Annotated[int | None, size_option("concurrency")] = None,
+    draft_vocab_size: Annotated[int | None, size_option("draft_vocab_size")] = None,
+    epochs: Annotated[int | None, size_option("epochs")] = None,
+    num_speculative_tokens: Annotated[int | None, size_option("num_speculative_tokens", "--k")] = None,
+    eval_max_tokens: Annotated[int | None, size_option("eval_max_tokens")] = None,
     poll_interval: Annotated[float, typer.Option(help="seconds between job polls")] = 10.0,
     run_id: Annotated[str | None, typer.Option(help="name the run (default: run-<time>-<hex>)")] = None,
 ) -> None:
@@ -113,15 +111,15 @@ def run_command(
     each behind an approval gate. Checkpointed after every step: after any crash, `eyas resume RUN`.
     Exits 3 when the run stops at a gate that needs an answer (`eyas approve RUN`)."""
     chosen = load_policy(policy) if policy else (AUTO_APPROVE if auto_approve else None)
+    cfg, source = use_config(config)
     try:
-        sizes = Sizes(
-            samples=samples, max_tokens=max_tokens, max_seq_len=max_seq_len, concurrency=concurrency,
-            draft_vocab_size=draft_vocab_size, epochs=epochs, num_speculative_tokens=num_speculative_tokens,
-            eval_max_tokens=eval_max_tokens,
+        sizes = starting_sizes(
+            source.path is None, samples=samples, max_tokens=max_tokens, max_seq_len=max_seq_len,
+            concurrency=concurrency, draft_vocab_size=draft_vocab_size, epochs=epochs,
+            num_speculative_tokens=num_speculative_tokens, eval_max_tokens=eval_max_tokens,
         )  # fmt: skip
     except ValidationError as exc:
         raise typer.BadParameter("; ".join(format_validation_error(exc))) from None
-    cfg, source = use_config(config)
     interactive = sys.stdin.isatty()
     finish(start_run(source, cfg, chosen, sizes, interactive=interactive, poll_interval_s=poll_interval, run_id=run_id))
 

@@ -31,7 +31,7 @@ class TrainRequest(JobRequest):
     epochs: int = Field(3, gt=0)
     max_steps: int | None = Field(None, gt=0)
     lr: float = Field(1e-3, gt=0)
-    optimizer: Literal["adamw", "muon"] = "muon"
+    optimizer: Literal["auto", "adamw", "muon"] = "auto"
     total_seq_len: int = Field(2048, gt=0)
     ttt_steps: int = Field(3, gt=0)
     val_ratio: float = Field(0.1, ge=0, lt=1)

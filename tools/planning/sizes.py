@@ -37,3 +37,11 @@ DEMO = Sizes(
     epochs=4,
     num_speculative_tokens=3,
 )
+
+
+def starting_sizes(embedded: bool, **chosen: int | None) -> Sizes:
+    """The sizes a run starts from: the preset that fits its target (the demo's on the embedded SmolLM2, whose
+    context holds 2048 tokens; the defaults elsewhere), with what the operator chose on top. Raises
+    pydantic's ValidationError for a size out of range."""
+    base = DEMO if embedded else DEFAULT_SIZES
+    return Sizes.model_validate({**base.model_dump(), **{name: value for name, value in chosen.items() if value is not None}})
