@@ -51,7 +51,22 @@ def test_defaults_put_the_work_directory_beside_the_output(inputs: dict[str, Pat
     args = train.parse_args(args_for(inputs))
     train.check_args(args)
     assert args.work == inputs["root"] / "out.work"
-    assert (args.optimizer, args.num_layers, args.ttt_steps, args.device) == ("muon", 1, 3, "auto")
+    assert (args.optimizer, args.num_layers, args.ttt_steps, args.device) == ("auto", 1, 3, "auto")
+
+
+@pytest.mark.parametrize(
+    ("requested", "device", "resolved"),
+    [
+        ("auto", "cuda", "muon"),
+        ("auto", "cpu", train.CPU_AUTO_OPTIMIZER),
+        ("adamw", "cuda", "adamw"),
+        ("muon", "cpu", "muon"),
+    ],
+)
+def test_auto_optimizer_is_muon_on_cuda_and_the_measured_choice_on_cpu(
+    requested: str, device: str, resolved: str
+) -> None:
+    assert train.resolve_optimizer(requested, device) == resolved
 
 
 @pytest.mark.parametrize(
@@ -96,6 +111,7 @@ def speculators_flags(argv: list[str]) -> dict[str, list[str]]:
 
 def build(inputs: dict[str, Path], *extra: str, init: Path | None = None, freq: float = 1.0) -> list[str]:
     args = train.parse_args(args_for(inputs, *extra))
+    args.optimizer = train.resolve_optimizer(args.optimizer, "cuda")  # as main() does before launching
     staged = inputs["root"] / "staged"
     return train_cuda.speculators_argv(
         args, python="/venv/bin/python", nproc=8, dataset=staged / "dataset", hidden_states=staged / "hidden_states",

@@ -42,7 +42,7 @@ def test_train_job_is_what_train_py_parses() -> None:
     assert (args.target_layer_ids, args.device, args.optimizer, args.from_pretrained) == (
         [2, 15, 27],
         "cpu",
-        "muon",
+        "auto",
         None,
     )
 

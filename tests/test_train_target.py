@@ -91,6 +91,7 @@ def test_cuda_flags_build_the_same_drafter_through_speculators_own_trainer(
     target: EmbeddedTarget, random_data: dict[str, Path], tmp_path: Path
 ) -> None:
     args = train.parse_args(train_args(target, random_data, tmp_path / "cpu", "--dry-run", "--num-layers", "2"))
+    args.optimizer = train.resolve_optimizer(args.optimizer, "cuda")  # as train.py's main does on a GPU host
     argv = train_cuda.speculators_argv(
         args, python=str(target.python), nproc=1, dataset=tmp_path / "staged" / "dataset",
         hidden_states=tmp_path / "staged" / "hidden_states", save_path=tmp_path / "speculators", init_drafter=None,
@@ -120,6 +121,13 @@ def test_cuda_flags_build_the_same_drafter_through_speculators_own_trainer(
         for d in (tmp_path / "speculators", tmp_path / "cpu")
     ]  # fmt: skip
     assert shapes[0] == shapes[1] and shapes[0]["lm_head.weight"] == ("BF16", [256, 576])
+
+
+def test_float32_muon_steps_exactly_as_torch_muon_with_a_float32_newton_schulz(target: EmbeddedTarget) -> None:
+    """The CPU's Muon changes only the precision of torch's orthogonalization, which alone is off by bf16 rounding."""
+    compared = probe(target, "muon")
+    assert compared["max_difference"] == 0.0
+    assert 0 < compared["bfloat16_difference"] < 1e-2
 
 
 def test_training_resumes_after_sigkill_to_the_same_weights(

@@ -44,4 +44,5 @@ def starting_sizes(embedded: bool, **chosen: int | None) -> Sizes:
     context holds 2048 tokens; the defaults elsewhere), with what the operator chose on top. Raises
     pydantic's ValidationError for a size out of range."""
     base = DEMO if embedded else DEFAULT_SIZES
-    return Sizes.model_validate({**base.model_dump(), **{name: value for name, value in chosen.items() if value is not None}})
+    given = {name: value for name, value in chosen.items() if value is not None}
+    return Sizes.model_validate({**base.model_dump(), **given})

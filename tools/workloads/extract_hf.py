@@ -4,7 +4,8 @@ vLLM's layer id k is the residual stream entering decoder layer k (id 0: the emb
 transformers' `hidden_states[k]` for k < L. Id L (the number of layers) is the last decoder layer's
 output BEFORE the final norm, while transformers' `hidden_states[L]` has the norm applied. So every id
 is captured uniformly as the input of a module: decoder layer k for k < L, the final norm for k = L.
-The decoder runs without the LM head: no logits are computed.
+The decoder runs without the LM head: no logits are computed. On a CPU without native bf16 the model
+computes in float32 (bf16 would be emulated, many times slower); the files keep the --dtype asked for.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM
 
+from cpu_caps import cpu_compute_dtype
 from extract_plan import Sample
 
 
@@ -45,12 +47,17 @@ def padded(batch: list[Sample]) -> tuple[torch.Tensor, torch.Tensor | None]:
     return ids, mask if len(batch) > 1 else None
 
 
+def load_dtype(device: str) -> str:
+    """The dtype to load the model in: its own, except float32 on a CPU that would emulate bf16."""
+    return "float32" if device == "cpu" and cpu_compute_dtype() == "float32" else "auto"
+
+
 class HfBackend:
     def __init__(self, model_dir: Path, layer_ids: list[int], device: str, dtype: torch.dtype, batch_tokens: int):
         self.batch_tokens = batch_tokens
         self.dtype = dtype
         placement: dict[str, Any] = {"device_map": "auto"} if device == "cuda" else {}
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto", **placement)
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=load_dtype(device), **placement)
         if device == "cpu":
             self.model.to("cpu")
         self.model.eval()

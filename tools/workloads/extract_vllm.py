@@ -10,7 +10,8 @@ flock on `<path>.lock`. The file is read once that lock is free, checked, and re
 mask into the output directory (staged files live in a sibling directory on the same filesystem).
 
 On a CPU-only vLLM the stock connector crashes, so `cpu_hidden_states_connector` (a sibling module, on
-the server's PYTHONPATH) is loaded through `kv_connector_module_path` instead.
+the server's PYTHONPATH) is loaded through `kv_connector_module_path` instead; there the model runs in
+float32 when the CPU lacks native bf16 (cpu_caps), and the states are cast to --dtype as they are stored.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from cpu_caps import vllm_cpu_dtype_args
 from extract_plan import Sample
 
 SERVED_NAME = "eyas-extract"
@@ -71,6 +73,7 @@ def server_argv(
     ]  # fmt: skip
     if connector == "cpu":
         argv.append("--enforce-eager")  # a CPU compile costs minutes at startup and gains little for prefill
+        argv += vllm_cpu_dtype_args()  # float32 where this CPU would emulate bf16; the files keep --dtype
     return argv
 
 

@@ -12,6 +12,9 @@ are vocab.py's mapping (omitted: the draft vocabulary is the whole target vocabu
 On a CUDA host (--device auto finds one) it runs speculators' own trainer through torchrun over the visible
 GPUs; on a CPU host, a plain loop over the same speculators model, loss and batches. Both train the same
 drafter: --num-layers llama decoder layers with full attention over the --target-layer-ids layers.
+--optimizer auto is Muon on CUDA, speculators' default, and on a CPU the one that measured best there
+(CPU_AUTO_OPTIMIZER); the `staged` progress line names the optimizer that runs. On a CPU without native
+bf16, Muon orthogonalizes in float32 (muon_fp32.py), since torch's bf16 Newton-Schulz is emulated there.
 
 Checkpoints go to --work (default: OUT.work), each epoch and every --checkpoint-every steps; rerunning
 the same command after a crash or a kill resumes from the newest one. Progress lines (`EYAS_PROGRESS {...}`)
@@ -33,6 +36,9 @@ from pathlib import Path
 import progress
 from drafter_data import Staged
 
+# --optimizer auto on a CPU. PLACEHOLDER
+CPU_AUTO_OPTIMIZER = "adamw"
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -53,7 +59,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--epochs", type=int, default=3, help="passes over the data (default 3)")
     run.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
     run.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default 1e-3)")
-    run.add_argument("--optimizer", choices=["adamw", "muon"], default="muon", help="default muon, as speculators")
+    run.add_argument(
+        "--optimizer", choices=["auto", "adamw", "muon"], default="auto",
+        help=f"default auto: muon on CUDA (as speculators), {CPU_AUTO_OPTIMIZER} on a CPU",
+    )  # fmt: skip
     run.add_argument(
         "--total-seq-len", type=int, default=2048, help="tokens packed into one step (default 2048; 256 on a CPU)"
     )
@@ -72,6 +81,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.work = args.work or args.out.with_name(args.out.name + ".work")
     return args
+
+
+def resolve_optimizer(requested: str, device: str) -> str:
+    """The optimizer --optimizer names for the device: auto made concrete, an explicit choice kept."""
+    if requested != "auto":
+        return requested
+    return "muon" if device == "cuda" else CPU_AUTO_OPTIMIZER
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -204,9 +220,10 @@ def main(argv: list[str] | None = None) -> None:
             "is the final layer): drop the flag, or re-extract with these layers."
         )
     args.target_layer_ids = args.target_layer_ids or staged.aux_layer_ids
+    args.optimizer = resolve_optimizer(args.optimizer, device)
     progress.emit(
-        phase="staged", device=device, samples=staged.samples, tokens=staged.tokens, loss_tokens=staged.loss_tokens,
-        layer_ids=staged.layer_ids, work=str(args.work),
+        phase="staged", device=device, optimizer=args.optimizer, samples=staged.samples, tokens=staged.tokens,
+        loss_tokens=staged.loss_tokens, layer_ids=staged.layer_ids, work=str(args.work),
     )  # fmt: skip
     init = (
         stage_init_drafter(args.from_pretrained, args.verifier, args.work / "init-drafter")

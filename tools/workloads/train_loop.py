@@ -3,7 +3,8 @@
 speculators' Trainer moves the model to `cuda:<rank>`, so on a CPU host this loop does the trainer's job
 with the same pieces: the drafter built as its CLI builds it (sdpa attention instead of flex attention),
 the eager KL loss, speculators' optimizers and linear warmup schedule, and batches from its own dataset,
-packing sampler and `shift_batch` (drafter_data.PackedBatches).
+packing sampler and `shift_batch` (drafter_data.PackedBatches). One change: where this CPU would emulate
+bf16 (cpu_caps), Muon runs its Newton-Schulz iterations in float32 (muon_fp32.Float32Muon).
 
 A checkpoint (trainable weights, optimizer and scheduler state, position in the data, RNG states) is
 written atomically each epoch and every --checkpoint-every steps; a rerun resumes from the newest one and
@@ -25,7 +26,9 @@ import numpy as np
 import torch
 
 import progress
+from cpu_caps import cpu_compute_dtype
 from drafter_data import PackedBatches, Staged
+from muon_fp32 import with_float32_newton_schulz
 
 KEEP_CHECKPOINTS = 2
 
@@ -98,7 +101,7 @@ def replace_dir(tmp: Path, out: Path) -> None:
     tmp.replace(out)
 
 
-def _rates(sums: dict[str, Any], ttt_steps: int) -> tuple[float, list[float]]:
+def rates(sums: dict[str, Any], ttt_steps: int) -> tuple[float, list[float]]:
     """Loss and per-position accuracy from the model's metric sums and totals (one batch's, or summed)."""
     loss = float(sums["loss_sum"]) / max(float(sums["loss_total"]), 1.0)
     acc = [float(sums[f"full_acc_{k}_sum"]) / max(float(sums[f"full_acc_{k}_total"]), 1.0) for k in range(ttt_steps)]
@@ -156,7 +159,36 @@ class Checkpoints:
         return Position(**payload["position"])
 
 
-def _validate(model: torch.nn.Module, batches: PackedBatches, call_kwargs: dict, ttt_steps: int) -> dict[str, Any]:
+def build_cpu_optimizers(model: torch.nn.Module, name: str, lr: float, muon_dtype: str) -> list:
+    """speculators' optimizers with its CLI defaults; Muon orthogonalizes in `muon_dtype` (torch's own: bfloat16)."""
+    from speculators.train.optimizers import build_optimizers
+
+    hyper = SimpleNamespace(
+        optimizer=name, lr=lr, weight_decay=0.01, muon_lr=lr, muon_momentum=0.95, muon_weight_decay=0.1,
+        muon_ns_steps=5, muon_adjust_lr_fn="match_rms_adamw",
+    )  # fmt: skip
+    optimizers = build_optimizers(model, hyper)
+    if muon_dtype == "bfloat16":
+        return optimizers
+    return [with_float32_newton_schulz(optimizer) for optimizer in optimizers]
+
+
+def train_step(
+    model: torch.nn.Module, batch: dict[str, Any], call_kwargs: dict[str, Any], optimizers: list, schedulers: list
+) -> dict[str, Any]:
+    """One optimizer step on one batch, as speculators' trainer takes it; returns the batch's metric sums."""
+    _, loss, metrics = model(**batch, **call_kwargs)
+    for optimizer in optimizers:
+        optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    for optimizer, scheduler in zip(optimizers, schedulers, strict=True):
+        optimizer.step()
+        scheduler.step()
+    return metrics
+
+
+def validate(model: torch.nn.Module, batches: PackedBatches, call_kwargs: dict, ttt_steps: int) -> dict[str, Any]:
     sums: dict[str, float] = {}
     model.eval()
     with torch.no_grad():
@@ -165,7 +197,7 @@ def _validate(model: torch.nn.Module, batches: PackedBatches, call_kwargs: dict,
             for key, value in metrics.items():
                 sums[key] = sums.get(key, 0.0) + float(value)
     model.train()
-    loss, acc = _rates(sums, ttt_steps)
+    loss, acc = rates(sums, ttt_steps)
     return {"val_loss": loss, "val_acc": acc}
 
 
@@ -174,7 +206,6 @@ def train_cpu(
 ) -> torch.nn.Module:
     """Train (or resume training) and return the trained drafter."""
     from speculators.models.eagle3 import Eagle3DraftModel
-    from speculators.train.optimizers import build_optimizers
     from transformers import get_linear_schedule_with_warmup
 
     torch.manual_seed(args.seed)
@@ -190,12 +221,7 @@ def train_cpu(
     val = PackedBatches(staged, split="val", **split) if args.val_ratio > 0 else None
     plan = [train.epoch(epoch) for epoch in range(args.epochs)]
     total = sum(map(len, plan)) if not args.max_steps else min(args.max_steps, sum(map(len, plan)))
-    # The optimizer settings are those of speculators' CLI defaults.
-    hyper = SimpleNamespace(
-        optimizer=args.optimizer, lr=args.lr, weight_decay=0.01, muon_lr=args.lr, muon_momentum=0.95,
-        muon_weight_decay=0.1, muon_ns_steps=5, muon_adjust_lr_fn="match_rms_adamw",
-    )  # fmt: skip
-    optimizers = build_optimizers(model, hyper)
+    optimizers = build_cpu_optimizers(model, args.optimizer, args.lr, cpu_compute_dtype())
     schedulers = [get_linear_schedule_with_warmup(optimizer, total // 100, total) for optimizer in optimizers]
     signature = {"samples": staged.samples, "tokens": staged.tokens, "total_steps": total, **split}
     checkpoints = Checkpoints(work / "checkpoints", signature)
@@ -211,17 +237,10 @@ def train_cpu(
         for indices in plan[position.epoch][position.batch :]:
             started = time.monotonic()
             batch = train.batch(indices)
-            _, loss, metrics = model(**batch, **call_kwargs)
-            for optimizer in optimizers:
-                optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            for optimizer, scheduler in zip(optimizers, schedulers, strict=True):
-                optimizer.step()
-                scheduler.step()
+            metrics = train_step(model, batch, call_kwargs, optimizers, schedulers)
             position.step += 1
             position.batch += 1
-            loss_value, acc = _rates(metrics, args.ttt_steps)
+            loss_value, acc = rates(metrics, args.ttt_steps)
             tokens = int((batch["document_ids"] != -1).sum())
             progress.emit(
                 phase="train", done=position.step, total=total, epoch=position.epoch, loss=loss_value, acc=acc,
@@ -239,7 +258,7 @@ def train_cpu(
                     done=position.step,
                     total=total,
                     epoch=position.epoch - 1,
-                    **_validate(model, val, call_kwargs, args.ttt_steps),
+                    **validate(model, val, call_kwargs, args.ttt_steps),
                 )
         checkpoint()
     return model
