@@ -103,7 +103,7 @@ def retry_target(state: RunState) -> str:
 
 def build_graph(checkpointer: BaseCheckpointSaver | None = None, *, context_schema: type = RunContext) -> RunGraph:
     """The pipeline. `context_schema` is RunContext for runs; Studio gets one it can build (graph/studio.py)."""
-    graph = StateGraph(RunState, context_schema=context_schema)
+    graph: StateGraph[RunState, RunContext, RunState, RunState] = StateGraph(RunState, context_schema=context_schema)
 
     def add(name: str, fn: Node) -> None:
         graph.add_node(name, needs_run_context(name, fn))
