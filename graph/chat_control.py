@@ -9,8 +9,7 @@ import subprocess
 import sys
 from typing import Literal
 
-from eyas.graph.pipeline import build_graph
-from eyas.graph.runner import checkpointer, pending_gate, thread
+from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir, runs_root
 from eyas.graph.state import GateAnswer
 from eyas.tools.config import EyasConfig
@@ -36,10 +35,8 @@ class ChatPipeline:
     def status(self) -> str:
         if not self._started():
             return f"No pipeline run yet ({self.run.run_id}); start_phase('pipeline') starts one."
-        with checkpointer(self.run) as saver:
-            graph = build_graph(saver)
-            state = dict(graph.get_state(thread(self.run)).values)
-            pending = pending_gate(graph, self.run)
+        stored = read_run(self.run)
+        state, pending = stored.state, stored.pending
         lines = [
             f"run {self.run.run_id}: phase {state.get('phase')}, " + ("running" if self.run.is_driven() else "idle")
         ]
@@ -70,8 +67,7 @@ class ChatPipeline:
     def answer_gate(self, action: Literal["approve", "reject"], reason: str) -> str:
         if not self._started():
             raise EyasError("There is no pipeline run, so no gate to answer.")
-        with checkpointer(self.run) as saver:
-            pending = pending_gate(build_graph(saver), self.run)
+        pending = read_run(self.run).pending
         if pending is None:
             raise EyasError(f"Run {self.run.run_id} is not waiting at a gate.")
         self.run.record_answer(pending[0], GateAnswer(action=action, reason=reason, who="operator (chat)"))

@@ -16,6 +16,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from eyas.graph.context import RunContext, RunGraph
+from eyas.graph.pipeline import build_graph
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
 
@@ -41,6 +42,22 @@ def checkpointer(run: RunDir) -> Iterator[SqliteSaver]:
         yield SqliteSaver(connection)
     finally:
         connection.close()
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A stored run as its last checkpoint shows it, read without driving it."""
+
+    state: dict[str, Any]
+    pending: tuple[str, dict[str, Any]] | None  # the gate it waits at: (interrupt id, what the gate shows)
+    ended: bool
+
+
+def read_run(run: RunDir) -> RunView:
+    with checkpointer(run) as saver:
+        snapshot = build_graph(saver).get_state(thread(run))
+    pending = (snapshot.interrupts[0].id, snapshot.interrupts[0].value) if snapshot.interrupts else None
+    return RunView(dict(snapshot.values), pending, ended=not snapshot.next)
 
 
 def thread(run: RunDir) -> RunnableConfig:

@@ -10,9 +10,10 @@ from typing import Any
 
 from eyas.graph.context import RunContext
 from eyas.graph.policy import Policy
-from eyas.graph.runs import RunDir
+from eyas.graph.runs import RunDir, new_run_id, runs_root
 from eyas.tools.config import EyasConfig, secret_values
 from eyas.tools.config_source import ConfigSource
+from eyas.tools.errors import EyasError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.planning.sizes import Sizes
 from eyas.tools.recording.recorder import Recorder
@@ -30,6 +31,22 @@ def run_meta(source: ConfigSource, policy: Policy | None, sizes: Sizes | None, *
         "sizes": sizes.model_dump() if sizes else None,
         **extra,
     }
+
+
+def create_run(
+    source: ConfigSource, policy: Policy | None, sizes: Sizes | None, *, run_id: str | None = None, **extra: Any
+) -> RunDir:
+    """A new run's folder with its meta (run.json); an existing run is never overwritten."""
+    run = RunDir(runs_root() / (run_id or new_run_id()))
+    if run.meta_path.exists():
+        raise EyasError(f"Run {run.run_id} exists already; continue it with `eyas resume {run.run_id}`.")
+    run.write_meta(run_meta(source, policy, sizes, **extra))
+    return run
+
+
+def open_recorder(run: RunDir, config: EyasConfig, transcript: Path | None = None) -> Recorder:
+    """The run's transcript (appended to), with the config's secrets redacted from every event."""
+    return Recorder.open(transcript or run.transcript, secret_values(config))
 
 
 def run_source(meta: dict[str, Any]) -> ConfigSource:
@@ -51,7 +68,7 @@ def open_context(run: RunDir, **overrides: Any) -> Iterator[RunContext]:
     """The run's context with every crossing recorded (appending when the run is resumed)."""
     meta = run.meta()
     config = run_source(meta).load()
-    recorder = Recorder.open(run.transcript, secret_values(config))
+    recorder = open_recorder(run, config)
     host = recorder.host(open_host(config.target.host, config.host()))
     try:
         yield RunContext(

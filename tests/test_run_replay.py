@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from eyas.graph.cli.replay import replay
-from eyas.graph.pipeline import build_graph
-from eyas.graph.runner import checkpointer, thread
+from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir
 from eyas.tools.target.embedded import EmbeddedTarget
 from offline import world_watch
@@ -32,8 +31,7 @@ def recorded_run(embedded_target: EmbeddedTarget, tmp_path_factory: pytest.TempP
 
 @pytest.mark.slow
 def test_a_recorded_run_replays_offline_to_the_same_state(recorded_run: Path) -> None:
-    with checkpointer(RunDir(recorded_run)) as saver:
-        recorded_state = dict(build_graph(saver).get_state(thread(RunDir(recorded_run))).values)
+    recorded_state = read_run(RunDir(recorded_run)).state
     with world_watch() as attempts:
         report, state = replay(recorded_run / "transcript.jsonl")
     assert attempts == []

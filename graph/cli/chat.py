@@ -22,9 +22,9 @@ from eyas.agents.research import ResearchDeps, run_research
 from eyas.agents.toolbox import Toolbox
 from eyas.graph.chat_control import ChatPipeline
 from eyas.graph.cli.options import ConfigOption, announce, use_config
-from eyas.graph.runs import RunDir, list_runs, new_run_id, open_run, runs_root
-from eyas.graph.session import run_meta, run_source
-from eyas.tools.config import EyasConfig, secret_values
+from eyas.graph.runs import RunDir, list_runs, open_run, runs_root
+from eyas.graph.session import create_run, open_recorder, run_source
+from eyas.tools.config import EyasConfig
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
@@ -71,7 +71,7 @@ def open_chat(
     that drive the run's pipeline (none: the chat verifies, reads, lists, cancels and researches only)."""
     run, cfg, attached = _chat_run(run_id, resume, config_path)
     control = control_for(run, cfg) if control_for else None
-    recorder = Recorder.open(run.root / (ATTACHED_TRANSCRIPT if attached else run.transcript.name), secret_values(cfg))
+    recorder = open_recorder(run, cfg, run.root / ATTACHED_TRANSCRIPT if attached else None)
     hosts = _Hosts(cfg, recorder)
     connection = sqlite3.connect(run.root / CHAT_CHECKPOINTS, check_same_thread=False)
     try:
@@ -168,9 +168,7 @@ def _chat_run(run_id: str | None, resume: bool, config_path: Path | None) -> tup
             raise EyasError(f"There is no chat to resume in {runs_root()}; start one with `eyas chat`.")
         return chats[-1], announce(run_source(chats[-1].meta())), chats[-1].meta().get("kind") != "chat"
     cfg, source = use_config(config_path)
-    run = RunDir(runs_root() / new_run_id())
-    run.write_meta(run_meta(source, None, None, kind="chat"))
-    return run, cfg, False
+    return create_run(source, None, None, kind="chat"), cfg, False
 
 
 def _thread(run: RunDir, resume: bool) -> str:

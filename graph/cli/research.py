@@ -12,12 +12,9 @@ from eyas.agents.research import ResearchDeps, run_research
 from eyas.agents.researcher import ResearchSettings
 from eyas.graph.cli.console import console
 from eyas.graph.cli.options import ConfigOption, use_config
-from eyas.graph.runs import RunDir, new_run_id, runs_root
-from eyas.graph.session import run_meta
-from eyas.tools.config import secret_values
+from eyas.graph.session import create_run, open_recorder
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.recording.recorder import Recorder
 from eyas.tools.web.search import WebSearch
 
 
@@ -43,9 +40,8 @@ def research_command(
     The agent LLM is [agent] from the config, else the embedded SmolLM2 server (weak, but offline)."""
     cfg, source = use_config(config)
     name = host or cfg.target.host
-    run = RunDir(runs_root() / new_run_id())
-    run.write_meta(run_meta(source, None, None, kind="research", brief=brief))
-    recorder = Recorder.open(run.transcript, secret_values(cfg))
+    run = create_run(source, None, None, kind="research", brief=brief)
+    recorder = open_recorder(run, cfg)
     # How the run started, so a replay can start it again (meta "kind" says it is a research run).
     recorder.note("run", {"meta": run.meta(), "config": cfg.model_dump(mode="json"), "input": {"brief": brief}})
     machine = recorder.host(open_host(name, cfg.host(name)))

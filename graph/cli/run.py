@@ -17,9 +17,9 @@ from eyas.graph.cli.options import ConfigOption, size_option, use_config
 from eyas.graph.cli.run_ui import RunUI
 from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
-from eyas.graph.runner import Outcome, checkpointer, drive, pending_gate, thread
-from eyas.graph.runs import RunDir, list_runs, new_run_id, open_run, runs_root
-from eyas.graph.session import initial_state, open_context, run_meta, run_source
+from eyas.graph.runner import Outcome, checkpointer, drive, read_run
+from eyas.graph.runs import RunDir, list_runs, open_run, runs_root
+from eyas.graph.session import create_run, initial_state, open_context, run_source
 from eyas.graph.state import Action, GateAnswer
 from eyas.tools.config import EyasConfig, format_validation_error
 from eyas.tools.config_source import ConfigSource
@@ -40,11 +40,8 @@ def start_run(
     poll_interval_s: float,
     run_id: str | None = None,
 ) -> Outcome:
-    run = RunDir(runs_root() / (run_id or new_run_id()))
-    if run.meta_path.exists():
-        raise typer.BadParameter(f"run {run.run_id} exists already; continue it with `eyas resume {run.run_id}`")
-    meta = run_meta(source, policy, sizes, poll_interval_s=poll_interval_s)
-    run.write_meta(meta)
+    run = create_run(source, policy, sizes, run_id=run_id, poll_interval_s=poll_interval_s)
+    meta = run.meta()
     first = initial_state(run, config, meta)
     console.print(f"run [bold]{run.run_id}[/]: files in {run.root}")
     return advance(run, first, interactive=interactive, start=(meta, first))
@@ -142,8 +139,7 @@ def approve_command(
     """Answer the gate a run waits at, from any terminal. A run waiting in another terminal continues at once;
     a stopped one continues with `eyas resume RUN`."""
     run = open_run(run_id)
-    with checkpointer(run) as saver:
-        pending = pending_gate(build_graph(saver), run)
+    pending = read_run(run).pending
     if pending is None:
         raise typer.BadParameter(f"run {run_id} is not waiting at a gate")
     gate_id, view = pending
@@ -167,10 +163,8 @@ def status_command(
 ) -> None:
     """Where a run is: its phase, the gate it waits at, each job with its progress, and the decisions so far."""
     run = open_run(run_id)
-    with checkpointer(run) as saver:
-        graph = build_graph(saver)
-        state = dict(graph.get_state(thread(run)).values)
-        pending = pending_gate(graph, run)
+    view = read_run(run)
+    state, pending = view.state, view.pending
     jobs = job_rows(run, state)
     summary = {
         "run_id": run_id,
@@ -224,11 +218,9 @@ def runs_command() -> None:
     for column in ("run", "phase", "state", "report"):
         table.add_column(column)
     for run in list_runs():
-        with checkpointer(run) as saver:
-            graph = build_graph(saver)
-            snapshot = graph.get_state(thread(run))
-        state = dict(snapshot.values)
-        waiting = "waiting at a gate" if snapshot.interrupts else ("ended" if not snapshot.next else "stopped")
+        view = read_run(run)
+        state = view.state
+        waiting = "waiting at a gate" if view.pending else ("ended" if view.ended else "stopped")
         if run.is_driven():
             waiting = "running"
         table.add_row(run.run_id, str(state.get("phase", "")), waiting, str(run.report) if run.report.exists() else "")
