@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
+
+WORKLOADS = Path(__file__).resolve().parents[1] / "tools" / "workloads"
 
 
 def _files(directory: Path) -> list[Path]:
@@ -50,8 +53,12 @@ def _spans(mask: list[bool]) -> list[tuple[int, int]]:
 def reference(model_dir: Path, directory: Path) -> list[dict[str, Any]]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    sys.path.insert(0, str(WORKLOADS))
+    from extract_hf import load_dtype
+
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    # In the dtype extract.py computes in here (float32 on a CPU that would emulate bf16), stored as it stores.
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=load_dtype("cpu")).eval()
     last = model.config.num_hidden_layers
     pre_norm: list[torch.Tensor] = []
     model.model.norm.register_forward_pre_hook(lambda _module, inputs: pre_norm.append(inputs[0]))
@@ -70,7 +77,7 @@ def reference(model_dir: Path, directory: Path) -> list[dict[str, Any]]:
         layers = {}
         for slot, layer in enumerate(layer_ids):
             want = pre_norm[0][0] if layer == last else out.hidden_states[layer][0]
-            layers[str(layer)] = _agreement(stored[:, slot], want)
+            layers[str(layer)] = _agreement(stored[:, slot], want.to(stored.dtype))
         final = out.hidden_states[last][0]
         token_list = ids.tolist()
         oracle = [False] * len(token_list)
@@ -112,7 +119,6 @@ def compare(directory: Path, other: Path) -> list[dict[str, Any]]:
 
 def vllm_config(model_dir: Path) -> dict[str, Any]:
     """Build the vllm backend's CUDA command line (stock connector) and let vLLM parse it into an engine config."""
-    import sys
     from argparse import Namespace
 
     from hs_connectors import FileBackend
@@ -120,7 +126,7 @@ def vllm_config(model_dir: Path) -> dict[str, Any]:
     from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "workloads"))
+    sys.path.insert(0, str(WORKLOADS))
     from extract_vllm import server_argv
 
     staging = Path("/data/.hs.vllm-staging")
