@@ -34,7 +34,7 @@ test-fast: setup
 	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
 
 bench: setup
-	@for script in tests/bench/*.py; do [ -e "$$script" ] || continue; echo "== $$script"; $(BIN)/python "$$script" || exit 1; done
+	@for script in tests/bench/bench_*.py; do [ -e "$$script" ] || continue; echo "== $$script"; $(BIN)/python "$$script" || exit 1; done
 
 # mypy reaches the repository as the `eyas` package it installs as, through a link (the root is the package).
 lint: setup

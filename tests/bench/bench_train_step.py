@@ -8,7 +8,7 @@ the losses after the last step compare the optimizers too. Prints, per variant, 
 over the timed rounds; the first round warms up and is left out), the ratio train step / (forward +
 backward), the mean training loss of the last steps and the validation loss at the end.
 
-    .venv/bin/python tests/bench/bench_train_step.py [--steps 4] [--data HS_DIR --vocab VOCAB_DIR] ...
+    .venv/bin/python tests/bench/bench_train_step.py [--steps 3] [--data HS_DIR --vocab VOCAB_DIR] ...
 
 Without --data it trains on seeded noise in extract.py's format (tests/train_probe.py): as fast as real
 data, but only the timings mean something then. --data takes extract.py's files (and --vocab vocab.py's
@@ -38,7 +38,7 @@ VARIANTS = ("forward+backward", *OPTIMIZERS)
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=4, help="steps per variant, the first a warm-up (default 4)")
+    parser.add_argument("--steps", type=int, default=3, help="steps per variant, the first a warm-up (default 3)")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--data", type=Path, help="extract.py's hidden-state files (default: seeded noise)")
     parser.add_argument("--vocab", type=Path, help="vocab.py's output for --data (default: made here)")
