@@ -12,7 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-_API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+from eyas.tools.workloads.vllm_server import API_SERVER_MODULE
+
 # ExecStart= may start with these special-execution prefixes (systemd.service(5)), in any combination.
 _EXEC_PREFIXES = "-@:+!|"
 _FLAG_ALIASES = {"tp": "tensor-parallel-size"}
@@ -186,7 +187,7 @@ def _find_vllm(argv: list[str]) -> tuple[str, list[str], bool] | None:
         following = argv[index + 1 : index + 2]
         if posixpath.basename(word) == "vllm" and following == ["serve"]:
             return word, _until_shell_operator(argv[index + 2 :]), True
-        if word == "-m" and following == [_API_SERVER_MODULE]:
+        if word == "-m" and following == [API_SERVER_MODULE]:
             pythons = [w for w in argv[:index] if posixpath.basename(w).startswith("python")]
             return (pythons or argv[:1])[-1], _until_shell_operator(argv[index + 2 :]), False
     return None

