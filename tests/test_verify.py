@@ -252,3 +252,38 @@ def test_a_check_that_cannot_reach_its_host_is_reported_not_raised(tmp_path: Pat
     report = verify(ctx, ["disk", "packages"])
     assert report.worst is Status.FAIL
     assert all("Cannot reach host 'gpu'" in result.message for result in report.results)
+
+
+# -- a check that breaks on what it reads is that check's failure, never the report's ------------------------
+
+# A host interpreter's answers to the version probe that are not the JSON object it should print.
+NOT_JSON_ANSWERS = {
+    "prints nothing": "exit 0",
+    "prints a warning only": "echo 'Could not find platform independent libraries <prefix>'",
+    "prints a JSON list": "echo '[1, 2]'",
+    "prints JSON null": "echo null",
+    "prints half a JSON object": 'echo \'{"python": "3.11\'',
+}
+
+
+@pytest.mark.parametrize("script", NOT_JSON_ANSWERS.values(), ids=NOT_JSON_ANSWERS.keys())
+def test_a_python_that_answers_no_json_fails_the_packages_check(tmp_path: Path, script: str) -> None:
+    python = executable(tmp_path / "venv" / "bin" / "python", f"#!/bin/sh\n{script}\n")
+    report = verify(context(tmp_path, python=python), ["packages", "disk"])
+    packages = report.result("packages")
+    assert packages.status is Status.FAIL and "not a JSON object of versions" in packages.message
+    assert str(python) in packages.message
+    assert "free of" in report.result("disk").message
+
+
+def test_a_check_that_crashes_is_its_own_failure_and_the_others_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `df` that prints lines the disk check cannot read: the disk check fails with the error it met."""
+    executable(tmp_path / "bin" / "df", "#!/bin/sh\necho Filesystem; echo one; echo two three four\n")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    report = verify(context(tmp_path), ["disk", "packages", "binaries"])
+    disk = report.result("disk")
+    assert disk.status is Status.FAIL and "ValueError" in disk.message and "'three'" in disk.message
+    assert report.result("packages").status is Status.WARN
+    assert report.result("binaries").status is not Status.FAIL

@@ -7,12 +7,12 @@ a subcommand against the tools that will really run.
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 
 from pydantic import BaseModel, Field
 
+from eyas.tools.checks.json_output import last_json
 from eyas.tools.checks.packages import check_packages
 from eyas.tools.checks.result import CheckContext
 from eyas.tools.config import HostConfig, TargetConfig
@@ -78,7 +78,7 @@ def read_cli_help(host: Host, host_config: HostConfig) -> HostFacts:
     except EyasError as exc:
         facts.problems.append(f"reading the --help of vllm and speculators failed: {exc}")
         return facts
-    answer = _last_json(result.stdout)
+    answer = last_json(result.stdout)
     if not result.ok or not isinstance(answer, dict):
         detail = (result.stderr or result.stdout).strip()[-300:]
         facts.problems.append(f"cli_help.py failed on {host.name} (exit {result.rc}): {detail}")
@@ -105,7 +105,7 @@ def search_docs(
     if not packages:
         argv.append("--no-packages")
     result = host.run(wrap_timeout(shlex.join(argv), DOCS_TIMEOUT_S), timeout=DOCS_TIMEOUT_S + 15)
-    hits = _last_json(result.stdout)
+    hits = last_json(result.stdout)
     if not result.ok or not isinstance(hits, list):
         detail = (result.stderr or result.stdout).strip()[-300:]
         raise EyasError(f"Searching the documents on {host.name} failed (exit {result.rc}): {detail}")
@@ -123,12 +123,3 @@ def _located(url: str, host: Host, origin: Origin) -> str:
 def local_docs_script() -> tuple[str, str]:
     """(python, script) to search documents on the control machine itself."""
     return sys.executable, str(workload_path("package_docs.py"))
-
-
-def _last_json(stdout: str) -> object:
-    for line in reversed(stdout.strip().splitlines()):
-        try:
-            return json.loads(line)
-        except json.JSONDecodeError:
-            continue
-    return None

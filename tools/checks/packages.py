@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 
+from eyas.tools.checks.json_output import last_json
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
 
 # Reads installed metadata only: importing vllm or torch would take many seconds.
@@ -31,7 +31,15 @@ def check_packages(ctx: CheckContext) -> CheckResult:
         return CheckResult(
             name="packages", status=Status.FAIL, message=f"{python} could not report its packages: {detail}"
         )
-    versions = json.loads(result.stdout.strip().splitlines()[-1])
+    versions = last_json(result.stdout)
+    if not isinstance(versions, dict):
+        answer = (result.stdout.strip() or "nothing")[-300:]
+        return CheckResult(
+            name="packages",
+            status=Status.FAIL,
+            message=f"{python} answered the version probe with {answer!r}, not a JSON object of versions; run "
+            f"`{python} -c 'import importlib.metadata'` on {ctx.host.name} to see what is wrong with it.",
+        )
     missing = [name for name in REQUIRED if not versions.get(name)]
     listed = ", ".join(f"{name} {versions[name]}" for name in REQUIRED if versions.get(name))
     if missing:

@@ -51,6 +51,10 @@ def _timed(name: str, check: Check, ctx: CheckContext, clock: Clock) -> CheckRes
     except EyasError as exc:
         # A host that cannot be reached is a finding about the host, reported like any other.
         result = CheckResult(name=name, status=Status.FAIL, message=str(exc))
+    except Exception as exc:
+        # A check that breaks on an answer it did not foresee must not take the other checks' findings with it.
+        message = f"The {name} check broke on what it read ({type(exc).__name__}: {exc}); the other checks still ran."
+        result = CheckResult(name=name, status=Status.FAIL, message=message, facts={"error": type(exc).__name__})
     return result.model_copy(update={"duration_s": round(clock.monotonic() - started, 3)})
 
 
