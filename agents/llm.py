@@ -36,6 +36,7 @@ from eyas.agents.structured import (
 from eyas.tools.config import AgentConfig, EyasConfig, secret
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
+from eyas.tools.hosts.deadline_transport import deadline_client
 from eyas.tools.recording.boundary import Boundary
 from eyas.tools.recording.transcript import register_error_type
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
@@ -152,8 +153,14 @@ class LLM:
         self.retry = retry or RetryPolicy()
         self.sampling = sampling or {}
         self._clock = clock
+        self._timeout_s = timeout_s
+        # The deadline client makes `timeout_s` bound each whole answer, not each read of it.
         self._client = OpenAI(
-            base_url=config.base_url, api_key=secret(config.api_key_env) or DUMMY_KEY, max_retries=0, timeout=timeout_s
+            base_url=config.base_url,
+            api_key=secret(config.api_key_env) or DUMMY_KEY,
+            max_retries=0,
+            timeout=timeout_s,
+            http_client=deadline_client(),
         )
 
     @property
@@ -257,7 +264,9 @@ class LLM:
             except (RateLimitError, InternalServerError) as exc:
                 last = f"HTTP {exc.status_code}: {_detail(exc)}"
                 retry_after = _retry_after(exc)
-            except (APITimeoutError, APIConnectionError) as exc:
+            except APITimeoutError:
+                last = f"no complete answer within {self._timeout_s:g} s"
+            except APIConnectionError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             except APIStatusError as exc:
                 raise self._rejected(exc, request) from None

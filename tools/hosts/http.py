@@ -11,6 +11,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
+from eyas.tools.hosts.deadline_transport import deadline_client
+
+DEFAULT_TIMEOUT_S = 10.0  # a deadline for the whole exchange, answer included
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class HttpError(Exception):
 
 
 class HttpClient:
+    """Each request's `timeout` is a deadline for the whole exchange, answer included."""
+
     def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self._clock = clock
 
@@ -47,22 +52,25 @@ class HttpClient:
         *,
         json_body: Any = None,
         headers: dict[str, str] | None = None,
-        timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
     ) -> HttpResponse:
         started = self._clock.monotonic()
         try:
-            response = httpx.request(method, url, json=json_body, headers=headers, timeout=timeout)
+            with deadline_client() as client:
+                response = client.request(method, url, json=json_body, headers=headers, timeout=timeout)
         except httpx.TimeoutException:
-            raise HttpError(f"{method} {url}: no answer within {timeout:.0f} s") from None
+            raise HttpError(f"{method} {url}: no complete answer within {timeout:g} s") from None
         except httpx.HTTPError as exc:
             raise HttpError(f"{method} {url}: {type(exc).__name__}: {exc}") from None
         return HttpResponse(method, url, response.status_code, response.text, self._clock.monotonic() - started)
 
-    def get(self, url: str, *, timeout: float = 10.0, headers: dict[str, str] | None = None) -> HttpResponse:
+    def get(
+        self, url: str, *, timeout: float = DEFAULT_TIMEOUT_S, headers: dict[str, str] | None = None
+    ) -> HttpResponse:
         return self.request("GET", url, timeout=timeout, headers=headers)
 
     def post_json(
-        self, url: str, body: Any, *, timeout: float = 10.0, headers: dict[str, str] | None = None
+        self, url: str, body: Any, *, timeout: float = DEFAULT_TIMEOUT_S, headers: dict[str, str] | None = None
     ) -> HttpResponse:
         return self.request("POST", url, json_body=body, timeout=timeout, headers=headers)
 

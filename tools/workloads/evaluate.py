@@ -33,8 +33,6 @@ import shlex
 import signal
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -44,8 +42,13 @@ from typing import Any
 import progress
 from conversations import ROLES
 from cpu_caps import vllm_cpu_dtype_args
+from http_fetch import fetch
 from spec_metrics import Counters, scrape
 from vllm_server import ServerFailed, VllmServer, server_argv, server_env
+
+# Deadlines for the whole exchange: a model listing or a metrics scrape, and one completion of --max-tokens.
+LISTING_DEADLINE_S = 30.0
+COMPLETION_DEADLINE_S = 600.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,15 +127,8 @@ def load_prompts(path: Path) -> list[list[dict[str, str]]]:
     return prompts
 
 
-def _http(url: str, body: dict[str, Any] | None = None, timeout: float = 600) -> str:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return response.read().decode()
-
-
 def served_model(base_url: str) -> str:
-    return str(json.loads(_http(f"{base_url}/v1/models", timeout=30))["data"][0]["id"])
+    return str(json.loads(fetch(f"{base_url}/v1/models", deadline_s=LISTING_DEADLINE_S))["data"][0]["id"])
 
 
 def run_prompts(
@@ -144,7 +140,7 @@ def run_prompts(
 
     def one(messages: list[dict[str, str]]) -> tuple[str, int]:
         body = {"model": model, "messages": messages, "temperature": 0, "max_tokens": args.max_tokens}
-        answer = json.loads(_http(f"{base_url}/v1/chat/completions", body))
+        answer = json.loads(fetch(f"{base_url}/v1/chat/completions", body, deadline_s=COMPLETION_DEADLINE_S))
         return answer["choices"][0]["message"]["content"], answer["usage"]["completion_tokens"]
 
     one(prompts[0])  # warm-up, outside the timing and the counters
@@ -170,7 +166,7 @@ def run_prompts(
 
 
 def metrics(base_url: str) -> Counters:
-    return scrape(_http(f"{base_url}/metrics", timeout=30))
+    return scrape(fetch(f"{base_url}/metrics", deadline_s=LISTING_DEADLINE_S).decode())
 
 
 def cpu_dtype_args() -> list[str]:

@@ -21,8 +21,6 @@ import json
 import os
 import shutil
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -33,6 +31,7 @@ from safetensors.torch import load_file
 import vllm_server
 from cpu_caps import vllm_cpu_dtype_args
 from extract_plan import Sample
+from http_fetch import fetch
 
 SERVED_NAME = "eyas-extract"
 WORKLOADS_DIR = Path(__file__).resolve().parent
@@ -120,13 +119,7 @@ class VllmBackend:
     def _one(self, sample: Sample) -> torch.Tensor:
         token_ids = sample.token_ids.tolist()
         body = {"model": SERVED_NAME, "prompt": token_ids, "max_tokens": 1, "return_token_ids": True}
-        request = urllib.request.Request(
-            f"{self.server.base_url}/v1/completions",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=self.request_timeout) as response:
-            reply = json.load(response)
+        reply = json.loads(fetch(f"{self.server.base_url}/v1/completions", body, deadline_s=self.request_timeout))
         if reply["choices"][0].get("prompt_token_ids") != token_ids:
             raise RuntimeError(f"vLLM tokenized sample {sample.sample_id} differently from the prompt it was sent")
         staged = Path(reply["kv_transfer_params"]["hidden_states_path"])

@@ -10,14 +10,13 @@ take by default. Plain Python: no vLLM import here, only its command line.
 from __future__ import annotations
 
 import ctypes
+import http.client
 import json
 import os
 import signal
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from types import TracebackType
 
@@ -111,8 +110,10 @@ class VllmServer:
         return self.process.pid if self.process else None
 
     def served_model(self, timeout_s: float = 30) -> str:
-        with urllib.request.urlopen(f"{self.base_url}/v1/models", timeout=timeout_s) as response:
-            return str(json.load(response)["data"][0]["id"])
+        # Imported here: the control plane imports this module for its recipe, without the siblings on its path.
+        from http_fetch import fetch
+
+        return str(json.loads(fetch(f"{self.base_url}/v1/models", deadline_s=timeout_s))["data"][0]["id"])
 
     def wait_ready(self) -> None:
         assert self.process is not None
@@ -126,7 +127,7 @@ class VllmServer:
             try:
                 self.served_model(timeout_s=5)
                 return
-            except (urllib.error.URLError, OSError, KeyError, ValueError):
+            except (OSError, http.client.HTTPException, KeyError, ValueError):
                 pass
             if time.monotonic() > deadline:
                 raise ServerFailed(

@@ -1,0 +1,49 @@
+"""HTTP with a deadline for the whole exchange: httpx times each read, so a server that trickles one byte
+every few seconds would never trip its timeout. Here the request's timeout bounds connect, send and the
+complete answer together."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+
+class DeadlineExceeded(httpx.TimeoutException):
+    """The whole exchange outlasted the request's timeout."""
+
+
+def total_deadline(request: httpx.Request) -> float | None:
+    """The request's longest timeout (connect, read, write or pool), taken as the bound of the exchange."""
+    timeouts = request.extensions.get("timeout", {})
+    bounds = [value for value in timeouts.values() if value is not None]
+    return max(bounds) if bounds else None
+
+
+class DeadlineTransport(httpx.BaseTransport):
+    """A synchronous transport that reads each answer whole, under one deadline. It runs the exchange on an
+    event loop of its own, because only a cancelled read ends promptly; so it is for threads without one."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        deadline = total_deadline(request)
+        request.read()  # the body in memory, so the async client can send it
+        try:
+            status, headers, raw = asyncio.run(_exchange(request, deadline))
+        except TimeoutError:
+            raise DeadlineExceeded(f"no complete answer within {deadline:g} s", request=request) from None
+        return httpx.Response(status, headers=headers, content=raw)
+
+
+async def _exchange(request: httpx.Request, deadline: float | None) -> tuple[int, httpx.Headers, bytes]:
+    async with asyncio.timeout(deadline), httpx.AsyncClient() as client:
+        response = await client.send(request, stream=True)
+        try:
+            raw = b"".join([chunk async for chunk in response.aiter_raw()])
+        finally:
+            await response.aclose()
+    return response.status_code, response.headers, raw
+
+
+def deadline_client() -> httpx.Client:
+    """A synchronous client whose every request ends by its timeout (proxies from the environment apply)."""
+    return httpx.Client(transport=DeadlineTransport(), trust_env=False)
