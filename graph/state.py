@@ -9,10 +9,11 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import TypedDict  # pydantic (and so LangGraph Studio) needs it on Python < 3.12
 
 from eyas.tools.planning.sizes import Sizes
+from eyas.tools.recording.redact import Redactor
 
 ApprovalAction = Literal["approve", "reject", "edit"]
 FailureAction = Literal["retry", "abort"]
@@ -45,6 +46,12 @@ class GateAnswer(BaseModel):
     reason: str = ""
     who: str = "operator"
     sizes: dict[str, int] | None = Field(None, description="an edit's sizes: those it names change, the rest stay")
+
+    @field_validator("reason")
+    @classmethod
+    def _redacted(cls, reason: str) -> str:
+        # A reason is free text that goes to answers.jsonl, the checkpoints and the report.
+        return Redactor().text(reason)
 
     def decision(self, gate: str) -> Decision:
         return Decision(gate=gate, action=self.action, reason=self.reason, who=self.who)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import re
 from pathlib import Path
 
@@ -13,9 +14,10 @@ from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobSpec, JobStatus
 from eyas.tools.recording.boundary import ReplayError
 from eyas.tools.recording.recorder import Recorder
-from eyas.tools.recording.redact import Redactor
+from eyas.tools.recording.redact import Redactor, remember_secrets
 from eyas.tools.recording.replay import ReplaySession
 from eyas.tools.recording.transcript import TranscriptWriter, read_transcript
+from planted_secrets import API_KEY_FLAG, PLANTED, URL_PASSWORD, Planted
 from stub_http import models_body, stub_server
 from waiting import wait_for
 
@@ -77,17 +79,19 @@ def test_env_vars_in_commands_and_their_output_are_redacted(tmp_path: Path) -> N
     assert session.host("local").run(command, timeout=10).rc == 0 and session.report().ok
 
 
-def test_a_job_environment_is_redacted_inside_the_base64_launch_script(tmp_path: Path) -> None:
+def test_a_secret_looking_job_environment_travels_by_file_not_in_the_launch_script(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     rec = recorder(path)
     jobs = Jobs(rec.host(LocalHost()), str(tmp_path / "work"))
-    spec = JobSpec(job_id="download", argv=["/bin/true"], env={"HF_TOKEN": HF, "WANDB_API_KEY": PLAIN})
+    spec = JobSpec(job_id="download", argv=["/bin/true"], env={"HF_TOKEN": HF, "WANDB_API_KEY": PLAIN, "A": "1"})
     rec.launch_job(jobs, spec)
     wait_for(lambda: jobs.status("download").status is JobStatus.SUCCEEDED, 10, what="the job to end")
     rec.close()
     assert_no_secret(path)
     launch = next(event for event in read_transcript(path).events if event.kind == "job_launch")
-    assert launch.env == {"HF_TOKEN": "[REDACTED]", "WANDB_API_KEY": "[REDACTED]"}  # type: ignore[attr-defined]
+    assert launch.env == {"A": "1"}  # type: ignore[attr-defined]
+    secrets = tmp_path / "work" / "jobs" / "download" / "secrets.env"
+    assert secrets.stat().st_mode & 0o777 == 0o600 and HF in secrets.read_text()
 
 
 def test_secrets_in_llm_messages_and_answers_are_redacted(tmp_path: Path) -> None:
@@ -186,3 +190,50 @@ def test_common_secret_shapes(text: str, expected: str) -> None:
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:
     assert Redactor().text(text) == text
+
+
+# Each planted secret where it is found in practice: alone, inside prose, in a JSON string, in a URL's query.
+CONTEXTS = {
+    "bare": "{}",
+    "prose": "before {} after",
+    "json": '{{"note": {}}}',
+    "url": "https://example.com/callback?next={}",
+}
+
+
+@pytest.mark.parametrize("context", list(CONTEXTS))
+@pytest.mark.parametrize("planted", PLANTED, ids=[planted.kind for planted in PLANTED])
+def test_every_planted_shape_is_redacted_in_every_context(planted: Planted, context: str) -> None:
+    carried = json.dumps(planted.carrier) if context == "json" else planted.carrier
+    text = CONTEXTS[context].format(carried)
+    redacted = Redactor().text(text)
+    assert planted.secret not in redacted, redacted
+    assert Redactor().text(redacted) == redacted
+
+
+def test_a_secret_flag_and_its_value_as_two_words_of_an_argv_list() -> None:
+    argv = ["vllm", "serve", "m", "--api-key", API_KEY_FLAG, "--port", "8000", "--token", "--x"]
+    assert Redactor().value(argv) == [
+        "vllm",
+        "serve",
+        "m",
+        "--api-key",
+        "[REDACTED]",
+        "--port",
+        "8000",
+        "--token",
+        "--x",
+    ]
+
+
+def test_a_password_with_slash_and_at_leaves_the_host_readable() -> None:
+    assert Redactor().text(f"postgres://eyas:{URL_PASSWORD}@db:5432/x?e=a@b") == (
+        "postgres://eyas:[REDACTED]@db:5432/x?e=a@b"
+    )
+
+
+def test_remembered_secrets_reach_redactors_made_later() -> None:
+    secret = "plain-remembered-value-4711"
+    assert Redactor().text(secret) == secret
+    remember_secrets([secret])
+    assert Redactor().text(f"x {secret} y") == "x [REDACTED:secret] y"

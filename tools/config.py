@@ -24,6 +24,14 @@ def _absolute_posix(value: str) -> str:
 def _http_url(value: str) -> str:
     if not value.startswith(("http://", "https://")):
         raise ValueError(f"must start with http:// or https://, got {value!r}")
+    # Any '@' before the query, not only in the parsed netloc: a password holding '/' ends the netloc early.
+    if "@" in value.split("://", 1)[1].partition("?")[0].partition("#")[0]:
+        # httpx would turn them into Basic auth and silently drop the API key; and a URL is printed, recorded
+        # and passed on command lines, where a password must never be.
+        raise ValueError(
+            "holds credentials (user:password@ or token@ before the host), which eyas refuses: remove them from "
+            "the URL, and put the key in an environment variable named by api_key_env (sent as a Bearer token)"
+        )
     return value.rstrip("/")
 
 

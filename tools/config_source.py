@@ -7,8 +7,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from eyas.tools.config import EyasConfig, load_config
+from eyas.tools.config import EyasConfig, load_config, secret_values
 from eyas.tools.errors import ConfigError
+from eyas.tools.recording.redact import remember_secrets
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 
 ENV_VAR = "EYAS_CONFIG"
@@ -31,9 +32,12 @@ class ConfigSource:
         return f"config: {'./' if bare else ''}{self.path} ({self.why})"
 
     def load(self) -> EyasConfig:
-        if self.path is not None:
-            return load_config(self.path)
-        return (self.embedded or EmbeddedTarget.from_env()).config()
+        """The config, its secret values remembered so every output of this process redacts them."""
+        config = (
+            load_config(self.path) if self.path is not None else (self.embedded or EmbeddedTarget.from_env()).config()
+        )
+        remember_secrets(secret_values(config))
+        return config
 
 
 def locate_config(flag: Path | None) -> ConfigSource:

@@ -38,6 +38,7 @@ from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.jobs.detached import Jobs
 from eyas.tools.planning.sizes import DEMO, Sizes
+from eyas.tools.recording.redacted_stream import redact_standard_streams
 from eyas.tools.target.embedded import EmbeddedTarget
 
 app = typer.Typer(
@@ -229,6 +230,7 @@ def demo(
 
 
 def main() -> None:
+    redact_standard_streams()
     # paramiko logs a traceback for every dropped connection; eyas reports those itself, in one paragraph.
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     try:

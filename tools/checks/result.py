@@ -6,11 +6,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from eyas.tools.config import HostConfig, TargetConfig
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
+from eyas.tools.recording.redact import Redactor
 
 
 class Status(StrEnum):
@@ -20,11 +21,19 @@ class Status(StrEnum):
 
 
 class CheckResult(BaseModel):
+    """Redacted as it is made: findings quote unit files and command lines, and go to tables, JSON, the run's
+    state and its report."""
+
     name: str
     status: Status
     message: str
     facts: dict[str, Any] = Field(default_factory=dict)
     duration_s: float = 0.0
+
+    @field_validator("message", "facts")
+    @classmethod
+    def _redacted(cls, value: Any) -> Any:
+        return Redactor().value(value)
 
 
 @dataclass

@@ -44,13 +44,13 @@ def generation_spec(
         "--progress-every", str(settings.progress_every),
     ]  # fmt: skip
     flags += optional_flags({"--temperature": settings.temperature, "--limit": settings.limit})
-    env: dict[str, str] = {}
+    secrets: dict[str, str] = {}
     key = secret(target.api_key_env)
     if target.api_key_env and key:
-        # The job reads the key from its environment, so it is stored in the job's directory on the host.
+        # The job reads the key from its environment, filled from a file in its directory only the owner reads.
         flags += ["--api-key-env", target.api_key_env]
-        env[target.api_key_env] = key
-    return workload_job(job_id, host_config, workloads, "generate.py", flags, env=env, cwd=host_config.workdir)
+        secrets[target.api_key_env] = key
+    return workload_job(job_id, host_config, workloads, "generate.py", flags, secrets=secrets, cwd=host_config.workdir)
 
 
 def download_spec(job_id: str, host_config: HostConfig, workloads: str, source: str, out: str) -> JobSpec:

@@ -1,9 +1,10 @@
 """Detached jobs: long work on a host that outlives the SSH session and eyas itself.
 
-Each job is a directory `<workdir>/jobs/<job_id>/` holding the wrapper script `run.sh`, its `log`,
-the wrapper's `pid` (and the process start time, so a recycled pid is not mistaken for the job), and
-`rc` once it ended. Claiming the directory with mkdir is atomic, so launching the same job id twice,
-from a resumed controller or two at once, starts one process.
+Each job is a directory `<workdir>/jobs/<job_id>/` (only its owner may enter it) holding the wrapper script
+`run.sh`, its `log`, the wrapper's `pid` (and the process start time, so a recycled pid is not mistaken for
+the job), `rc` once it ended, and `secrets.env` when the job needs secrets: those travel by file (SFTP), never
+on a command line, where every user of the host sees them in `ps`. Claiming the directory with mkdir is
+atomic, so launching the same job id twice, from a resumed controller or two at once, starts one process.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ import re
 import shlex
 from enum import StrEnum
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from eyas.tools.errors import JobError
 from eyas.tools.hosts.host import Host
+from eyas.tools.recording.redact import Redactor
 
 _PID_GRACE_S = 60
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SECRETS_FILE = "secrets.env"
 
 
 class JobStatus(StrEnum):
@@ -38,9 +41,12 @@ class JobSpec(BaseModel):
     job_id: str
     argv: list[str] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
+    secrets: dict[str, str] = Field(
+        default_factory=dict, description="environment no one else may see: a file only the owner reads"
+    )
     cwd: str | None = None
 
-    @field_validator("env")
+    @field_validator("env", "secrets")
     @classmethod
     def _env_names_are_shell_names(cls, env: dict[str, str]) -> dict[str, str]:
         # Names go into `export NAME=...` unquoted (values are quoted), so only shell names are allowed.
@@ -48,6 +54,15 @@ class JobSpec(BaseModel):
         if bad:
             raise ValueError(f"environment variable names must be letters, digits and '_', not {bad}")
         return env
+
+    @model_validator(mode="after")
+    def _secret_looking_env_is_secret(self) -> JobSpec:
+        """A net for callers that put a token in env: whatever the redactor would hide travels as a secret."""
+        hidden = {name: value for name, value in self.env.items() if Redactor().finds_secret(f"{name}={value}")}
+        if hidden:
+            self.env = {name: value for name, value in self.env.items() if name not in hidden}
+            self.secrets = {**self.secrets, **hidden}
+        return self
 
 
 class JobState(BaseModel):
@@ -91,6 +106,9 @@ def wrapper_script(spec: JobSpec, directory: str) -> str:
     # The job's environment first, so the program is looked up with the PATH it will run with; the
     # wrapper sets no shell variables of its own that an environment entry could replace.
     lines += [f"export {name}={q(value)}" for name, value in sorted(spec.env.items())]
+    if spec.secrets:
+        secrets = q(f"{directory}/{SECRETS_FILE}")
+        lines.append(f"[ -r {secrets} ] && . {secrets} || {{ echo 'eyas: {SECRETS_FILE} is missing'; finish 126; }}")
     lines += [
         f"command -v {program} > /dev/null || {{",
         f"  printf '%s (PATH: %s). %s\\n' {q(f'eyas: {spec.argv[0]!r} is not found by a non-interactive shell')}"
@@ -104,6 +122,11 @@ def wrapper_script(spec: JobSpec, directory: str) -> str:
     lines.append(" ".join([program, *(q(arg) for arg in spec.argv[1:])]))
     lines.append('finish "$?"')
     return "\n".join(lines) + "\n"
+
+
+def secrets_file(secrets: dict[str, str]) -> str:
+    """secrets.env: sourced by run.sh, so the values reach the job's environment and no command line."""
+    return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in sorted(secrets.items()))
 
 
 # Prints one line per job directory: name pid rc alive started finished dir-age (`-` for missing values).
@@ -143,20 +166,35 @@ class Jobs:
         directory = self.directory(spec.job_id)
         q = shlex.quote
         script = base64.b64encode(wrapper_script(spec, directory).encode()).decode()
-        meta = base64.b64encode(json.dumps(spec.model_dump()).encode()).decode()
-        command = (
-            f"mkdir -p {q(self.root)} || exit 1; if mkdir {q(directory)} 2>/dev/null; then "
+        # job.json names the secrets; their values are only in secrets.env.
+        meta = {**spec.model_dump(exclude={"secrets"}), "secrets": sorted(spec.secrets)}
+        encoded_meta = base64.b64encode(json.dumps(meta).encode()).decode()
+        prepare = (
             f"cd {q(directory)} && echo {script} | base64 -d > run.sh && chmod 700 run.sh && "
-            f"(umask 077 && echo {meta} | base64 -d > job.json) && "
-            "setsid /bin/sh ./run.sh < /dev/null >> log 2>&1 & "
-            "outcome=launched; else outcome=exists; fi; "
-            # Wait (briefly, on the host) until the wrapper recorded its pid, so status is never ambiguous;
-            # also when another launcher of the same id created the directory a moment ago.
-            f"i=0; while [ ! -s {q(directory)}/pid ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
-            'echo "$outcome"'
+            f"(umask 077 && echo {encoded_meta} | base64 -d > job.json)"
         )
-        self.host.run(command, timeout=60).check(f"Launching job {spec.job_id}")
+        start = f"cd {q(directory)} && setsid /bin/sh ./run.sh < /dev/null >> log 2>&1 & "
+        # Wait (briefly, on the host) until the wrapper recorded its pid, so status is never ambiguous;
+        # also when another launcher of the same id created the directory a moment ago.
+        wait = f"i=0; while [ ! -s {q(directory)}/pid ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
+        if not spec.secrets:
+            self._claim(spec.job_id, f"{prepare} && {start}", wait)
+        elif self._claim(spec.job_id, f"{prepare} || exit 1; ", "") == "launched":
+            # Claimed and prepared, not started: the secrets go in by file first. A controller that dies here
+            # leaves a job that never wrote its pid, which status reports as lost after the grace period.
+            self.host.write_text(f"{directory}/{SECRETS_FILE}", secrets_file(spec.secrets), mode=0o600)
+            self.host.run(start + wait, timeout=60).check(f"Starting job {spec.job_id}")
         return self.status(spec.job_id)
+
+    def _claim(self, job_id: str, then: str, wait: str) -> str:
+        """Create the job's directory (owner only) and run `then` in it when this call created it; the outcome."""
+        q = shlex.quote
+        directory = self.directory(job_id)
+        command = (
+            f"mkdir -p {q(self.root)} || exit 1; if (umask 077 && mkdir {q(directory)}) 2>/dev/null; then "
+            f'{then}outcome=launched; else outcome=exists; fi; {wait}echo "$outcome"'
+        )
+        return self.host.run(command, timeout=60).check(f"Launching job {job_id}").stdout.strip()
 
     def statuses(self, job_ids: list[str]) -> list[JobState]:
         if not job_ids:

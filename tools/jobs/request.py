@@ -33,13 +33,15 @@ def workload_job(
     flags: list[str],
     *,
     env: dict[str, str] | None = None,
+    secrets: dict[str, str] | None = None,
     cwd: str | None = None,
 ) -> JobSpec:
-    """`<host python> <workloads_dir>/<script> <flags>` with the common environment plus `env`."""
+    """`<host python> <workloads_dir>/<script> <flags>` with the common environment plus `env`, and `secrets`
+    by file (see JobSpec)."""
     if not posixpath.isabs(workloads_dir):
         raise ValueError(f"the workloads directory must be absolute on the host, got {workloads_dir!r}")
     argv = [host.python, posixpath.join(workloads_dir, script), *flags]
-    return JobSpec(job_id=job_id, argv=argv, env={**JOB_ENV, **(env or {})}, cwd=cwd)
+    return JobSpec(job_id=job_id, argv=argv, env={**JOB_ENV, **(env or {})}, secrets=secrets or {}, cwd=cwd)
 
 
 def optional_flags(values: dict[str, object | None]) -> list[str]:

@@ -1,4 +1,5 @@
-"""Secrets never reach a transcript: configured secret values and common secret shapes are replaced first.
+"""Secrets never reach a transcript, a terminal, a state file or a report: configured secret values, common
+secret shapes and detect-secrets' token detectors are replaced first.
 
 Redaction is deterministic and idempotent, so a replay can redact a live request the same way and compare.
 Base64 blobs (job scripts travel base64-encoded inside commands) are decoded, redacted and re-encoded.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -21,10 +23,12 @@ def _mark(what: str) -> str:
     return f"[REDACTED:{what}]"
 
 
-# A name that holds a secret: it ends with one of these words (so max_tokens, tokenizer, pad_token_id do not).
+# A name that holds a secret: it ends with one of these words (so max_tokens, tokenizer, pad_token_id do not),
+# or has a part that only credentials have (DB_CREDENTIALS_FILE, GPG_PASSPHRASE, BASIC_AUTH, OAUTH_CLIENT).
 _SECRET_NAME = (
-    r"(?:[A-Za-z0-9]+[_.-])*(?<!eos_)(?<!bos_)(?<!pad_)(?<!unk_)(?<!sep_)(?<!cls_)(?<!mask_)"
-    r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|token|secret|password|passwd|pwd)"
+    r"(?:(?:[A-Za-z0-9]+[_.-])*(?<!eos_)(?<!bos_)(?<!pad_)(?<!unk_)(?<!sep_)(?<!cls_)(?<!mask_)"
+    r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|token|secret|password|passwd|pwd|pass)"
+    r"|(?:[A-Za-z0-9]+[_.-])*(?:credentials?|passphrase|o?auth[nz]?|authentication)(?:[_.-][A-Za-z0-9]+)*)"
     r"(?![A-Za-z0-9_])"
 )
 _FRESH = r"(?!\[REDACTED)(?!\$)"  # not already redacted, not a shell variable reference
@@ -59,8 +63,23 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), _mark("hf-token")),
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b"), _mark("github-token")),
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), _mark("aws-key")),
-    (re.compile(r"(://[^/\s:@]+:)" + _FRESH + r"[^/\s@]+@"), r"\1" + MARK + "@"),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), _mark("slack-token")),
+    (re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+"), _mark("slack-webhook")),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), _mark("jwt")),
+    (
+        re.compile(r"""(?i)(?<![A-Za-z0-9_-])((?:set-)?cookie["']?\s*:\s*+["']?)""" + _FRESH + r"""[^\r\n"']+"""),
+        r"\1" + MARK,
+    ),
+    # user:password@host, the password up to the last '@' before the host (passwords may hold '/' and '@').
+    (
+        re.compile(r"""(://[^/\s:@"']+:)""" + _FRESH + r"""[^\s"'?#]+@(?=[A-Za-z0-9.\[\]-]+(?:[:/?#\s"'),]|$))"""),
+        r"\1" + MARK + "@",
+    ),
+    (re.compile(r"""(https?://)""" + _FRESH + r"""[^/\s:@"']+@"""), r"\1" + MARK + "@"),  # https://TOKEN@host
 ]
+# `--api-key VALUE` as two words of an argv list.
+_SECRET_FLAG = re.compile(r"(?i)^--" + _SECRET_NAME + "$")
+
 # Header and field names whose whole value is a secret, whatever it looks like.
 _SECRET_KEY = re.compile(
     r"(?i)^(?:authorization|proxy-authorization|cookie|set-cookie|x-api-key|" + _SECRET_NAME + ")$"
@@ -70,12 +89,63 @@ _BASE64_BLOB = re.compile(
 )
 
 
+_remembered: set[str] = set()
+
+
+def remember_secrets(values: Iterable[str]) -> None:
+    """Secret values this process loaded (the config's keys): every Redactor made afterwards replaces them,
+    so outputs that never see the config (the terminal, state files) redact them too."""
+    _remembered.update(value for value in values if value)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def _delimited(kind: str) -> Any:
+    """A replacement that keeps the separators some detector patterns match around the secret."""
+
+    def replace(match: re.Match[str]) -> str:
+        found = match.group(0)
+        core = found.strip(" \t=:\"'")
+        if not core:
+            return found
+        start = found.index(core)
+        return found[:start] + _mark(kind) + found[start + len(core) :]
+
+    return replace
+
+
+# Detectors left out: entropy and keyword guesses (they flag hashes and prose), public IPs (not secrets), and
+# those the patterns above already handle better (private keys and URL passwords, whole).
+_SKIPPED_DETECTORS = {
+    "Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector",
+    "PrivateKeyDetector", "BasicAuthDetector",
+}  # fmt: skip
+
+
+@functools.cache
+def _detectors() -> tuple[tuple[re.Pattern[str], Any], ...]:
+    """detect-secrets' token patterns: a second net of well-kept shapes beside ours (imported on first use)."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    found: list[tuple[re.Pattern[str], Any]] = []
+    for kind, plugin in get_mapping_from_secret_type_to_class().items():
+        if issubclass(plugin, RegexBasedDetector) and plugin.__name__ not in _SKIPPED_DETECTORS:
+            # A class attribute on each detector (an abstract property on the base class).
+            patterns: Iterable[re.Pattern[str]] = getattr(plugin, "denylist", ())
+            found += [(pattern, _delimited(_slug(kind))) for pattern in patterns]
+    return tuple(found)
+
+
 class Redactor:
     """Replaces secrets in strings, and recursively in the strings of dicts and lists."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         # Longest first, so a secret that contains another is replaced whole.
-        self._secrets = sorted({value for value in secrets if value}, key=len, reverse=True)
+        values = {value for value in (*secrets, *_remembered) if value}
+        self._secrets = sorted(values, key=len, reverse=True)
 
     @classmethod
     def from_config(cls, config: EyasConfig) -> Redactor:
@@ -84,7 +154,7 @@ class Redactor:
     def text(self, value: str) -> str:
         for secret in self._secrets:
             value = value.replace(secret, _mark("secret"))
-        for pattern, replacement in _PATTERNS:
+        for pattern, replacement in (*_PATTERNS, *_detectors()):
             value = pattern.sub(replacement, value)
         return _BASE64_BLOB.sub(self._blob, value) if len(value) >= 24 else value
 
@@ -94,11 +164,18 @@ class Redactor:
         if isinstance(value, dict):
             return {key: self._field(key, item) for key, item in value.items()}
         if isinstance(value, list | tuple):
-            return [self.value(item) for item in value]
+            return self._items(value)
         return value
 
     def finds_secret(self, value: str) -> bool:
         return self.text(value) != value
+
+    def _items(self, items: list[Any] | tuple[Any, ...]) -> list[Any]:
+        after_flag = [isinstance(item, str) and bool(_SECRET_FLAG.match(item)) for item in (None, *items)]
+        return [
+            MARK if flag and isinstance(item, str) and not item.startswith(("--", "[REDACTED")) else self.value(item)
+            for flag, item in zip(after_flag, items, strict=False)
+        ]
 
     def _field(self, key: Any, item: Any) -> Any:
         if isinstance(item, str) and item and isinstance(key, str) and _SECRET_KEY.match(key):
