@@ -154,13 +154,14 @@ class LLM:
         self.sampling = sampling or {}
         self._clock = clock
         self._timeout_s = timeout_s
-        # The deadline client makes `timeout_s` bound each whole answer, not each read of it.
+        # The deadline client makes `timeout_s` bound each whole answer, not each read of it. openai types the
+        # argument as its own httpx2 client, and takes an httpx one too (checked when it is constructed).
         self._client = OpenAI(
             base_url=config.base_url,
             api_key=secret(config.api_key_env) or DUMMY_KEY,
             max_retries=0,
             timeout=timeout_s,
-            http_client=deadline_client(),
+            http_client=deadline_client(),  # type: ignore[arg-type]
         )
 
     @property

@@ -46,10 +46,13 @@ class _Section(BaseModel):
 class HostConfig(_Section):
     """A machine eyas acts on: `local`, or an SSH address."""
 
-    address: str = Field(description='"local" for this machine, else a hostname or IP reached over SSH')
+    address: str = Field(
+        description='"local" for this machine, else a hostname, IP or ~/.ssh/config Host reached over SSH'
+    )
     port: int = Field(22, ge=1, le=65535)
     user: str | None = None
     key_file: str | None = Field(None, description="private key; default: ssh-agent and ~/.ssh keys")
+    key_passphrase_env: str | None = Field(None, description="env var holding key_file's passphrase, if it has one")
     known_hosts: str = Field("~/.ssh/known_hosts", description="host keys trusted for this host")
     python: AbsolutePath = Field(description="the ML environment's interpreter (vllm, speculators, torch)")
     workdir: AbsolutePath = Field(description="where eyas keeps jobs, data and checkpoints on the host")

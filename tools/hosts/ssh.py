@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import paramiko
 
+from eyas.tools.config import secret
 from eyas.tools.errors import (
     AuthFailed,
     CommandTimeout,
@@ -29,6 +30,9 @@ T = TypeVar("T")
 _CHUNK = 1 << 16
 # Remote `timeout` exits 124 when it stopped the command, 137 when it had to SIGKILL it.
 _TIMEOUT_RCS = (124, 137)
+CONNECT_TIMEOUT_S = 10.0  # each stage of a connect: TCP, the server's greeting, the login
+# Tried in this order on a key file, as paramiko's own client does.
+_KEY_TYPES: tuple[type[paramiko.PKey], ...] = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
 # OpenSSH serves at most MaxSessions (default 10) channels on one connection and refuses more; commands
 # beyond this many wait for a free one (the SFTP session holds one more).
 _MAX_COMMANDS = 8
@@ -43,19 +47,29 @@ class SSHHost(Host):
         port: int = 22,
         user: str | None = None,
         key_file: str | None = None,
+        key_passphrase_env: str | None = None,
         known_hosts: str = "~/.ssh/known_hosts",
-        connect_timeout: float = 10.0,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+        jump: SSHHost | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """`jump`: the host to tunnel through (ssh's ProxyJump); `key_passphrase_env` names the environment
+        variable holding the passphrase of `key_file`."""
         self.name = name
         self.address = address
         self.port = port
         self.user = user
         self.key_file = str(Path(key_file).expanduser()) if key_file else None
+        self.key_passphrase_env = key_passphrase_env
         self.known_hosts = str(Path(known_hosts).expanduser())
         self.connect_timeout = connect_timeout
+        self.jump = jump
         self._clock = clock
         self._client: paramiko.SSHClient | None = None
+        # A host that never let eyas in is not dialled again until close(): each retry would wait out the
+        # timeout once more, and each failed login counts towards the host's ban (fail2ban, MaxAuthTries).
+        self._answered = False
+        self._refusal: HostError | None = None
         self._sftp: paramiko.SFTPClient | None = None
         self._lock = threading.Lock()
         self._sftp_lock = threading.Lock()
@@ -68,6 +82,19 @@ class SSHHost(Host):
         return f"{self.user + '@' if self.user else ''}{self.address}:{self.port}"
 
     def _connect(self) -> paramiko.SSHClient:
+        if self._refusal is not None:
+            raise type(self._refusal)(str(self._refusal))
+        try:
+            client = self._dial()
+        except HostError as exc:
+            if not self._answered:
+                self._refusal = exc
+            raise
+        self._answered = True
+        return client
+
+    def _dial(self) -> paramiko.SSHClient:
+        key = self._load_key()
         client = paramiko.SSHClient()
         if not Path(self.known_hosts).is_file():
             raise HostKeyUnknown(
@@ -83,9 +110,10 @@ class SSHHost(Host):
                 self.address,
                 port=self.port,
                 username=self.user,
-                key_filename=self.key_file,
-                look_for_keys=self.key_file is None,
-                allow_agent=self.key_file is None,
+                pkey=key,
+                look_for_keys=key is None,
+                allow_agent=key is None,
+                sock=self.jump.tunnel(self.address, self.port) if self.jump else None,
                 timeout=self.connect_timeout,
                 banner_timeout=self.connect_timeout,
                 auth_timeout=self.connect_timeout,
@@ -110,6 +138,13 @@ class SSHHost(Host):
             ) from None
         except paramiko.SSHException as exc:
             client.close()
+            if "No authentication methods available" in str(exc):
+                raise AuthFailed(
+                    f"eyas has no key to log in to {self._where} with: host '{self.name}' sets no key_file, no "
+                    "IdentityFile in ~/.ssh/config exists for it, ssh-agent offers no key (is SSH_AUTH_SOCK set?) "
+                    "and ~/.ssh holds no id_* key. Set key_file for the host in the config, or add the key to "
+                    "ssh-agent with ssh-add."
+                ) from None
             if "not found in known_hosts" in str(exc):
                 raise HostKeyUnknown(
                     f"The host key of {self._where} is not in {self.known_hosts}; eyas never trusts an "
@@ -117,17 +152,17 @@ class SSHHost(Host):
                     f"it: ssh-keyscan -p {self.port} {self.address} >> {self.known_hosts}"
                 ) from None
             raise HostUnreachable(
-                f"The SSH handshake with {self._where} failed ({exc or 'no answer'}). Check that sshd, not "
-                f"another service, listens on port {self.port} and answers within the connect timeout "
-                f"({self.connect_timeout:g} s)."
+                f"The SSH handshake with {self._where} failed within the connect timeout of "
+                f"{self.connect_timeout:g} s ({exc or 'no answer'}). Check that sshd, not another service, "
+                f"listens on port {self.port}; eyas does not dial it again in this command."
             ) from None
         except (OSError, EOFError) as exc:
             client.close()
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or "timed out"
             raise HostUnreachable(
-                f"Cannot reach host '{self.name}' at {self._where} within {self.connect_timeout:.0f} s "
+                f"Cannot reach host '{self.name}' at {self._where} within {self.connect_timeout:g} s "
                 f"({reason}). Check the address and port in the config, that sshd runs there, and the "
-                "network path (VPN, firewall)."
+                "network path (VPN, firewall); eyas does not dial it again in this command."
             ) from None
         transport = client.get_transport()
         assert transport is not None
@@ -179,8 +214,64 @@ class SSHHost(Host):
         self._open_channel().close()
 
     def close(self) -> None:
+        """Also forgets a refused connect: the next use dials again."""
         with self._lock:
             self._drop()
+            self._refusal = None
+        if self.jump is not None:
+            self.jump.close()
+
+    def tunnel(self, address: str, port: int) -> paramiko.Channel:
+        """A TCP stream from this host to address:port, for the next hop to run SSH over (ProxyJump)."""
+        transport = self._live_client().get_transport()
+        assert transport is not None
+        try:
+            return transport.open_channel(
+                "direct-tcpip", (address, port), ("127.0.0.1", 0), timeout=self.connect_timeout
+            )
+        except (paramiko.SSHException, OSError) as exc:
+            raise HostUnreachable(
+                f"The jump host {self._where} could not open a connection to {address}:{port} ({exc}). Check "
+                "that the address is right as seen from the jump host and that its sshd allows TCP forwarding."
+            ) from None
+
+    def _load_key(self) -> paramiko.PKey | None:
+        """The key_file, read before dialling: a key that cannot be used is a local problem, not the host's."""
+        if self.key_file is None:
+            return None
+        passphrase = secret(self.key_passphrase_env)
+        if self.key_passphrase_env and passphrase is None:
+            raise AuthFailed(
+                f"The passphrase of {self.key_file} for host '{self.name}' is to come from the environment "
+                f"variable {self.key_passphrase_env} (key_passphrase_env), which is not set here. Export it."
+            )
+        problem = "no key type fits"
+        for key_type in _KEY_TYPES:
+            try:
+                return key_type.from_private_key_file(self.key_file, passphrase)
+            except paramiko.PasswordRequiredException:
+                raise AuthFailed(
+                    f"The key {self.key_file} for host '{self.name}' is protected by a passphrase, and eyas never "
+                    "prompts. Put the passphrase in an environment variable and name it in the host's config "
+                    f'(key_passphrase_env = "EYAS_KEY_PASSPHRASE"), or load the key into ssh-agent (ssh-add '
+                    f"{self.key_file}) and remove key_file, so the agent signs."
+                ) from None
+            except OSError as exc:
+                raise AuthFailed(
+                    f"The key file {self.key_file} for host '{self.name}' cannot be read ({exc.strerror or exc}); "
+                    "fix key_file in the config."
+                ) from None
+            except (paramiko.SSHException, ValueError) as exc:
+                problem = str(exc)
+        if passphrase is not None:
+            raise AuthFailed(
+                f"The key {self.key_file} for host '{self.name}' does not open with the passphrase in "
+                f"{self.key_passphrase_env} ({problem}): the passphrase is wrong or the file is damaged."
+            )
+        raise AuthFailed(
+            f"The key file {self.key_file} for host '{self.name}' is not a private key eyas can read ({problem}). "
+            "Point key_file at the private key (OpenSSH or PEM; not the .pub), e.g. ~/.ssh/id_ed25519."
+        )
 
     # -- commands -----------------------------------------------------------------------------
 
