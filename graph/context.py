@@ -83,6 +83,7 @@ RunGraph = CompiledStateGraph[RunState, RunContext, RunState, RunState]
 
 ARTIFACTS = {
     "conversations": "data/conversations.jsonl",
+    "prompt_set": "data/prompt-set.jsonl",
     "prompts": "data/prompts.jsonl",
     "held_out": "data/held-out.jsonl",
     "drafter_base": "drafter-base",

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import TypedDict  # pydantic (and so LangGraph Studio) needs it on Python < 3.12
 
-from eyas.tools.planning.sizes import Sizes
+from eyas.tools.planning.sizes import Sizes, SizeValue
 from eyas.tools.recording.redact import Redactor
 
 ApprovalAction = Literal["approve", "reject", "edit"]
@@ -45,7 +45,9 @@ class GateAnswer(BaseModel):
     action: Action
     reason: str = ""
     who: str = "operator"
-    sizes: dict[str, int] | None = Field(None, description="an edit's sizes: those it names change, the rest stay")
+    sizes: dict[str, SizeValue] | None = Field(
+        None, description="an edit's sizes: those it names change, the rest stay"
+    )
 
     @field_validator("reason")
     @classmethod
@@ -60,7 +62,7 @@ class GateAnswer(BaseModel):
 class RunState(TypedDict, total=False):
     run_id: str
     phase: str
-    sizes: dict[str, int]  # Sizes.model_dump()
+    sizes: dict[str, SizeValue]  # Sizes.model_dump()
     verification: dict[str, dict[str, str]]  # check -> {status, message}
     free_disk_bytes: int
     plan: dict[str, Any]
@@ -68,6 +70,7 @@ class RunState(TypedDict, total=False):
     artifacts: dict[str, str]  # name -> path on the host
     decisions: Annotated[list[Decision], operator.add]
     failure: Failure | None
+    prompts: dict[str, Any]  # the prompt split's summary: source, training and held-out counts
     evaluation: dict[str, Any]
     research: str | None
     report: str

@@ -15,7 +15,7 @@ from eyas.tools.jobs.detached import JobState, JobStatus
 from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.workloads.progress import last_progress
 
-Setup = Callable[[RunContext, RunState], None]
+Setup = Callable[[RunContext, RunState], dict[str, Any]]  # a state update (e.g. what the setup found)
 
 
 def make_launch(phase: str, build: SpecBuilder, artifact: str, setup: Setup | None = None) -> Node:
@@ -26,8 +26,7 @@ def make_launch(phase: str, build: SpecBuilder, artifact: str, setup: Setup | No
         ctx = runtime.context
         specs = build(ctx, state)
         upload_workloads(ctx.host, ctx.host_config.workdir)
-        if setup is not None:
-            setup(ctx, state)
+        prepared = setup(ctx, state) if setup is not None else {}
         jobs = ctx.jobs
         # Reached after a failure only through the failure gate's "retry": relaunch what failed or was lost.
         retrying = state.get("failure") is not None
@@ -37,6 +36,7 @@ def make_launch(phase: str, build: SpecBuilder, artifact: str, setup: Setup | No
             started = ctx.boundary.launch_job(jobs, spec)
             ctx.on_note(f"{phase}: job {spec.job_id} {started.describe()} (pid {started.pid})")
         return {
+            **prepared,
             "phase": phase,
             "failure": None,
             "jobs": {**state.get("jobs", {}), phase: [spec.job_id for spec in specs]},

@@ -4,23 +4,22 @@ from, if any, downloads beside it."""
 from __future__ import annotations
 
 import json
+import shlex
+from typing import Any
 
 from eyas.graph.context import RunContext
 from eyas.graph.state import RunState, run_sizes
+from eyas.tools.errors import ConfigError
 from eyas.tools.jobs.data import PROMPT_SET, GenerationSettings, download_spec, generation_spec
 from eyas.tools.jobs.detached import JobSpec
 
-HELD_OUT = 16  # prompts kept out of generation, to measure the drafter on
-
-
-def prompts_path(ctx: RunContext) -> str:
-    return ctx.config.pipeline.prompts or ctx.artifact("prompts")
+CHARS_PER_TOKEN = 3  # a prompt of n characters is taken to be at most n / 3 tokens (English averages about 4)
 
 
 def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
     sizes = run_sizes(state)
     settings = GenerationSettings(
-        input=prompts_path(ctx),
+        input=ctx.artifact("prompts"),
         output=ctx.artifact("conversations"),
         concurrency=sizes.concurrency,
         max_tokens=sizes.max_tokens,
@@ -42,10 +41,34 @@ def drafter_base_dir(ctx: RunContext) -> str:
     return base if base.startswith("/") else ctx.artifact("drafter_base")
 
 
-def setup(ctx: RunContext, state: RunState) -> None:
-    """Put the prompt set (unless the config names one on the host) and the held-out prompts on the host."""
-    rows = [json.loads(line) for line in PROMPT_SET.read_text().splitlines() if line.strip()]
-    if ctx.config.pipeline.prompts is None:
-        ctx.host.write_text(ctx.artifact("prompts"), PROMPT_SET.read_text())
-    held_out = [row for row in rows if "prompt" in row][-HELD_OUT:]
-    ctx.host.write_text(ctx.artifact("held_out"), "".join(json.dumps(row) + "\n" for row in held_out))
+def split_command(ctx: RunContext, state: RunState) -> str:
+    """The host command that writes the run's training and held-out prompts (prompt_split.py)."""
+    sizes = run_sizes(state)
+    source = ctx.artifact("prompt_set") if sizes.prompt_source == "shipped" else sizes.prompt_source
+    argv = [
+        ctx.host_config.python, f"{ctx.workloads_dir}/prompt_split.py", "--source", source,
+        "--train", str(sizes.samples), "--held-out", str(sizes.held_out),
+        "--train-out", ctx.artifact("prompts"), "--held-out-out", ctx.artifact("held_out"),
+        "--max-prompt-chars", str(max(1, (sizes.max_seq_len - sizes.max_tokens) * CHARS_PER_TOKEN)),
+    ]  # fmt: skip
+    return shlex.join(argv)
+
+
+def setup(ctx: RunContext, state: RunState) -> dict[str, Any]:
+    """Split the run's prompt source into training and held-out prompts on the host (by a hash of each
+    conversation id, so no held-out prompt is ever trained on); the summary goes into the run's state."""
+    if run_sizes(state).prompt_source == "shipped":
+        ctx.host.write_text(ctx.artifact("prompt_set"), PROMPT_SET.read_text())
+    ctx.host.run(f"mkdir -p {shlex.quote(ctx.artifact('prompts').rsplit('/', 1)[0])}", timeout=30).check(
+        "Creating the run's data directory"
+    )
+    result = ctx.host.run(split_command(ctx, state), timeout=600)
+    result.check("Splitting the prompt source into training and held-out prompts")
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    if summary["train"] == 0 or summary["held_out"] == 0:
+        raise ConfigError(
+            f"The prompt source {summary['source']} gave {summary['train']} training and {summary['held_out']} "
+            "held-out prompts; both need at least one. Choose another source (`--prompts`), or a file with more "
+            "rows that have an id and a prompt."
+        )
+    return {"prompts": summary}

@@ -27,6 +27,8 @@ def render_report(state: RunState, ctx: RunContext) -> str:
     lines += [f"**Outcome:** {outcome}", f"**Host:** {ctx.host.name}; target {ctx.config.target.base_url}", ""]
     if state.get("sizes"):
         lines += ["**Sizes:** " + ", ".join(f"{k}={v}" for k, v in state["sizes"].items()), ""]
+    if state.get("prompts"):
+        lines += [prompts_line(state["prompts"]), ""]
     lines += ["## Verification", "", "| check | status | finding |", "|---|---|---|"]
     lines += [f"| {name} | {c['status']} | {c['message']} |" for name, c in state.get("verification", {}).items()]
     plan = state.get("plan", {})
@@ -52,6 +54,13 @@ def render_report(state: RunState, ctx: RunContext) -> str:
     return "\n".join(lines) + "\n"
 
 
+def prompts_line(split: dict[str, Any]) -> str:
+    return (
+        f"**Prompts:** {split['source']}: {split['train']:,} for training, {split['held_out']:,} held out "
+        f"({split['held_out_percent']:g}% of conversations, by a hash of their id; never trained on)"
+    )
+
+
 def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
@@ -60,7 +69,9 @@ def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
     ctx = runtime.context
     update: dict[str, Any] = {"phase": "report"}
     if "evaluate" in state.get("jobs", {}) and not state.get("failure") and not state.get("stopped"):
-        update["evaluation"] = json.loads(ctx.host.read_text(ctx.artifact("evaluation")))
+        measured = json.loads(ctx.host.read_text(ctx.artifact("evaluation")))
+        # What the numbers were measured on and trained with, so that a result file stands on its own.
+        update["evaluation"] = {**measured, "data": {"prompts": state.get("prompts"), "sizes": state.get("sizes")}}
     # The update's keys are RunState's, but mypy cannot merge a plain dict into a TypedDict.
     update["report"] = render_report({**state, **update}, ctx)  # type: ignore[typeddict-item]
     return update

