@@ -114,8 +114,9 @@ class BoundaryHost(Host):
             _live(self._inner).write_bytes(path, data, mode=mode)
             return {}
 
-        request = {"host": self.name, "path": path, "mode": mode, **file_facts(data, self._max_content)}
-        self._boundary.cross("file_write", request, perform)
+        # A file only its owner may read carries secrets: neither its bytes nor their digest are recorded.
+        facts = {"size": len(data), "secret": True} if mode & 0o077 == 0 else file_facts(data, self._max_content)
+        self._boundary.cross("file_write", {"host": self.name, "path": path, "mode": mode, **facts}, perform)
 
     def exists(self, path: str) -> bool:
         def perform() -> Fields:

@@ -151,15 +151,16 @@ class FileReadEvent(Crossing):
 
 
 class FileWriteEvent(Crossing):
-    REQUEST = ("host", "path", "mode", "size", "sha256", "content", "encoding")
+    REQUEST = ("host", "path", "mode", "size", "sha256", "content", "encoding", "secret")
     kind: Literal["file_write"] = "file_write"
     host: str
     path: str
     mode: int
     size: int
-    sha256: str
+    sha256: str | None = Field(None, description="None for a secret file: a digest would let a weak key be guessed")
     content: str | None = None
     encoding: Literal["utf-8", "base64"] | None = None
+    secret: bool = Field(False, description="written for its owner only (e.g. a job's secrets.env): size alone kept")
 
 
 class FileExistsEvent(Crossing):
