@@ -48,6 +48,7 @@ from eyas.tools.checks.host_facts import HostFacts, installed_versions, local_do
 from eyas.tools.config import HostConfig, TargetConfig
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
+from eyas.tools.private_files import write_private
 from eyas.tools.recording.boundary import Boundary
 from eyas.tools.web.search import WebSearch
 
@@ -141,7 +142,7 @@ def _cli_help(deps: ResearchDeps) -> dict[str, Any]:
     facts = read_cli_help(deps.host, deps.host_config)
     deps.out_dir.mkdir(parents=True, exist_ok=True)
     path = deps.out_dir / HELP_NAME
-    path.write_text(json.dumps(facts.help))
+    write_private(path, json.dumps(facts.help))
     deps.on_event(f"host: read the --help of {len(facts.help)} command(s)")
     return {"help": facts.model_copy(update={"help": {}}).model_dump(), "help_file": str(path)}
 
@@ -265,7 +266,7 @@ def _synthesize(deps: ResearchDeps, state: ResearchState) -> dict[str, Any]:
         path=str(deps.out_dir / REPORT_NAME),
     )
     deps.out_dir.mkdir(parents=True, exist_ok=True)
-    (deps.out_dir / REPORT_NAME).write_text(render(report))
+    write_private(deps.out_dir / REPORT_NAME, render(report))
     deps.on_event(f"report: {report.path}")
     return {"report": report.model_dump(mode="json")}
 

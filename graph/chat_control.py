@@ -10,10 +10,11 @@ import sys
 from typing import Literal
 
 from eyas.graph.runner import read_run
-from eyas.graph.runs import RunDir, runs_root
+from eyas.graph.runs import RunDir, run_dir
 from eyas.graph.state import GateAnswer
 from eyas.tools.config import EyasConfig
 from eyas.tools.errors import EyasError
+from eyas.tools.private_files import open_private
 
 # The same interpreter and package as this process, wherever (and however) eyas is installed.
 EYAS = [sys.executable, "-m", "eyas"]
@@ -25,7 +26,7 @@ class ChatPipeline:
 
     def __init__(self, chat_run: RunDir, config: EyasConfig) -> None:
         attached = chat_run.meta().get("kind") != "chat"
-        self.run = chat_run if attached else RunDir(runs_root() / f"{chat_run.run_id}-pipeline")
+        self.run = chat_run if attached else run_dir(f"{chat_run.run_id}-pipeline")
         self.config_path = chat_run.meta().get("config")
         self.config = config
 
@@ -77,9 +78,8 @@ class ChatPipeline:
 
     def _spawn(self, args: list[str], what: str) -> str:
         """Drive the run in its own process, detached, logging to the run folder (it stops at the next gate)."""
-        self.run.root.mkdir(parents=True, exist_ok=True)
-        log = self.run.root / "driver.log"
-        with log.open("a") as out:
+        log = self.run.create().root / "driver.log"
+        with open_private(log, "a") as out:
             subprocess.Popen(
                 [*EYAS, *args], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                 env={**os.environ, "EYAS_RUNS_DIR": str(self.run.root.parent)},

@@ -19,6 +19,7 @@ from eyas.graph.context import RunContext, RunGraph
 from eyas.graph.pipeline import build_graph
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
+from eyas.tools.private_files import touch_private
 
 # The terminal's question at a gate: shown the gate's view, it waits for an answer here or from elsewhere.
 Ask = Callable[[dict[str, Any], Callable[[], GateAnswer | None]], GateAnswer]
@@ -36,8 +37,8 @@ class Outcome:
 
 @contextmanager
 def checkpointer(run: RunDir) -> Iterator[SqliteSaver]:
-    run.root.mkdir(parents=True, exist_ok=True)
-    connection = sqlite3.connect(run.checkpoints, check_same_thread=False)
+    """The run's checkpoint DB, created owner-only (SQLite gives its -wal and -shm files the DB's mode)."""
+    connection = sqlite3.connect(touch_private(run.create().checkpoints), check_same_thread=False)
     try:
         yield SqliteSaver(connection)
     finally:
@@ -51,9 +52,13 @@ class RunView:
     state: dict[str, Any]
     pending: tuple[str, dict[str, Any]] | None  # the gate it waits at: (interrupt id, what the gate shows)
     ended: bool
+    started: bool = True
 
 
 def read_run(run: RunDir) -> RunView:
+    """Read-only: a run without a checkpoint (a chat, or a pipeline that never started) gets no empty DB."""
+    if not run.checkpoints.exists():
+        return RunView({}, None, ended=False, started=False)
     with checkpointer(run) as saver:
         snapshot = build_graph(saver).get_state(thread(run))
     pending = (snapshot.interrupts[0].id, snapshot.interrupts[0].value) if snapshot.interrupts else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -15,6 +16,10 @@ from typing import Any
 
 from eyas.graph.state import GateAnswer
 from eyas.tools.errors import EyasError
+from eyas.tools.private_files import open_private, private_dir, write_private
+
+RUN_ID_RULE = "1 to 64 characters: ASCII letters, digits, '.', '_' and '-', the first a letter or digit"
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def runs_root() -> Path:
@@ -24,6 +29,27 @@ def runs_root() -> Path:
 
 def new_run_id() -> str:
     return time.strftime("run-%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(2)
+
+
+def check_run_id(run_id: str) -> str:
+    """The one gate every run id passes (flags, arguments, recordings): an id is one folder name inside the
+    runs folder, never a path out of it, a nested folder or something a shell or `eyas approve` trips on."""
+    if not is_run_id(run_id):
+        shown = run_id if len(run_id) <= 80 else run_id[:77] + "..."
+        raise EyasError(
+            f"{shown!r} is not a valid run id: a run id is {RUN_ID_RULE}, like run-20250101-120000-ab12. "
+            "Use an id of that form; `eyas runs` lists the existing runs."
+        )
+    return run_id
+
+
+def is_run_id(text: str) -> bool:
+    return _RUN_ID.fullmatch(text) is not None
+
+
+def run_dir(run_id: str, root: Path | None = None) -> RunDir:
+    """The folder of run `run_id` (checked) in `root` (default: the runs folder); nothing is created."""
+    return RunDir((root or runs_root()) / check_run_id(run_id))
 
 
 @dataclass(frozen=True)
@@ -54,18 +80,26 @@ class RunDir:
     def report(self) -> Path:
         return self.root / "report.md"
 
+    def create(self) -> RunDir:
+        """The run's folder, and the runs folder around it, owner-only when created here."""
+        private_dir(self.root.parent)
+        private_dir(self.root)
+        return self
+
     def meta(self) -> dict[str, Any]:
         return json.loads(self.meta_path.read_text())
 
     def write_meta(self, meta: dict[str, Any]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.meta_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(meta, indent=2))
-        tmp.replace(self.meta_path)
+        self.create()
+        write_private(self.meta_path, json.dumps(meta, indent=2))
+
+    def write_report(self, text: str) -> None:
+        self.create()
+        write_private(self.report, text)
 
     def record_answer(self, gate_id: str, answer: GateAnswer) -> None:
         """Append an answer to a pending gate (from `eyas approve` in another terminal)."""
-        with self.answers.open("a") as f:
+        with open_private(self.answers, "a") as f:
             f.write(json.dumps({"gate_id": gate_id, **answer.model_dump(exclude_none=True)}) + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -87,8 +121,8 @@ class RunDir:
     @contextmanager
     def driving(self) -> Iterator[None]:
         """Hold the run's lock while driving it: two processes never advance the same run."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with (self.root / "driver.lock").open("a+") as lock:
+        self.create()
+        with open_private(self.root / "driver.lock", "a+") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -115,7 +149,7 @@ class RunDir:
 
 
 def open_run(run_id: str, root: Path | None = None) -> RunDir:
-    run = RunDir((root or runs_root()) / run_id)
+    run = run_dir(run_id, root)
     if not run.meta_path.exists():
         raise EyasError(f"There is no run '{run_id}' in {run.root.parent}; `eyas runs` lists the runs there.")
     return run
@@ -125,4 +159,5 @@ def list_runs(root: Path | None = None) -> list[RunDir]:
     base = root or runs_root()
     if not base.is_dir():
         return []
-    return sorted((RunDir(path) for path in base.iterdir() if (path / "run.json").exists()), key=lambda r: r.run_id)
+    found = (RunDir(path) for path in base.iterdir() if is_run_id(path.name) and (path / "run.json").exists())
+    return sorted(found, key=lambda r: r.run_id)

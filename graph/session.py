@@ -10,7 +10,7 @@ from typing import Any
 
 from eyas.graph.context import RunContext
 from eyas.graph.policy import Policy
-from eyas.graph.runs import RunDir, new_run_id, runs_root
+from eyas.graph.runs import RunDir, new_run_id, run_dir
 from eyas.tools.config import EyasConfig, secret_values
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.errors import EyasError
@@ -33,15 +33,26 @@ def run_meta(source: ConfigSource, policy: Policy | None, sizes: Sizes | None, *
     }
 
 
+def new_run(run_id: str | None = None) -> RunDir:
+    """Where a new run goes: a valid id that no run has yet. Nothing is written: a pipeline run comes into being
+    only once its config, host and transcript have opened (see `begin_run`)."""
+    run = run_dir(new_run_id() if run_id is None else run_id)
+    if run.meta_path.exists():
+        raise EyasError(f"Run {run.run_id} exists already; continue it with `eyas resume {run.run_id}`.")
+    return run
+
+
+def begin_run(run: RunDir, meta: dict[str, Any]) -> RunDir:
+    """Write the new run's meta (run.json): from now on `eyas runs` lists it and `eyas resume` continues it."""
+    new_run(run.run_id).write_meta(meta)
+    return run
+
+
 def create_run(
     source: ConfigSource, policy: Policy | None, sizes: Sizes | None, *, run_id: str | None = None, **extra: Any
 ) -> RunDir:
-    """A new run's folder with its meta (run.json); an existing run is never overwritten."""
-    run = RunDir(runs_root() / (run_id or new_run_id()))
-    if run.meta_path.exists():
-        raise EyasError(f"Run {run.run_id} exists already; continue it with `eyas resume {run.run_id}`.")
-    run.write_meta(run_meta(source, policy, sizes, **extra))
-    return run
+    """A new chat or research run, whose config has loaded already: its folder with its meta."""
+    return begin_run(new_run(run_id), run_meta(source, policy, sizes, **extra))
 
 
 def open_recorder(run: RunDir, config: EyasConfig, transcript: Path | None = None) -> Recorder:
@@ -64,12 +75,13 @@ def initial_state(run: RunDir, config: EyasConfig, meta: dict[str, Any]) -> dict
 
 
 @contextmanager
-def open_context(run: RunDir, **overrides: Any) -> Iterator[RunContext]:
-    """The run's context with every crossing recorded (appending when the run is resumed)."""
-    meta = run.meta()
+def open_context(run: RunDir, meta: dict[str, Any], **overrides: Any) -> Iterator[RunContext]:
+    """The context of the run `meta` describes, every crossing recorded (appended to when it is resumed). The
+    transcript opens last, so a config or host that fails to open leaves none behind."""
     config = run_source(meta).load()
+    machine = open_host(config.target.host, config.host())
     recorder = open_recorder(run, config)
-    host = recorder.host(open_host(config.target.host, config.host()))
+    host = recorder.host(machine)
     try:
         yield RunContext(
             config=config,

@@ -7,6 +7,7 @@ import posixpath
 import tomllib
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -21,6 +22,9 @@ def _absolute_posix(value: str) -> str:
     return value
 
 
+URL_EXAMPLE = "write it like http://10.0.0.5:8000 or, for IPv6, http://[fd00::5]:8000"
+
+
 def _http_url(value: str) -> str:
     if not value.startswith(("http://", "https://")):
         raise ValueError(f"must start with http:// or https://, got {value!r}")
@@ -32,6 +36,13 @@ def _http_url(value: str) -> str:
             "holds credentials (user:password@ or token@ before the host), which eyas refuses: remove them from "
             "the URL, and put the key in an environment variable named by api_key_env (sent as a Bearer token)"
         )
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises for a port that is not a number up to 65535
+    except ValueError as exc:
+        raise ValueError(f"is not a URL eyas can reach ({exc}), got {value!r}; {URL_EXAMPLE}") from None
+    if not parts.hostname or port == 0:
+        raise ValueError(f"names no host and port eyas can reach, got {value!r}; {URL_EXAMPLE}")
     return value.rstrip("/")
 
 
@@ -145,11 +156,17 @@ def format_validation_error(error: ValidationError) -> list[str]:
 def config_problems(path: Path) -> list[str]:
     """Every problem of a config file, each with its field path; empty when the file is valid."""
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_bytes().decode())
     except FileNotFoundError:
         return [f"{path}: no such file (pass an existing config, or omit --config for the embedded default)"]
+    except IsADirectoryError:
+        return [f"{path}: a folder, not a config file (pass the TOML file; `eyas config init` writes one)"]
+    except OSError as exc:
+        return [f"{path}: cannot be read ({exc.strerror}); pass a config file you can read"]
+    except UnicodeDecodeError as exc:
+        return [f"{path}: not UTF-8 text (byte {exc.start}), so not a TOML config; pass the TOML file"]
     except tomllib.TOMLDecodeError as exc:
-        return [f"{path}: not valid TOML: {exc}"]
+        return [f"{path}: not valid TOML: {exc} (`eyas config init NEW.toml` writes a valid example)"]
     try:
         config = EyasConfig.model_validate(raw)
     except ValidationError as exc:

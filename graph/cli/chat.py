@@ -28,6 +28,7 @@ from eyas.tools.config import EyasConfig
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
+from eyas.tools.private_files import touch_private, write_private
 from eyas.tools.recording.recorder import Recorder
 from eyas.tools.web.search import WebSearch
 
@@ -73,7 +74,7 @@ def open_chat(
     control = control_for(run, cfg) if control_for else None
     recorder = open_recorder(run, cfg, run.root / ATTACHED_TRANSCRIPT if attached else None)
     hosts = _Hosts(cfg, recorder)
-    connection = sqlite3.connect(run.root / CHAT_CHECKPOINTS, check_same_thread=False)
+    connection = sqlite3.connect(touch_private(run.root / CHAT_CHECKPOINTS), check_same_thread=False)
     try:
         llm = open_llm(cfg, boundary=recorder)
         http = recorder.http()
@@ -177,7 +178,7 @@ def _thread(run: RunDir, resume: bool) -> str:
     count = json.loads(path.read_text())["count"] if path.exists() else 0
     if not (resume and count):
         count += 1
-        path.write_text(json.dumps({"count": count}))
+        write_private(path, json.dumps({"count": count}))
     return f"chat-{count}"
 
 

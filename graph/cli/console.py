@@ -6,6 +6,7 @@ import time
 from types import TracebackType
 
 from rich.console import Console
+from rich.markup import escape
 from rich.status import Status as Spinner
 from rich.table import Table
 
@@ -19,7 +20,8 @@ STATUS_STYLE = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold re
 
 
 def print_error(message: str) -> None:
-    errors.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """One paragraph; the message is shown as written (a `[hosts]` in it is text, not rich markup)."""
+    errors.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def notice(message: str) -> None:
@@ -35,7 +37,8 @@ def verify_table(report: VerifyReport, title: str) -> Table:
     table.add_column("finding", overflow="fold")
     for result in report.results:
         style = STATUS_STYLE[result.status]
-        table.add_row(result.name, f"[{style}]{result.status.value}[/]", f"{result.duration_s:.2f}s", result.message)
+        status = f"[{style}]{result.status.value}[/]"
+        table.add_row(escape(result.name), status, f"{result.duration_s:.2f}s", escape(result.message))
     table.caption = f"wall {report.wall_s:.2f} s for checks that sum to {report.sum_of_checks_s:.2f} s (concurrent)"
     return table
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 import eyas
 from eyas.graph.cli.chat import chat_command
@@ -119,7 +120,7 @@ def verify_command(
     if json_output:
         print(json.dumps([result.model_dump(mode="json") for result in report.results], indent=2))
     else:
-        console.print(verify_table(report, f"state of host '{name}' and target {cfg.target.base_url}"))
+        console.print(verify_table(report, escape(f"state of host '{name}' and target {cfg.target.base_url}")))
     raise typer.Exit(1 if report.worst is Status.FAIL else 0)
 
 
@@ -137,10 +138,14 @@ def config_check(
         return
     problems = config_problems(source.path)
     for problem in problems:
-        console.print(f"[red]✗[/] {problem}", highlight=False)
+        console.print(f"[red]✗[/] {escape(problem)}", highlight=False)
     if problems:
+        notice(
+            f"Fix each field named above in {source.path}; `eyas config init example.toml` writes an example config "
+            "with every field explained."
+        )
         raise typer.Exit(1)
-    console.print(f"[green]✓[/] {source.path} is valid")
+    console.print(f"[green]✓[/] {escape(str(source.path))} is valid", highlight=False)
 
 
 @config_app.command("init")
@@ -154,7 +159,7 @@ def config_init(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text((files("eyas") / "eyas.example.toml").read_text())
     found = path.resolve() == LOCAL_FILE.resolve()  # ./eyas.toml needs no --config
-    console.print(f"[green]✓[/] wrote {path}", highlight=False)
+    console.print(f"[green]✓[/] wrote {escape(str(path))}", highlight=False)
     console.print(
         "Next, edit it: in [hosts.gpu] the address, user, key_file, python (the ML venv's interpreter) and workdir "
         "(on the big disk); in [target] base_url, model and model_dir; remove [agent] to use the embedded LLM. "
@@ -177,11 +182,12 @@ def jobs_list(ctx: typer.Context, config: ConfigOption = None, host: HostOption 
     name = host or cfg.target.host
     with open_host(name, cfg.host(name)) as machine:
         states = Jobs(machine, cfg.host(name).workdir).list()
-    table = Table(title=f"jobs on '{name}'", title_justify="left")
+    table = Table(title=escape(f"jobs on '{name}'"), title_justify="left")
     for column in ("job", "state", "pid", "log"):
         table.add_column(column)
     for state in states:
-        table.add_row(state.job_id, state.describe(), str(state.pid or ""), f"{state.directory}/log")
+        cells = (state.job_id, state.describe(), str(state.pid or ""), f"{state.directory}/log")
+        table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
 
 
@@ -207,7 +213,7 @@ def jobs_cancel(ctx: typer.Context, job_id: str) -> None:
     name = host or cfg.target.host
     with open_host(name, cfg.host(name)) as machine:
         state = Jobs(machine, cfg.host(name).workdir).cancel(job_id)
-    console.print(f"{job_id}: {state.describe()}")
+    console.print(f"{job_id}: {state.describe()}", markup=False)
 
 
 @app.command("demo")
@@ -229,12 +235,13 @@ def demo(
     finish(start_run(source, config, AUTO_APPROVE, sizes, interactive=False, poll_interval_s=2.0))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """The `eyas` command; `argv` (default: the process's arguments) lets tests run it in-process."""
     redact_standard_streams()
     # paramiko logs a traceback for every dropped connection; eyas reports those itself, in one paragraph.
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     try:
-        app()
+        app(args=argv)
     except EyasError as exc:
         print_error(str(exc))
         sys.exit(2)

@@ -14,19 +14,39 @@ from typing import Annotated, Any
 
 import typer
 from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import BaseModel, ValidationError, field_validator
 from pydantic_core import to_jsonable_python
+from rich.markup import escape
 
 from eyas.graph.cli.console import console
 from eyas.graph.context import RunContext
 from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import Policy
 from eyas.graph.runner import drive
-from eyas.graph.runs import RunDir
-from eyas.tools.config import EyasConfig
+from eyas.graph.runs import RUN_ID_RULE, is_run_id, run_dir
+from eyas.tools.config import EyasConfig, format_validation_error
 from eyas.tools.errors import EyasError
 from eyas.tools.recording.boundary import ReplayError
 from eyas.tools.recording.replay import ReplayReport, ReplaySession
 from eyas.tools.recording.transcript import RunEvent
+
+
+class RecordedRun(BaseModel):
+    """The inputs the run event recorded. A replay takes every one from here, never from where the transcript
+    lies now: a copy in a folder of any name replays the same."""
+
+    config: EyasConfig
+    policy: Policy | None
+    poll_interval_s: float
+    input: dict[str, Any]
+
+    @field_validator("input")
+    @classmethod
+    def _names_a_run(cls, value: dict[str, Any]) -> dict[str, Any]:
+        run_id = value.get("run_id")
+        if not isinstance(run_id, str) or not is_run_id(run_id):
+            raise ValueError(f"run_id {run_id!r} is not a run id ({RUN_ID_RULE})")
+        return value
 
 
 def replay(path: Path) -> tuple[ReplayReport, dict[str, Any]]:
@@ -36,8 +56,18 @@ def replay(path: Path) -> tuple[ReplayReport, dict[str, Any]]:
     if start is None:
         raise EyasError(f"{path} has no run event: it is not the transcript of an `eyas run`.")
     session.note("run", {"meta": start.meta, "config": start.config, "input": start.input})
-    config = EyasConfig.model_validate(start.config)
-    policy = Policy.model_validate(start.meta["policy"]) if start.meta.get("policy") else None
+    try:
+        recorded = RecordedRun.model_validate(
+            {"config": start.config, "policy": start.meta.get("policy"), "input": start.input,
+             "poll_interval_s": start.meta.get("poll_interval_s", 10.0)}
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise EyasError(
+            f"{path}: its run event (#{start.seq}) does not describe a run this eyas can start again: "
+            f"{'; '.join(format_validation_error(exc))}. Replay an unmodified recording of `eyas run`."
+        ) from None
+    config = recorded.config
+    policy = recorded.policy
     state: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="eyas-replay-") as scratch:
         ctx = RunContext(
@@ -45,11 +75,11 @@ def replay(path: Path) -> tuple[ReplayReport, dict[str, Any]]:
             host=session.host(config.target.host),
             http=session.http(),
             clock=session.clock(),
-            run=RunDir(Path(scratch) / Path(path).parent.name),
+            run=run_dir(recorded.input["run_id"], Path(scratch)),
             boundary=session,
             # A replay notifies nobody.
             policy=policy.model_copy(update={"notify_command": None}) if policy else None,
-            poll_interval_s=start.meta.get("poll_interval_s", 10.0),
+            poll_interval_s=recorded.poll_interval_s,
         )
         graph = build_graph(InMemorySaver())
         first: Any = start.input
@@ -89,14 +119,14 @@ def replay_command(
         )
     else:
         for warning in report.warnings:
-            console.print(f"[yellow]warning:[/] {warning}")
-        console.print(f"replayed {report.events_replayed} of {report.events_total} events of {transcript}")
+            console.print(f"[yellow]warning:[/] {escape(warning)}")
+        console.print(f"replayed {report.events_replayed} of {report.events_total} events of {escape(str(transcript))}")
         if report.divergence:
             info = report.divergence
-            console.print(f"[bold red]diverged[/] at event {info.seq} ({info.kind}, task {info.task}):")
+            console.print(f"[bold red]diverged[/] at event {info.seq} ({escape(f'{info.kind}, task {info.task}')}):")
             console.print(info.diff, markup=False, highlight=False)
         elif report.unconsumed:
             console.print(f"[yellow]{len(report.unconsumed)} recorded events were never asked for[/]")
         else:
-            console.print(f"[green]no divergence[/]; final phase {state.get('phase')}")
+            console.print(f"[green]no divergence[/]; final phase {escape(str(state.get('phase')))}")
     raise typer.Exit(0 if report.ok else 1)

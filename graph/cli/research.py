@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from eyas.agents.llm import open_llm
 from eyas.agents.research import ResearchDeps, run_research
@@ -48,7 +49,7 @@ def research_command(
     settings = ResearchSettings(
         max_questions=questions, max_steps=steps, local_docs=[str(path.resolve()) for path in docs or []]
     )
-    console.print(f"research run {run.run_id}: {brief}", highlight=False)
+    console.print(f"research run {run.run_id}: {brief}", markup=False, highlight=False)
     try:
         deps = ResearchDeps(
             llm=open_llm(cfg, boundary=recorder),
@@ -61,7 +62,7 @@ def research_command(
             boundary=recorder,
             local_host=recorder.host(LocalHost()),
             settings=settings,
-            on_event=lambda message: console.print(f"  {message}", highlight=False, soft_wrap=True),
+            on_event=lambda message: console.print(f"  {message}", markup=False, highlight=False, soft_wrap=True),
         )
         report = run_research(brief, deps)
     finally:
@@ -69,9 +70,9 @@ def research_command(
         recorder.close()
     usage = report.usage
     console.print(
-        f"[green]✓[/] {report.path}: {len(report.questions)} question(s), {len(report.sources)} source(s), "
+        f"[green]✓[/] {escape(report.path)}: {len(report.questions)} question(s), {len(report.sources)} source(s), "
         f"web {report.web}; {usage['calls']} LLM calls, {usage['total_tokens']} tokens",
         highlight=False,
     )
     for note in report.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)

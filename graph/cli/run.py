@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
+from rich.markup import escape
 from rich.table import Table
 
 from eyas.graph.cli.console import console, notice
@@ -19,10 +20,11 @@ from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
 from eyas.graph.runner import Outcome, checkpointer, drive, read_run
 from eyas.graph.runs import RunDir, list_runs, open_run, runs_root
-from eyas.graph.session import create_run, initial_state, open_context, run_source
+from eyas.graph.session import begin_run, initial_state, new_run, open_context, run_meta, run_source
 from eyas.graph.state import Action, GateAnswer
 from eyas.tools.config import EyasConfig, format_validation_error
 from eyas.tools.config_source import ConfigSource
+from eyas.tools.errors import EyasError
 from eyas.tools.jobs.detached import Jobs
 from eyas.tools.planning.sizes import Sizes, starting_sizes
 from eyas.tools.workloads.progress import last_progress
@@ -40,28 +42,32 @@ def start_run(
     poll_interval_s: float,
     run_id: str | None = None,
 ) -> Outcome:
-    run = create_run(source, policy, sizes, run_id=run_id, poll_interval_s=poll_interval_s)
-    meta = run.meta()
+    run = new_run(run_id)
+    meta = run_meta(source, policy, sizes, poll_interval_s=poll_interval_s)
     first = initial_state(run, config, meta)
-    console.print(f"run [bold]{run.run_id}[/]: files in {run.root}")
-    return advance(run, first, interactive=interactive, start=(meta, first))
+    console.print(f"run [bold]{escape(run.run_id)}[/]: files in {escape(str(run.root))}")
+    return advance(run, first, interactive=interactive, start=meta)
 
 
-def advance(
-    run: RunDir, first: Any, *, interactive: bool, start: tuple[dict[str, Any], dict[str, Any]] | None = None
-) -> Outcome:
-    """Drive the run from `first` (its first input, or None to continue) and write its report at the end."""
+def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any] | None = None) -> Outcome:
+    """Drive the run from `first` (its first input, or None to continue) and write its report at the end.
+    `start` is a new run's meta, written once its context has opened: a run that cannot start leaves no run."""
+    meta = start or run.meta()
     ui = RunUI()
-    with run.driving(), checkpointer(run) as saver, open_context(run, on_progress=ui.progress, on_note=ui.note) as ctx:
+    with (
+        run.driving(),
+        checkpointer(run) as saver,
+        open_context(run, meta, on_progress=ui.progress, on_note=ui.note) as ctx,
+    ):
         if start is not None:
-            meta, state = start
-            ctx.boundary.note("run", {"meta": meta, "config": ctx.config.model_dump(mode="json"), "input": state})
+            begin_run(run, start)
+            ctx.boundary.note("run", {"meta": start, "config": ctx.config.model_dump(mode="json"), "input": first})
         graph = build_graph(saver)
         ask = ui.ask if interactive and ctx.policy is None else None
         outcome = drive(graph, ctx, first, ask=ask, on_update=ui.update)
     if outcome.finished:
-        run.report.write_text(outcome.state.get("report", ""))
-        console.print(f"[bold green]run {run.run_id} ended[/]: report in {run.report}")
+        run.write_report(outcome.state.get("report", ""))
+        console.print(f"[bold green]run {escape(run.run_id)} ended[/]: report in {escape(str(run.report))}")
         if outcome.state.get("evaluation"):
             console.print(evaluation_table(outcome.state["evaluation"]))
     return outcome
@@ -125,6 +131,12 @@ def resume_command(run_id: Annotated[str, typer.Argument(help="the run to contin
     """Continue a run from its last checkpoint: finished work is not redone, running jobs are re-attached,
     nothing is launched twice. Answers recorded with `eyas approve` are applied first."""
     run = open_run(run_id)
+    if not run.checkpoints.exists():
+        kind = run.meta().get("kind") or "pipeline"
+        raise EyasError(
+            f"Run {run_id} has no checkpoint to continue from: it is a {kind} run that never drove the pipeline. "
+            "Start a pipeline run with `eyas run`."
+        )
     notice(run_source(run.meta()).describe())
     finish(advance(run, None, interactive=sys.stdin.isatty()))
 
@@ -183,21 +195,23 @@ def status_command(
     console.print(f"[bold]{run_id}[/]: phase {summary['phase']}; " + ("driven now" if summary["driven"] else "idle"))
     if pending:
         gate = pending[1]
-        console.print(f"[yellow]waiting at[/] {gate.get('kind')} {gate.get('phase')}: {gate.get('policy', {})}")
+        where = f"{gate.get('kind')} {gate.get('phase')}: {gate.get('policy', {})}"
+        console.print(f"[yellow]waiting at[/] {escape(where)}")
     table = Table(title="jobs", title_justify="left")
     for column in ("phase", "job", "state", "progress", "ETA"):
         table.add_column(column)
     for row in jobs:
-        table.add_row(row["phase"], row["job_id"], row["state"], row["bar"], row["eta"])
+        table.add_row(*(escape(row[key]) for key in ("phase", "job_id", "state", "bar", "eta")))
     console.print(table)
     for decision in summary["decisions"]:
-        console.print(f"gate {decision['gate']}: {decision['action']} by {decision['who']}: {decision['reason']}")
+        line = f"gate {decision['gate']}: {decision['action']} by {decision['who']}: {decision['reason']}"
+        console.print(line, markup=False, highlight=False)
 
 
 def job_rows(run: RunDir, state: dict[str, Any]) -> list[dict[str, Any]]:
     if not state.get("jobs"):
         return []
-    with open_context(run) as ctx:
+    with open_context(run, run.meta()) as ctx:
         jobs = Jobs(ctx.host, ctx.host_config.workdir)
         rows = []
         for phase, ids in state["jobs"].items():
@@ -214,16 +228,18 @@ def job_rows(run: RunDir, state: dict[str, Any]) -> list[dict[str, Any]]:
 
 def runs_command() -> None:
     """List the runs in the runs folder (EYAS_RUNS_DIR, default ./runs)."""
-    table = Table(title=f"runs in {runs_root()}", title_justify="left")
+    table = Table(title=f"runs in {escape(str(runs_root()))}", title_justify="left")
     for column in ("run", "phase", "state", "report"):
         table.add_column(column)
     for run in list_runs():
         view = read_run(run)
-        state = view.state
         waiting = "waiting at a gate" if view.pending else ("ended" if view.ended else "stopped")
+        if not view.started:
+            waiting = f"{run.meta().get('kind') or 'pipeline'}, no checkpoint"
         if run.is_driven():
             waiting = "running"
-        table.add_row(run.run_id, str(state.get("phase", "")), waiting, str(run.report) if run.report.exists() else "")
+        report = str(run.report) if run.report.exists() else ""
+        table.add_row(*(escape(cell) for cell in (run.run_id, str(view.state.get("phase", "")), waiting, report)))
     console.print(table)
 
 

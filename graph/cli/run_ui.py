@@ -40,10 +40,9 @@ class RunUI:
                 self._stop_bars()
                 who = "policy" if decision["who"] == "policy" else decision["who"]
                 style = "green" if decision["action"] in ("approve", "retry") else "yellow"
-                console.print(
-                    f"[{style}]gate {decision['gate']}: {decision['action']}[/] by {who}: {decision['reason']}",
-                    highlight=False,
-                )
+                gate = escape(f"gate {decision['gate']}: {decision['action']}")
+                reason = escape(f"{who}: {decision['reason']}")
+                console.print(f"[{style}]{gate}[/] by {reason}", highlight=False)
 
     # -- progress of jobs ------------------------------------------------------------------------
 
@@ -101,7 +100,7 @@ def _edit_sizes(current: dict[str, int]) -> dict[str, int]:
         try:
             return Sizes.model_validate(edited).model_dump()
         except ValidationError as exc:
-            console.print(f"[red]not valid:[/] {'; '.join(format_validation_error(exc))}", highlight=False)
+            console.print(f"[red]not valid:[/] {escape('; '.join(format_validation_error(exc)))}", highlight=False)
             current = edited
 
 
@@ -132,20 +131,20 @@ def _extra(seen: dict[str, Any]) -> str:
 
 def gate_panel(view: dict[str, Any]) -> Panel:
     if view.get("kind") == "failure":
-        head = f"{view['job_id']}: {view['status']}\n[bold]diagnosis:[/] {escape(view['diagnosis'])}"
+        head = f"{escape(view['job_id'])}: {escape(view['status'])}\n[bold]diagnosis:[/] {escape(view['diagnosis'])}"
         body = f"{head}\n\n{escape(view['log_tail'][-1500:])}"
         return Panel(body, title=f"failure in phase {view['phase']}", border_style="red")
     table = Table.grid(padding=(0, 2))
-    table.add_row("[bold]phase[/]", view["phase"])
-    table.add_row("[bold]host[/]", view["host"])
+    table.add_row("[bold]phase[/]", escape(view["phase"]))
+    table.add_row("[bold]host[/]", escape(view["host"]))
     for key, value in view.get("estimate", {}).items():
         if value is not None:
-            table.add_row(key, f"{value:.3g}" if isinstance(value, float) else str(value))
-    table.add_row("[bold]sizes[/]", ", ".join(f"{k}={v}" for k, v in view.get("sizes", {}).items()))
+            table.add_row(escape(key), f"{value:.3g}" if isinstance(value, float) else escape(str(value)))
+    table.add_row("[bold]sizes[/]", escape(", ".join(f"{k}={v}" for k, v in view.get("sizes", {}).items())))
     for name, check in view.get("verification", {}).items():
-        table.add_row(f"verify {name}", f"{check['status']}: {check['message']}")
+        table.add_row(escape(f"verify {name}"), escape(f"{check['status']}: {check['message']}"))
     for command in view.get("commands", []):
-        table.add_row("[bold]will run[/]", command)
+        table.add_row("[bold]will run[/]", escape(command))
     policy = view.get("policy")
     if policy and not policy["approve"]:
         table.add_row("[bold red]policy stop[/]", escape(policy["reasons"]))

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from eyas.graph.cli.console import console, errors
+from eyas.tools.errors import EyasError
 from eyas.tools.recording.transcript import (
     ApprovalEvent,
     ClockEvent,
@@ -29,6 +30,7 @@ from eyas.tools.recording.transcript import (
     LlmEvent,
     NodeEvent,
     SearchEvent,
+    SkippedLine,
     TcpEvent,
     read_transcript,
 )
@@ -57,14 +59,19 @@ def show_command(
     """Print a recorded run as a timeline: each crossing with its task, what it asked and answered, and how long
     it took; the approval gates with their decisions; a summary line. Warns when the transcript ends in a line
     cut by a crash (the complete events before it are shown)."""
-    loaded = read_transcript(transcript)
+    loaded = read_transcript(transcript, keep_unknown=True)
+    if not loaded.events and not loaded.skipped:
+        raise EyasError(
+            f"{transcript} holds no complete event: the run wrote nothing before it stopped. Pass the transcript of a "
+            "run that started (`eyas runs` lists them; each keeps runs/<run_id>/transcript.jsonl)."
+        )
     for warning in loaded.warnings:
         errors.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     events = loaded.events
     shown = [event for event in events if _selected(event, task, kind, host)]
     start = min((_started(event) for event in events), default=0.0)
     node_starts: dict[tuple[str, str], float] = {}
-    table = Table(title=f"{transcript}", title_justify="left", show_lines=False)
+    table = Table(title=escape(str(transcript)), title_justify="left", show_lines=False)
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("#", "right"),
         ("at", "right"),
@@ -76,7 +83,8 @@ def show_command(
     table.add_column("what", overflow="fold")
     table.add_column("took", justify="right", no_wrap=True)
     wanted = {event.seq for event in shown}
-    for event in events:
+    for index, event in enumerate(events):
+        _mark_skipped(table, loaded.skipped, index)
         took = _duration(event, node_starts)  # every event, so a node's end finds its start when filtered out
         if event.seq in wanted:
             table.add_row(
@@ -87,8 +95,24 @@ def show_command(
                 _describe(event),
                 _human_duration(took),
             )
+    _mark_skipped(table, loaded.skipped, len(events))
     console.print(table)
     console.print(_summary(events, shown, start), highlight=False)
+    if loaded.skipped:
+        errors.print(
+            f"[yellow]warning:[/] {_count(len(loaded.skipped), 'line')} skipped (marked ?): events of another eyas "
+            "version; read them with the eyas that recorded the run.",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _mark_skipped(table: Table, skipped: Sequence[SkippedLine], before: int) -> None:
+    """The lines this eyas cannot read, in their place among the events, each with what is wrong with it."""
+    for line in skipped:
+        if line.before == before:
+            what = f"[yellow]? line {line.line} {escape(line.problem)}[/]"
+            table.add_row("?", "", "", escape(line.kind), what, "")
 
 
 def _selected(event: Event, task: str | None, kinds: list[str] | None, host: str | None) -> bool:
@@ -169,7 +193,10 @@ def _clock_read(event: ClockEvent) -> str:
     if event.op == "sleep":
         return f"sleep {event.seconds:g} s"
     if event.op == "now" and event.value is not None:
-        return f"now → {datetime.fromtimestamp(event.value, UTC).isoformat(timespec='seconds')}"
+        try:
+            return f"now → {datetime.fromtimestamp(event.value, UTC).isoformat(timespec='seconds')}"
+        except (ValueError, OverflowError, OSError):
+            pass  # a reading no calendar holds: shown as the number it is
     return f"{event.op} → {event.value}"
 
 
