@@ -71,6 +71,7 @@ class RunState(TypedDict, total=False):
     decisions: Annotated[list[Decision], operator.add]
     failure: Failure | None
     prompts: dict[str, Any]  # the prompt split's summary: source, training and held-out counts
+    training: dict[str, list[dict[str, Any]]]  # the drafter's curves: {"train": rows, "val": rows}
     evaluation: dict[str, Any]
     research: str | None
     report: str

@@ -85,6 +85,19 @@ def tensor_bytes(path: Path, name: str) -> bytes:
         return handle.read(end - begin)
 
 
+def differing_tensors(first: Path, second: Path) -> dict[str, int]:
+    """{tensor name: how many of its bytes differ} between two safetensors files, for short failure messages."""
+    present = [read_header(path)[0].keys() - {"__metadata__"} for path in (first, second)]
+    counts = {}
+    for name in sorted(present[0] | present[1]):
+        a, b = (
+            tensor_bytes(path, name) if name in names else b""
+            for path, names in zip((first, second), present, strict=True)
+        )
+        counts[name] = abs(len(a) - len(b)) + sum(x != y for x, y in zip(a, b, strict=False))
+    return {name: count for name, count in counts.items() if count}
+
+
 def write_sample_file(
     path: Path, token_ids: list[int], loss_mask: list[bool] | None, layers: str = "2,15,27,30"
 ) -> None:

@@ -62,7 +62,8 @@ def test_trained_drafter_is_accepted_more_than_an_untrained_one(pipeline: Pipeli
     pipeline.train(trained)
     assert {path.name for path in trained.iterdir()} >= {"config.json", "model.safetensors"}
 
-    result = pipeline.evaluate(trained, "evaluate-trained", "--k", "3")
+    # One prompt at a time: each prompt's own counters and seconds, which the intervals resample.
+    result = pipeline.evaluate(trained, "evaluate-trained", "--k", "3", "--concurrency", "1")
     floor = pipeline.evaluate(untrained, "evaluate-untrained", "--k", "3", "--acceptance-only")
 
     assert result["k"] == 3 and len(result["per_position"]) == 3
@@ -73,6 +74,14 @@ def test_trained_drafter_is_accepted_more_than_an_untrained_one(pipeline: Pipeli
     assert result["per_position"][0] > floor["per_position"][0]
     # Acceptance can only fall with depth: a token at position p is accepted only after all before it.
     assert result["per_position"] == sorted(result["per_position"], reverse=True)
+    intervals = result["intervals"]
+    assert intervals["prompts"] == result["prompts"] == len(pipeline.held_out.read_text().splitlines())
+    for key in ("mean_acceptance_length", "acceptance_rate", "speedup"):
+        low, high = intervals[key]
+        assert low <= result[key] <= high, (key, intervals[key], result[key])
+    assert [
+        low <= rate <= high for rate, (low, high) in zip(result["per_position"], intervals["per_position"], strict=True)
+    ] == [True] * 3
     print(
         f"acceptance length trained {result['mean_acceptance_length']:.3f}, untrained "
         f"{floor['mean_acceptance_length']:.3f}; speedup {result['speedup']:.3f}; seconds {pipeline.seconds}"

@@ -111,3 +111,23 @@ def test_result_compares_texts_and_rates() -> None:
     assert (result["speedup"], result["outputs_identical"], result["differing_prompts"]) == (1.5, False, [1])
     alone = evaluate.result_for(dict(spec), None)
     assert (alone["speedup"], alone["outputs_identical"], alone["tokens_per_s_baseline"]) == (None, None, None)
+
+
+def test_intervals_resample_prompts_and_pair_the_speedup() -> None:
+    def prompt(drafts: float, accepted: float, tokens: int, seconds: float) -> dict:
+        counters = spec_metrics.Counters(
+            drafts=drafts, draft_tokens=3 * drafts, accepted=accepted, per_pos={0: accepted}
+        )
+        return {"counters": counters, "tokens": tokens, "seconds": seconds}
+
+    same = {"per_prompt": [prompt(10, 10, 20, 1.0) for _ in range(8)]}
+    steady = evaluate.confidence_intervals(same, {"per_prompt": [prompt(0, 0, 20, 2.0)] * 8}, k=1)
+    assert steady["mean_acceptance_length"] == [2.0, 2.0] and steady["speedup"] == [2.0, 2.0]
+    assert steady["prompts"] == 8 and steady["per_position"] == [[1.0, 1.0]]
+
+    # One prompt accepts everything, the rest nothing: the point estimate sits inside a wide interval.
+    mixed = {"per_prompt": [prompt(10, 30, 40, 1.0)] + [prompt(10, 0, 10, 1.0) for _ in range(7)]}
+    wide = evaluate.confidence_intervals(mixed, None, k=1)
+    point = 1 + 30 / 80
+    assert wide["mean_acceptance_length"][0] < point < wide["mean_acceptance_length"][1]
+    assert wide["mean_acceptance_length"][0] >= 1.0 and "speedup" not in wide

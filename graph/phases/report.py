@@ -46,6 +46,8 @@ def render_report(state: RunState, ctx: RunContext) -> str:
         if per_position:
             rates = ", ".join(f"{position + 1}: {_fmt(rate)}" for position, rate in enumerate(per_position))
             lines += ["", f"Acceptance by draft position: {rates}"]
+    if state.get("training"):
+        lines += training_lines(state["training"])
     failure = state.get("failure")
     if failure:
         lines += ["", "## Failure", "", f"{failure['job_id']} {failure['status']}: {failure['diagnosis']}"]
@@ -65,9 +67,51 @@ def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
+CURVE_POINTS = 200  # training rows kept in the state and the report: enough to plot, small in the checkpoint
+
+
+def training_curves(metrics_jsonl: str) -> dict[str, list[dict[str, Any]]]:
+    """The drafter's metrics.jsonl as curves: every validation row, and at most CURVE_POINTS training rows, evenly
+    spaced (the last kept); a step written twice by a resumed run counts once, its last row."""
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for line in metrics_jsonl.splitlines():
+        try:
+            row = json.loads(line)
+            rows[(str(row["split"]), int(row["step"]))] = row
+        except (ValueError, KeyError, TypeError):
+            continue  # a torn line
+    by_step = [rows[key] for key in sorted(rows, key=lambda key: key[1])]
+    train = [row for row in by_step if row["split"] == "train"]
+    stride = max(1, -(-len(train) // CURVE_POINTS))
+    return {"train": train[::-1][::stride][::-1], "val": [row for row in by_step if row["split"] == "val"]}
+
+
+def training_lines(curves: dict[str, list[dict[str, Any]]]) -> list[str]:
+    lines = [
+        "",
+        "## Training",
+        "",
+        "| epoch | step | validation loss | accuracy by draft position |",
+        "|---|---|---|---|",
+    ]
+    for row in curves["val"]:
+        accuracy = ", ".join(_fmt(value) for value in row.get("acc", []))
+        lines.append(f"| {row.get('epoch')} | {row['step']} | {_fmt(row.get('loss'))} | {accuracy} |")
+    if curves["train"]:
+        last = curves["train"][-1]
+        lines += [
+            "",
+            f"Last step {last['step']}: training loss {_fmt(last.get('loss'))} (curves: `training` in the state).",
+        ]
+    return lines
+
+
 def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
     update: dict[str, Any] = {"phase": "report"}
+    metrics_path = f"{ctx.artifact('drafter')}/metrics.jsonl"
+    if "train" in state.get("jobs", {}) and ctx.host.exists(metrics_path):
+        update["training"] = training_curves(ctx.host.read_text(metrics_path))
     if "evaluate" in state.get("jobs", {}) and not state.get("failure") and not state.get("stopped"):
         measured = json.loads(ctx.host.read_text(ctx.artifact("evaluation")))
         # What the numbers were measured on and trained with, so that a result file stands on its own.

@@ -33,7 +33,7 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,8 +41,8 @@ from typing import Any
 
 import progress
 from conversations import ROLES
-from cpu_caps import vllm_cpu_dtype_args
 from http_fetch import fetch
+from intervals import LEVEL, RESAMPLES, bootstrap, ratio_of_sums
 from spec_metrics import Counters, scrape
 from vllm_server import ServerFailed, VllmServer, server_argv, server_env
 
@@ -144,6 +144,8 @@ def run_prompts(
         return answer["choices"][0]["message"]["content"], answer["usage"]["completion_tokens"]
 
     one(prompts[0])  # warm-up, outside the timing and the counters
+    if args.concurrency == 1:
+        return run_one_by_one(base_url, prompts, one, phase)
     before = metrics(base_url)
     started = time.monotonic()
     pool, results = ThreadPoolExecutor(args.concurrency), []
@@ -165,15 +167,77 @@ def run_prompts(
     }
 
 
+def run_one_by_one(
+    base_url: str,
+    prompts: list[list[dict[str, str]]],
+    one: Callable[[list[dict[str, str]]], tuple[str, int]],
+    phase: str,
+) -> dict[str, Any]:
+    """The prompts one at a time, scraping the counters between them, so that each prompt's tokens, seconds and
+    acceptance are known: the confidence intervals resample prompts. Tokens/s is over the requests' own time."""
+    first = before = metrics(base_url)
+    texts, per_prompt = [], []
+    for done, messages in enumerate(prompts, start=1):
+        started = time.monotonic()
+        text, tokens = one(messages)
+        seconds = time.monotonic() - started
+        after = metrics(base_url)
+        texts.append(text)
+        per_prompt.append({"tokens": tokens, "seconds": seconds, "counters": after.minus(before)})
+        before = after
+        progress.emit(phase=phase, done=done, total=len(prompts))
+    tokens, seconds = sum(row["tokens"] for row in per_prompt), sum(row["seconds"] for row in per_prompt)
+    return {
+        "counters": before.minus(first),
+        "texts": texts,
+        "tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds,
+        "per_prompt": per_prompt,
+    }
+
+
+def confidence_intervals(run: dict[str, Any], baseline: dict[str, Any] | None, k: int) -> dict[str, Any]:
+    """95% bootstrap intervals over prompts of what result_for reports; speedup pairs each prompt's two runs."""
+    rows = run["per_prompt"]
+    counters = [row["counters"] for row in rows]
+    drafts = [c.drafts for c in counters]
+    accepted = [c.accepted for c in counters]
+    found: dict[str, Any] = {
+        "level": LEVEL,
+        "resamples": RESAMPLES,
+        "prompts": len(rows),
+        "mean_acceptance_length": bootstrap(len(rows), ratio_of_sums(accepted, drafts, offset=1.0)),
+        "acceptance_rate": bootstrap(len(rows), ratio_of_sums(accepted, [c.draft_tokens for c in counters])),
+        "per_position": [
+            bootstrap(len(rows), ratio_of_sums([c.per_pos.get(position, 0.0) for c in counters], drafts))
+            for position in range(k)
+        ],
+    }
+    if baseline is not None and "per_prompt" in baseline:
+        spec_rate = ratio_of_sums([row["tokens"] for row in rows], [row["seconds"] for row in rows])
+        base = baseline["per_prompt"]
+        base_rate = ratio_of_sums([row["tokens"] for row in base], [row["seconds"] for row in base])
+
+        def speedup(indices: Sequence[int]) -> float | None:
+            faster, slower = spec_rate(indices), base_rate(indices)
+            return faster / slower if faster is not None and slower else None
+
+        found["speedup"] = bootstrap(len(rows), speedup)
+    return found
+
+
 def metrics(base_url: str) -> Counters:
     return scrape(fetch(f"{base_url}/metrics", deadline_s=LISTING_DEADLINE_S).decode())
 
 
 def cpu_dtype_args() -> list[str]:
-    """`--dtype float32` for a vLLM without CUDA on a CPU that would emulate bf16 (cpu_caps); none on a GPU host."""
+    """`--dtype float32` for a vLLM without CUDA, whatever the CPU: in bf16, verifying a draft in one batch rounds
+    differently from decoding token by token, so greedy outputs with and without the drafter differed; in fp32
+    they must be identical, and `outputs_identical` checks it. None on a GPU host (the model's own dtype)."""
     import torch
 
-    return [] if torch.cuda.is_available() else vllm_cpu_dtype_args()
+    return [] if torch.cuda.is_available() else ["--dtype", "float32"]
 
 
 @contextmanager
@@ -210,7 +274,7 @@ def measure_speculative(base_url: str, prompts: list, args: argparse.Namespace, 
             f"{base_url} drafts {counts.draft_tokens / counts.drafts:.2f} tokens per step, not --k {k}; pass the "
             "num_speculative_tokens it was started with."
         )
-    return {"k": k, **counts.summary(k), "run": run}
+    return {"k": k, **counts.summary(k), "prompts": len(prompts), "run": run}
 
 
 def result_for(spec: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
@@ -228,6 +292,8 @@ def result_for(spec: dict[str, Any], baseline: dict[str, Any] | None) -> dict[st
         result["differing_prompts"] = [
             i for i, (a, b) in enumerate(zip(baseline["texts"], run["texts"], strict=True)) if a != b
         ]
+    if "per_prompt" in run:
+        result["intervals"] = confidence_intervals(run, baseline, spec["k"])
     return result
 
 

@@ -146,6 +146,7 @@ def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None)
     import torch
 
     from train_loop import build_drafter, save_drafter, train_cpu
+    from training_metrics import FILE_NAME
 
     # OpenMP threads spin while they wait, so one that shares its core with other work (the target's server, a
     # neighbour's job) stalls every step: measured on 2 cores, 0.19 s a step with both idle, 1.3-2.3 s with one
@@ -157,7 +158,7 @@ def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None)
         model = build_drafter(args, staged, init_drafter, d2t, t2d)
     else:
         model = train_cpu(args, staged, init_drafter, d2t, t2d, args.work)
-    save_drafter(model, args.out)
+    save_drafter(model, args.out, extras=(args.work / FILE_NAME,))
 
 
 def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None) -> None:
@@ -168,6 +169,7 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     from drafter_data import PackedBatches
     from train_cuda import TOTAL_STEPS_ENV, latest_checkpoint, speculators_argv
     from train_loop import replace_dir
+    from training_metrics import FILE_NAME, PATH_ENV
 
     nproc = args.gpus or torch.cuda.device_count()
     plan = PackedBatches(
@@ -185,7 +187,8 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
         checkpoint_freq=checkpoint_freq,
     )  # fmt: skip
     progress.emit(phase="launch", done=0, total=total, command=argv)
-    rc = subprocess.call(argv, env={**os.environ, TOTAL_STEPS_ENV: str(total)})
+    metrics = args.work / FILE_NAME
+    rc = subprocess.call(argv, env={**os.environ, TOTAL_STEPS_ENV: str(total), PATH_ENV: str(metrics)})
     if rc:
         raise SystemExit(f"speculators' trainer exited with {rc}; its log is above. Rerun to resume from {save_path}.")
     source = save_path if args.dry_run else latest_checkpoint(save_path)
@@ -194,8 +197,9 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     tmp = args.out.with_name(args.out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for name in ("config.json", "model.safetensors"):
-        shutil.copyfile(source / name, tmp / name)
+    for path in (source / "config.json", source / "model.safetensors", metrics):
+        if path.exists() or path != metrics:
+            shutil.copyfile(path, tmp / path.name)
     replace_dir(tmp, args.out)
 
 

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from training_metrics import PATH_ENV
+
 TOTAL_STEPS_ENV = "EYAS_TOTAL_STEPS"
 
 
@@ -77,9 +79,12 @@ def latest_checkpoint(save_path: Path) -> Path | None:
 class ProgressHandler(logging.Handler):
     """Turns the trainer's per-step metric records ({"train": {...}, "global_step": n}) into progress lines."""
 
-    def __init__(self, total: int | None) -> None:
+    def __init__(self, total: int | None, metrics_file: str | None) -> None:
+        from training_metrics import MetricsLog
+
         super().__init__()
         self.total = total
+        self.metrics = MetricsLog(Path(metrics_file)) if metrics_file else None
 
     def emit(self, record: logging.LogRecord) -> None:
         import progress
@@ -88,21 +93,28 @@ class ProgressHandler(logging.Handler):
         if not isinstance(message, Mapping):
             return
         if isinstance(train := message.get("train"), Mapping):
+            row = {
+                "step": int(message["global_step"]) + 1,
+                "epoch": message.get("epoch"),
+                "loss": train.get("loss"),
+                "acc": _per_position(train, "full_acc_"),
+            }
             progress.emit(
-                phase="train",
-                done=int(message["global_step"]) + 1,
-                total=self.total,
-                epoch=message.get("epoch"),
-                loss=train.get("loss"),
-                acc=_per_position(train, "full_acc_"),
+                phase="train", done=row["step"], total=self.total, **{k: row[k] for k in ("epoch", "loss", "acc")}
             )
+            self._record("train", row, lr=train.get("lr"))
         elif isinstance(val := message.get("val"), Mapping):
-            progress.emit(
-                phase="val",
-                epoch=message.get("epoch"),
-                loss=val.get("loss_epoch"),
-                acc=_per_position(val, "full_acc_", "_epoch"),
-            )
+            row = {
+                "epoch": message.get("epoch"),
+                "loss": val.get("loss_epoch"),
+                "acc": _per_position(val, "full_acc_", "_epoch"),
+            }
+            progress.emit(phase="val", **row)
+            self._record("val", {"step": message.get("global_step"), **row})
+
+    def _record(self, split: str, row: dict[str, Any], **extra: Any) -> None:
+        if self.metrics is not None:
+            self.metrics.write(split=split, **row, **{key: value for key, value in extra.items() if value is not None})
 
 
 def _per_position(metrics: Mapping[str, Any], prefix: str, suffix: str = "") -> list[float]:
@@ -123,7 +135,8 @@ def _run_rank(argv: list[str]) -> None:
         # it: that handler's filter rewrites the metric dict into text, and ours needs the dict.
         setup_root_logger()
         total = os.environ.get(TOTAL_STEPS_ENV)
-        logging.getLogger().handlers.insert(0, ProgressHandler(int(total) if total else None))
+        handler = ProgressHandler(int(total) if total else None, os.environ.get(PATH_ENV))
+        logging.getLogger().handlers.insert(0, handler)
     main(TrainConfig.resolve(argv))
 
 

@@ -29,6 +29,7 @@ import progress
 from cpu_caps import cpu_compute_dtype
 from drafter_data import PackedBatches, Staged
 from muon_fp32 import with_float32_newton_schulz
+from training_metrics import FILE_NAME, MetricsLog
 
 KEEP_CHECKPOINTS = 2
 
@@ -86,13 +87,17 @@ def build_drafter(
     return model
 
 
-def save_drafter(model: torch.nn.Module, out: Path) -> None:
-    """Write the drafter as speculators' trainer does (bf16 config.json + model.safetensors), atomically."""
+def save_drafter(model: torch.nn.Module, out: Path, extras: tuple[Path, ...] = ()) -> None:
+    """Write the drafter as speculators' trainer does (bf16 config.json + model.safetensors), and the `extras`
+    files that exist (the training metrics) beside it, atomically."""
     from speculators.train.checkpointer import convert_float_dtype, patch_config_dtype
 
     tmp = out.with_name(out.name + ".partial")
     model.save_pretrained(str(tmp), state_dict=convert_float_dtype(model.state_dict(), torch.bfloat16))
     patch_config_dtype(tmp / "config.json", torch.bfloat16)
+    for extra in extras:
+        if extra.exists():
+            shutil.copyfile(extra, tmp / extra.name)
     replace_dir(tmp, out)
 
 
@@ -226,6 +231,8 @@ def train_cpu(
     signature = {"samples": staged.samples, "tokens": staged.tokens, "total_steps": total, **split}
     checkpoints = Checkpoints(work / "checkpoints", signature)
     position = checkpoints.restore(model, optimizers, schedulers) or Position()
+    metrics_log = MetricsLog(work / FILE_NAME)
+    metrics_log.rewind(position.step)
     if position.step:
         progress.emit(phase="resumed", done=position.step, total=total, checkpoint=str(checkpoints.files()[-1]))
 
@@ -242,9 +249,14 @@ def train_cpu(
             position.batch += 1
             loss_value, acc = rates(metrics, args.ttt_steps)
             tokens = int((batch["document_ids"] != -1).sum())
+            tokens_per_s = round(tokens / (time.monotonic() - started), 1)
             progress.emit(
                 phase="train", done=position.step, total=total, epoch=position.epoch, loss=loss_value, acc=acc,
-                tokens_per_s=round(tokens / (time.monotonic() - started), 1),
+                tokens_per_s=tokens_per_s,
+            )  # fmt: skip
+            metrics_log.write(
+                split="train", step=position.step, epoch=position.epoch, loss=loss_value, acc=acc,
+                lr=schedulers[0].get_last_lr()[0], tokens_per_s=tokens_per_s,
             )  # fmt: skip
             if position.step >= total:
                 break
@@ -253,12 +265,11 @@ def train_cpu(
         if position.batch >= len(plan[position.epoch]):
             position.epoch, position.batch = position.epoch + 1, 0
             if val is not None:
-                progress.emit(
-                    phase="val",
-                    done=position.step,
-                    total=total,
-                    epoch=position.epoch - 1,
-                    **validate(model, val, call_kwargs, args.ttt_steps),
-                )
+                scores = validate(model, val, call_kwargs, args.ttt_steps)
+                progress.emit(phase="val", done=position.step, total=total, epoch=position.epoch - 1, **scores)
+                metrics_log.write(
+                    split="val", step=position.step, epoch=position.epoch - 1, loss=scores["val_loss"],
+                    acc=scores["val_acc"],
+                )  # fmt: skip
         checkpoint()
     return model

@@ -1,0 +1,48 @@
+"""metrics.jsonl: one JSON row per training step and per validation pass, appended as training goes, so that a
+run's curves (loss, per-position accuracy, learning rate, tokens/s) can be plotted while it runs and after.
+
+Rows: {"split": "train"|"val", "step", "epoch", "loss", "acc": [per TTT position], ...} plus "lr" and
+"tokens_per_s" where known. A resumed run rewinds the file to its checkpoint's step (`rewind`); where that
+step is not known (speculators' own trainer resumes by epoch), a step may appear twice and its last row wins.
+Plain Python, imported by the workloads from their own directory on the host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+FILE_NAME = "metrics.jsonl"
+PATH_ENV = "EYAS_METRICS_FILE"  # where the CUDA path's per-rank handler writes
+
+
+class MetricsLog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def rewind(self, step: int) -> None:
+        """Drop the rows after `step`, which a run killed after its last checkpoint wrote and will write again."""
+        if not self.path.exists():
+            return
+        steps = ((line, _step(line)) for line in self.path.read_text().splitlines())
+        kept = [line for line, line_step in steps if line_step is not None and line_step <= step]
+        tmp = self.path.with_name(self.path.name + ".partial")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        os.replace(tmp, self.path)
+
+    def write(self, **row: Any) -> None:
+        row.setdefault("time", round(time.time(), 3))
+        with self.path.open("a") as handle:
+            handle.write(json.dumps(row, separators=(",", ":")) + "\n")
+
+
+def _step(line: str) -> int | None:
+    """A row's step, or None for a torn last line."""
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, KeyError, TypeError):
+        return None
