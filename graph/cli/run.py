@@ -19,7 +19,7 @@ from eyas.graph.cli.run_ui import RunUI
 from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
 from eyas.graph.runner import Outcome, checkpointer, drive, read_run
-from eyas.graph.runs import RunDir, list_runs, open_run, runs_root
+from eyas.graph.runs import RUN_ID_RULE, RunDir, list_runs, open_run, runs_root
 from eyas.graph.session import begin_run, initial_state, new_run, open_context, run_meta, run_source
 from eyas.graph.state import Action, GateAnswer
 from eyas.tools.config import EyasConfig, format_validation_error
@@ -108,7 +108,7 @@ def run_command(
     num_speculative_tokens: Annotated[int | None, size_option("num_speculative_tokens", "--k")] = None,
     eval_max_tokens: Annotated[int | None, size_option("eval_max_tokens")] = None,
     poll_interval: Annotated[float, typer.Option(help="seconds between job polls")] = 10.0,
-    run_id: Annotated[str | None, typer.Option(help="name the run (default: run-<time>-<hex>)")] = None,
+    run_id: Annotated[str | None, typer.Option(help=f"name the run: {RUN_ID_RULE} (default: run-<time>-<hex>)")] = None,
 ) -> None:
     """Start a pipeline run: research, verify, plan, then generation, extraction, training and evaluation,
     each behind an approval gate. Checkpointed after every step: after any crash, `eyas resume RUN`.
