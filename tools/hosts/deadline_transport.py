@@ -5,6 +5,8 @@ complete answer together."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 
 import httpx
 
@@ -34,8 +36,14 @@ class DeadlineTransport(httpx.BaseTransport):
         return httpx.Response(status, headers=headers, content=raw)
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every exchange: building it reads the CA bundle, which costs more than a request."""
+    return httpx.create_ssl_context()
+
+
 async def _exchange(request: httpx.Request, deadline: float | None) -> tuple[int, httpx.Headers, bytes]:
-    async with asyncio.timeout(deadline), httpx.AsyncClient() as client:
+    async with asyncio.timeout(deadline), httpx.AsyncClient(verify=_tls()) as client:
         response = await client.send(request, stream=True)
         try:
             raw = b"".join([chunk async for chunk in response.aiter_raw()])

@@ -154,7 +154,7 @@ class SSHHost(Host):
             raise HostUnreachable(
                 f"The SSH handshake with {self._where} failed within the connect timeout of "
                 f"{self.connect_timeout:g} s ({exc or 'no answer'}). Check that sshd, not another service, "
-                f"listens on port {self.port}; eyas does not dial it again in this command."
+                f"listens on port {self.port}."
             ) from None
         except (OSError, EOFError) as exc:
             client.close()
@@ -162,7 +162,7 @@ class SSHHost(Host):
             raise HostUnreachable(
                 f"Cannot reach host '{self.name}' at {self._where} within {self.connect_timeout:g} s "
                 f"({reason}). Check the address and port in the config, that sshd runs there, and the "
-                "network path (VPN, firewall); eyas does not dial it again in this command."
+                "network path (VPN, firewall)."
             ) from None
         transport = client.get_transport()
         assert transport is not None
