@@ -54,13 +54,13 @@ class Steps:
     def __call__(self, message: str) -> None:
         self._finish()
         self._current, self._started = message, time.monotonic()
-        self._spinner = console.status(message)
+        self._spinner = console.status(escape(message))
         self._spinner.start()
 
     def _finish(self) -> None:
         if self._spinner is not None and self._current is not None:
             self._spinner.stop()
-            console.print(f"[green]✓[/] {self._current} [dim]({time.monotonic() - self._started:.1f} s)[/]")
+            console.print(f"[green]✓[/] {escape(self._current)} [dim]({time.monotonic() - self._started:.1f} s)[/]")
         self._spinner = self._current = None
 
     def __enter__(self) -> Steps:
@@ -73,4 +73,4 @@ class Steps:
             self._finish()
         elif self._spinner is not None:
             self._spinner.stop()
-            console.print(f"[red]✗[/] {self._current}")
+            console.print(f"[red]✗[/] {escape(self._current or '')}")

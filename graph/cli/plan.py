@@ -6,6 +6,7 @@ import json
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from eyas.graph.cli.console import console
@@ -41,7 +42,7 @@ def plan_table(measured: Measured, plan: Plan) -> Table:
         ("left afterwards", format_size(plan.disk_left_bytes), ""),
     ]
     for name, value, source in rows:
-        table.add_row(name, value, sources.get(source, ""))
+        table.add_row(escape(name), escape(value), escape(sources.get(source, "")))
     return table
 
 
@@ -106,7 +107,7 @@ def plan_command(
     else:
         console.print(plan_table(measured, plan))
         style = "green" if plan.fits else "bold red"
-        console.print(f"[{style}]{verdict(measured.inputs, plan)}[/]", highlight=False)
+        console.print(f"[{style}]{escape(verdict(measured.inputs, plan))}[/]", highlight=False)
     raise typer.Exit(0 if plan.fits else 1)
 
 

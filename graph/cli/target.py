@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from eyas.graph.cli.console import Steps, console
 from eyas.tools.hosts.local import LocalHost
@@ -49,8 +50,8 @@ def bring_up(target: EmbeddedTarget, *, eager: bool) -> None:
         prepare(target, host, steps)
         steps(f"starting vLLM on {target.base_url} and waiting for a real completion")
         result = up(target, host, eager=eager, progress=console.log)
-    console.print(f"[green]✓[/] {result.message}")
-    console.print(f"  unit file: {target.unit_file}\n  stop it with: eyas target down")
+    console.print(f"[green]✓[/] {escape(result.message)}")
+    console.print(f"  unit file: {target.unit_file}\n  stop it with: eyas target down", markup=False)
 
 
 @app.command("up")
@@ -64,7 +65,7 @@ def up_command(eager: EagerOption = False) -> None:
 def down_command() -> None:
     """Stop the embedded server (its whole process group)."""
     state = down(EmbeddedTarget.from_env(), LocalHost())
-    console.print(f"target server: {state.describe()}")
+    console.print(f"target server: {state.describe()}", markup=False)
 
 
 @app.command("status")
@@ -72,4 +73,4 @@ def status_command() -> None:
     """Show whether the embedded server job runs."""
     target = EmbeddedTarget.from_env()
     state = server_state(target, LocalHost())
-    console.print(f"target server: {state.describe()} (pid {state.pid}) at {target.base_url}")
+    console.print(f"target server: {state.describe()} (pid {state.pid}) at {target.base_url}", markup=False)
