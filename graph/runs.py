@@ -97,6 +97,14 @@ class RunDir:
         self.create()
         write_private(self.report, text)
 
+    @property
+    def evaluation(self) -> Path:
+        return self.root / "evaluation.json"
+
+    def write_evaluation(self, evaluation: dict[str, Any]) -> None:
+        """The drafter's measurements with what they were measured on and which eyas made the run."""
+        write_private(self.evaluation, json.dumps({**evaluation, "eyas": self.meta().get("eyas")}, indent=2) + "\n")
+
     def record_answer(self, gate_id: str, answer: GateAnswer) -> None:
         """Append an answer to a pending gate (from `eyas approve` in another terminal)."""
         with open_private(self.answers, "a") as f:

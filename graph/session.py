@@ -11,6 +11,7 @@ from typing import Any
 from eyas.graph.context import RunContext
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir, new_run_id, run_dir
+from eyas.tools.build_info import eyas_build
 from eyas.tools.config import EyasConfig, secret_values
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.errors import EyasError
@@ -22,13 +23,14 @@ from eyas.tools.target.embedded import EmbeddedTarget
 
 def run_meta(source: ConfigSource, policy: Policy | None, sizes: Sizes | None, **extra: Any) -> dict[str, Any]:
     """What a run needs to be resumed anywhere: the config's absolute path (or the embedded target), the
-    policy and the sizes (none for a chat or research run)."""
+    policy and the sizes (none for a chat or research run); and which eyas created it."""
     embedded = source.embedded
     return {
         "config": str(source.path.resolve()) if source.path else None,
         "embedded": {"cache_dir": str(embedded.cache_dir), "port": embedded.port} if embedded else None,
         "policy": policy.model_dump() if policy else None,
         "sizes": sizes.model_dump() if sizes else None,
+        "eyas": eyas_build(),
         **extra,
     }
 

@@ -100,7 +100,9 @@ class PipelineConfig(_Section):
     """Where a run takes its inputs from; sizes are chosen per run (`eyas run --samples ...`)."""
 
     prompts: AbsolutePath | None = Field(
-        None, description="prompts JSONL on the host (ShareGPT or {id, prompt}); default: the shipped set"
+        None,
+        description="prompts JSONL on the host (ShareGPT rows or {id, prompt}), split into training and held-out "
+        "prompts; default: eyas's shipped set, or ShareGPT on the embedded target. `eyas run --prompts` overrides it",
     )
     conversations: AbsolutePath | None = Field(
         None, description="existing generated conversations on the host: the run skips the data phase"

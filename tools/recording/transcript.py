@@ -24,6 +24,7 @@ from eyas.tools import errors
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpError
+from eyas.tools.planning.sizes import SizeValue
 from eyas.tools.private_files import open_private
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.recording.task_scope import current_task
@@ -230,7 +231,7 @@ class ApprovalEvent(Crossing):
     decision: str | None = None
     reason: str = ""
     who: str = ""
-    sizes: dict[str, int] | None = None  # an "edit" answer's new sizes
+    sizes: dict[str, SizeValue] | None = None  # an "edit" answer's new sizes
 
 
 class RunEvent(Event):
