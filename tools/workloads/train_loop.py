@@ -244,6 +244,7 @@ def train_cpu(
         for indices in plan[position.epoch][position.batch :]:
             started = time.monotonic()
             batch = train.batch(indices)
+            lr = schedulers[0].get_last_lr()[0]  # the rate this step uses
             metrics = train_step(model, batch, call_kwargs, optimizers, schedulers)
             position.step += 1
             position.batch += 1
@@ -256,7 +257,7 @@ def train_cpu(
             )  # fmt: skip
             metrics_log.write(
                 split="train", step=position.step, epoch=position.epoch, loss=loss_value, acc=acc,
-                lr=schedulers[0].get_last_lr()[0], tokens_per_s=tokens_per_s,
+                lr=lr, tokens_per_s=tokens_per_s,
             )  # fmt: skip
             if position.step >= total:
                 break
