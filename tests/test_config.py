@@ -100,6 +100,11 @@ def test_secrets_come_from_the_environment_only(tmp_path: Path, monkeypatch: pyt
     assert secret_values(config) == []
     monkeypatch.setenv("EYAS_TEST_TARGET_KEY", "sk-test-123")
     assert secret_values(config) == ["sk-test-123"]
+    # A key file's passphrase is a secret too, wherever a host names it.
+    box = config.hosts["box"].model_copy(update={"key_passphrase_env": "EYAS_TEST_PASSPHRASE"})
+    monkeypatch.setenv("EYAS_TEST_PASSPHRASE", "correct horse")
+    with_passphrase = config.model_copy(update={"hosts": {"box": box}})
+    assert secret_values(with_passphrase) == ["sk-test-123", "correct horse"]
 
 
 def test_embedded_default_needs_no_file(tmp_path: Path) -> None:

@@ -141,6 +141,7 @@ def secret(env_var: str | None) -> str | None:
 def secret_values(config: EyasConfig) -> list[str]:
     """Every secret the config points at, so transcripts and logs can redact them."""
     names = [config.target.api_key_env, config.agent.api_key_env if config.agent else None]
+    names += [host.key_passphrase_env for host in config.hosts.values()]
     return [value for value in (secret(name) for name in names) if value]
 
 
