@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
@@ -20,6 +21,7 @@ from eyas.graph.pipeline import build_graph
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
 from eyas.tools.private_files import touch_private
+from eyas.tools.recording.redact import Redactor
 
 # The terminal's question at a gate: shown the gate's view, it waits for an answer here or from elsewhere.
 Ask = Callable[[dict[str, Any], Callable[[], GateAnswer | None]], GateAnswer]
@@ -35,12 +37,25 @@ class Outcome:
     gate: dict[str, Any] | None = None
 
 
+class RedactingSerializer(JsonPlusSerializer):
+    """Stores every value with its strings redacted, as the transcript does: an operator's chat line, a model
+    repeating it or a tool's output all end up in a checkpoint, which must keep no secret."""
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return super().dumps_typed(Redactor().value(obj))
+
+
+def redacted_saver(connection: sqlite3.Connection) -> SqliteSaver:
+    """A SQLite checkpointer that keeps no secret (the pipeline's and the chat's)."""
+    return SqliteSaver(connection, serde=RedactingSerializer())
+
+
 @contextmanager
 def checkpointer(run: RunDir) -> Iterator[SqliteSaver]:
     """The run's checkpoint DB, created owner-only (SQLite gives its -wal and -shm files the DB's mode)."""
     connection = sqlite3.connect(touch_private(run.create().checkpoints), check_same_thread=False)
     try:
-        yield SqliteSaver(connection)
+        yield redacted_saver(connection)
     finally:
         connection.close()
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from langgraph.checkpoint.sqlite import SqliteSaver
 
 from eyas.agents.llm import Usage, open_llm
 from eyas.agents.operator import OperatorSession, Update, build_operator_graph
@@ -22,6 +21,7 @@ from eyas.agents.research import ResearchDeps, run_research
 from eyas.agents.toolbox import Toolbox
 from eyas.graph.chat_control import ChatPipeline
 from eyas.graph.cli.options import ConfigOption, announce, use_config
+from eyas.graph.runner import redacted_saver
 from eyas.graph.runs import RunDir, list_runs, open_run, runs_root
 from eyas.graph.session import create_run, open_recorder, run_source
 from eyas.tools.config import EyasConfig
@@ -102,7 +102,7 @@ def open_chat(
             target=f"{cfg.target.model} at {cfg.target.base_url}",
             run=run.run_id,
         )
-        graph = build_operator_graph(llm, toolbox, system, llm.profile(), recorder, SqliteSaver(connection))
+        graph = build_operator_graph(llm, toolbox, system, llm.profile(), recorder, redacted_saver(connection))
         yield Chat(OperatorSession(graph, _thread(run, resume), toolbox), run, resume, llm.usage)
     finally:
         connection.close()
