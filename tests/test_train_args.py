@@ -172,8 +172,10 @@ def test_latest_checkpoint_is_the_highest_numbered_directory(tmp_path: Path) -> 
     assert train_cuda.latest_checkpoint(tmp_path) == tmp_path / "10"
 
 
-def test_trainer_metric_records_become_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
-    handler = train_cuda.ProgressHandler(total=40)
+def test_trainer_metric_records_become_progress_lines_and_metrics_rows(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    handler = train_cuda.ProgressHandler(total=40, metrics_file=str(tmp_path / "metrics.jsonl"))
     logger = logging.getLogger("test.speculators.metrics")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
@@ -192,6 +194,11 @@ def test_trainer_metric_records_become_progress_lines(capsys: pytest.CaptureFixt
     logger.info("a plain message is not a metric record")
     assert last_progress(capsys.readouterr().out) is None
     logger.removeHandler(handler)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [{key: row.get(key) for key in ("split", "step", "loss", "acc", "lr")} for row in rows] == [
+        {"split": "train", "step": 12, "loss": 2.5, "acc": [0.7, 0.4, 0.2], "lr": 1e-3},
+        {"split": "val", "step": 12, "loss": 3.0, "acc": [0.6, 0.3], "lr": None},  # after the last step seen
+    ]
 
 
 def test_a_downloaded_drafter_is_pointed_at_the_local_verifier(tmp_path: Path) -> None:

@@ -85,6 +85,7 @@ class ProgressHandler(logging.Handler):
         super().__init__()
         self.total = total
         self.metrics = MetricsLog(Path(metrics_file)) if metrics_file else None
+        self.step = 0  # the last training step seen: validation records carry no step of their own
 
     def emit(self, record: logging.LogRecord) -> None:
         import progress
@@ -102,7 +103,8 @@ class ProgressHandler(logging.Handler):
             progress.emit(
                 phase="train", done=row["step"], total=self.total, **{k: row[k] for k in ("epoch", "loss", "acc")}
             )
-            self._record("train", row, lr=train.get("lr"))
+            self.step = row["step"]
+            self._record("train", row, lr=message.get("lr"))
         elif isinstance(val := message.get("val"), Mapping):
             row = {
                 "epoch": message.get("epoch"),
@@ -110,7 +112,7 @@ class ProgressHandler(logging.Handler):
                 "acc": _per_position(val, "full_acc_", "_epoch"),
             }
             progress.emit(phase="val", **row)
-            self._record("val", {"step": message.get("global_step"), **row})
+            self._record("val", {"step": self.step, **row})
 
     def _record(self, split: str, row: dict[str, Any], **extra: Any) -> None:
         if self.metrics is not None:
