@@ -82,7 +82,7 @@ def bar_chart(
     """Grouped bars: one group per category, one bar per key of `groups`; error bars from (lower, upper)."""
     figure = _figure()
     axes = figure.add_subplot()
-    width = 0.8 / max(len(groups), 1)
+    width = min(0.3, 0.8 / max(len(groups), 1))
     for index, (label, values) in enumerate(groups.items()):
         xs = [position + (index - (len(groups) - 1) / 2) * width for position in range(len(categories))]
         bounds = (errors or {}).get(label)
