@@ -5,6 +5,8 @@ vLLM servers and are in test_drafter_e2e.py."""
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -131,3 +133,16 @@ def test_intervals_resample_prompts_and_pair_the_speedup() -> None:
     point = 1 + 30 / 80
     assert wide["mean_acceptance_length"][0] < point < wide["mean_acceptance_length"][1]
     assert wide["mean_acceptance_length"][0] >= 1.0 and "speedup" not in wide
+
+
+def test_a_server_that_cannot_be_reached_is_one_paragraph(tmp_path: Path) -> None:
+    prompts = tmp_path / "held_out.jsonl"
+    prompts.write_text(json.dumps({"id": "a", "prompt": "hello"}) + "\n")
+    with socket.socket() as probe:  # a loopback port nothing listens on once this closes
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    argv = [sys.executable, str(WORKLOADS_DIR / "evaluate.py"), "--speculative-url", url, "--baseline-url", url,
+            "--k", "3", "--prompts", str(prompts), "--out", str(tmp_path / "result.json")]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "lost its server" in done.stderr and "rerun" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "result.json").exists()

@@ -28,6 +28,7 @@ tokens_per_s_speculative, speedup and outputs_identical (and by_k when several k
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import shlex
 import signal
@@ -301,10 +302,8 @@ def _stop_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)  # unwinds through vllm_server, which stops the server
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    prompts = load_prompts(args.prompts)
+def measure(args: argparse.Namespace, prompts: list) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The baseline run (unless --acceptance-only) and one speculative run per k, on running or started servers."""
     baseline: dict[str, Any] | None = None
     specs = []
     if args.speculative_url:
@@ -319,6 +318,20 @@ def main(argv: list[str] | None = None) -> None:
             config = {"method": "eagle3", "model": str(args.drafter.resolve()), "num_speculative_tokens": k}
             with vllm_server(args, f"speculative-k{k}", config) as url:
                 specs.append(measure_speculative(url, prompts, args, k))
+    return baseline, specs
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    prompts = load_prompts(args.prompts)
+    try:
+        baseline, specs = measure(args, prompts)
+    except (OSError, http.client.HTTPException) as error:
+        raise SystemExit(
+            f"The evaluation lost its server: {error}. Check that the server is up and serving (its log is beside "
+            "--out unless --logs says otherwise), then rerun this command to measure again."
+        ) from None
     results = [result_for(spec, baseline) for spec in specs]
     summary = {
         **results[0],
