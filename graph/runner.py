@@ -71,6 +71,15 @@ class RunView:
     started: bool = True
 
 
+def run_condition(run: RunDir, view: RunView) -> str:
+    """One phrase for where a stored run stands: running, waiting at a gate, ended, stopped, or never started."""
+    if run.is_driven():
+        return "running"
+    if not view.started:
+        return f"{run.meta().get('kind') or 'pipeline'}, no checkpoint"
+    return "waiting at a gate" if view.pending else ("ended" if view.ended else "stopped")
+
+
 def read_run(run: RunDir) -> RunView:
     """Read-only: a run without a checkpoint (a chat, or a pipeline that never started) gets no empty DB."""
     if not run.checkpoints.exists():

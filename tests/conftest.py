@@ -1,4 +1,5 @@
-"""Shared fixtures: a real sshd on 127.0.0.1, both kinds of Host, a scratch work directory, the real target."""
+"""Shared fixtures: a real sshd on 127.0.0.1, both kinds of Host, a scratch work directory, the real target, and a
+real headless browser."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Browser, sync_playwright
 
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.local import LocalHost
@@ -64,3 +66,16 @@ def embedded_target() -> Iterator[EmbeddedTarget]:
     up(target, host, eager=True, progress=lambda message: None)
     yield target
     down(target, host)
+
+
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; `make system-deps` installs it
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's chromium, driven by Playwright (no browser download)."""
+    assert CHROMIUM.exists(), "browser tests need Debian's chromium: `make system-deps` installs it"
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield launched
+        launched.close()

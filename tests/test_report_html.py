@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage
 
 from eyas.graph.cli.replay import replay
 from eyas.graph.policy import Policy
@@ -21,7 +20,6 @@ from eyas.graph.runs import RunDir
 from planted_secrets import JWT
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "runs" / "examples" / "full-pipeline"
-CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; `make system-deps` installs it
 PHONE = {"width": 390, "height": 844}
 
 
@@ -30,15 +28,6 @@ def example_run(tmp_path: Path) -> Path:
     run = tmp_path / "full-pipeline"
     shutil.copytree(EXAMPLE, run)
     return run
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    assert CHROMIUM.exists(), "report tests need Debian's chromium: `make system-deps` installs it"
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 def recorded_evaluation(run: Path) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from eyas.graph.cli.run import (
 )
 from eyas.graph.cli.show import show_command
 from eyas.graph.cli.target import app as target_app
+from eyas.graph.cli.ui import ui_command
 from eyas.graph.policy import AUTO_APPROVE
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.checks.verify import CHECKS, verify
@@ -87,6 +88,7 @@ app.command("report")(report_command)
 app.command("plan")(plan_command)
 app.command("research")(research_command)
 app.command("chat")(chat_command)
+app.command("ui")(ui_command)
 
 HostOption = Annotated[str | None, typer.Option("--host", help="host name from [hosts]; default: the target's host")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]

@@ -13,13 +13,14 @@ from pydantic_core import to_jsonable_python
 from rich.markup import escape
 from rich.table import Table
 
+from eyas.graph.answers import pending_view, record_gate_answer
 from eyas.graph.cli.console import console, notice
 from eyas.graph.cli.options import ConfigOption, size_option, use_config
 from eyas.graph.cli.run_ui import RunUI
 from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
 from eyas.graph.report_html.page import write_html_report
-from eyas.graph.runner import Outcome, checkpointer, drive, notify, read_run
+from eyas.graph.runner import Outcome, checkpointer, drive, notify, read_run, run_condition
 from eyas.graph.runs import RUN_ID_RULE, RunDir, list_runs, open_run, runs_root
 from eyas.graph.session import begin_run, initial_state, new_run, open_context, run_meta, run_source
 from eyas.graph.state import Action, GateAnswer
@@ -159,10 +160,7 @@ def approve_command(
     """Answer the gate a run waits at, from any terminal. A run waiting in another terminal continues at once;
     a stopped one continues with `eyas resume RUN`."""
     run = open_run(run_id)
-    pending = read_run(run).pending
-    if pending is None:
-        raise typer.BadParameter(f"run {run_id} is not waiting at a gate")
-    gate_id, view = pending
+    _, view = pending_view(run)
     action: Action
     if view.get("kind") == "failure":
         if retry == abort:
@@ -172,7 +170,7 @@ def approve_command(
         if retry or abort:
             raise typer.BadParameter("--retry and --abort answer failure gates; this is an approval gate")
         action = "reject" if reject else "approve"
-    run.record_answer(gate_id, GateAnswer(action=action, reason=reason, who="cli"))
+    record_gate_answer(run, GateAnswer(action=action, reason=reason, who="cli"))
     where = "the waiting eyas process continues now" if run.is_driven() else f"continue with `eyas resume {run_id}`"
     console.print(f"{action} recorded for the {view.get('phase')} gate of {run_id}; {where}")
 
@@ -241,11 +239,7 @@ def runs_command() -> None:
         table.add_column(column)
     for run in list_runs():
         view = read_run(run)
-        waiting = "waiting at a gate" if view.pending else ("ended" if view.ended else "stopped")
-        if not view.started:
-            waiting = f"{run.meta().get('kind') or 'pipeline'}, no checkpoint"
-        if run.is_driven():
-            waiting = "running"
+        waiting = run_condition(run, view)
         report = str(run.report) if run.report.exists() else ""
         table.add_row(*(escape(cell) for cell in (run.run_id, str(view.state.get("phase", "")), waiting, report)))
     console.print(table)

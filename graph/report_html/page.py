@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from eyas.graph.report_html import sections
-from eyas.graph.report_html.record import load_record
+from eyas.graph.report_html.record import RunRecord, load_record
 from eyas.graph.report_html.sections import h
 from eyas.tools.private_files import write_private
 
@@ -41,19 +41,26 @@ SECTIONS = (
 )
 
 
+def navigation() -> str:
+    return "<nav>" + " ".join(f'<a href="#{anchor}">{h(title)}</a>' for anchor, title, _ in SECTIONS) + "</nav>"
+
+
+def report_body(record: RunRecord) -> str:
+    """Every section of the report (what the record lacks said first): the page's body, and the dashboard's."""
+    notes = "".join(sections.missing(what) for what in record.missing)
+    return notes + "".join(build(record) for _, _, build in SECTIONS)
+
+
 def render_html(run_root: Path, state: dict[str, Any] | None = None) -> str:
     """The run's report page, from its folder (and its final state when the caller holds it)."""
     record = load_record(run_root, state)
-    nav = " ".join(f'<a href="#{anchor}">{h(title)}</a>' for anchor, title, _ in SECTIONS)
-    notes = "".join(sections.missing(what) for what in record.missing)
-    body = "".join(build(record) for _, _, build in SECTIONS)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>eyas run {h(record.run_id)}</title><style>{STYLE}</style></head>"
         f"<body><header><h1>eyas run {h(record.run_id)}</h1>"
-        f"<p>The markdown report is beside this page: report.md.</p><nav>{nav}</nav></header>"
-        f"{notes}{body}</body></html>\n"
+        f"<p>The markdown report is beside this page: report.md.</p>{navigation()}</header>"
+        f"{report_body(record)}</body></html>\n"
     )
 
 

@@ -48,6 +48,7 @@ class RunRecord(BaseModel):
     progress: dict[str, list[dict[str, Any]]] = Field(
         default_factory=dict, description="job id -> its EYAS_PROGRESS rows, in time order"
     )
+    log_tails: dict[str, str] = Field(default_factory=dict, description="job id -> the end of its log, last read")
     started: float | None = None
     ended: float | None = None
     missing: list[str] = Field(default_factory=list, description="what the run folder lacks, said in the report")
@@ -79,6 +80,7 @@ def load_record(run_root: Path, state: dict[str, Any] | None = None) -> RunRecor
         state=final,
         spans=timeline(events),
         progress=job_progress(events),
+        log_tails=log_tails(events),
         started=min(times, default=None),
         ended=max(times, default=None),
         missing=missing,
@@ -171,3 +173,14 @@ def job_progress(events: list[Event]) -> dict[str, list[dict[str, Any]]]:
             if isinstance(row, dict):
                 found.setdefault(match.group(1), {})[line] = row
     return {job: sorted(rows.values(), key=lambda row: float(row.get("time", 0.0))) for job, rows in found.items()}
+
+
+def log_tails(events: list[Event]) -> dict[str, str]:
+    """The end of each job's log as the run's last poll of it read it."""
+    tails: dict[str, str] = {}
+    for event in events:
+        if not isinstance(event, CommandEvent) or not event.command.startswith("tail "):
+            continue  # a launch or a status check names the log too
+        if (match := _JOB_LOG.search(event.command)) is not None:
+            tails[match.group(1)] = event.stdout
+    return tails

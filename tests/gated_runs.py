@@ -1,0 +1,39 @@
+"""A stored run waiting at its data gate, made in this process without a target: the real graph and checkpoint DB,
+with the verification and plan put into the state as those nodes would have left them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from eyas.graph.context import RunContext
+from eyas.graph.pipeline import build_graph
+from eyas.graph.runner import checkpointer, drive, thread
+from eyas.graph.runs import RunDir
+from eyas.graph.session import run_meta
+from eyas.tools.config_source import ConfigSource
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.planning.sizes import DEMO
+from eyas.tools.target.embedded import EmbeddedTarget
+
+PLAN = {"fits": True, "verdict": "Fits: 1 MB of 100 GB free", "needed_bytes": 1_000_000,
+        "phases": {"data": {"phase_hours": 0.01, "disk_bytes": 1_000_000}}}  # fmt: skip
+
+
+def run_at_data_gate(runs: Path, run_id: str, state: dict[str, Any] | None = None) -> RunDir:
+    """runs/<run_id>, stopped at the data gate (no policy: it waits for an answer); `state` adds to its state."""
+    target = EmbeddedTarget(runs.parent / "cache", port=9)
+    run = RunDir(runs / run_id)
+    run.write_meta(run_meta(ConfigSource(None, "a test", target), None, DEMO))
+    ctx = RunContext(config=target.config(), host=LocalHost(), http=HttpClient(), clock=SYSTEM_CLOCK, run=run)
+    verification = {"health": {"status": "ok", "message": "up and generating"}}
+    values = {"run_id": run_id, "sizes": DEMO.model_dump(), "plan": PLAN, "verification": verification,
+              "decisions": [], **(state or {})}  # fmt: skip
+    with checkpointer(run) as saver:
+        graph = build_graph(saver)
+        graph.update_state(thread(run), values, as_node="plan")
+        outcome = drive(graph, ctx, None, ask=None, on_update=lambda update: None)
+    assert outcome.gate is not None and outcome.gate["phase"] == "data", outcome
+    return run
