@@ -27,13 +27,14 @@ class Dashboard:
     url: str
     pid: int
     output: Path  # the process's stdout and stderr
+    token: str
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, follow_redirects=False, timeout=30)
 
     def logged_in(self) -> httpx.Client:
         client = self.client()
-        assert client.post("/login", data={"token": TOKEN}).status_code == 303
+        assert client.post("/login", data={"token": self.token}).status_code == 303
         return client
 
 
@@ -51,9 +52,11 @@ def answers(url: str) -> bool:
 
 
 @contextmanager
-def dashboard(runs: Path, log: Path) -> Iterator[Dashboard]:
+def dashboard(runs: Path, log: Path, token: str | None = TOKEN) -> Iterator[Dashboard]:
+    """The dashboard with `token` in $EYAS_UI_TOKEN; with None, the one it makes and prints."""
     port = free_port()
-    env = {**os.environ, "EYAS_RUNS_DIR": str(runs), "EYAS_UI_TOKEN": TOKEN}
+    env = {key: value for key, value in os.environ.items() if key != "EYAS_UI_TOKEN"}
+    env.update({"EYAS_RUNS_DIR": str(runs)} | ({"EYAS_UI_TOKEN": token} if token else {}))
     with log.open("w") as out:
         process = subprocess.Popen([EYAS, "ui", "--port", str(port)], env=env, stdin=subprocess.DEVNULL, stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
@@ -61,7 +64,7 @@ def dashboard(runs: Path, log: Path) -> Iterator[Dashboard]:
     try:
         wait_for(lambda: answers(url) or process.poll() is not None, timeout=60, what="the dashboard to answer")
         assert process.poll() is None, log.read_text()
-        yield Dashboard(url, process.pid, log)
+        yield Dashboard(url, process.pid, log, token or printed_token(log.read_text()))
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -72,3 +75,9 @@ def form_value(html: str, name: str) -> str:
     found = re.search(rf'name="{re.escape(name)}" value="([^"]*)"', html)
     assert found is not None, f"no {name} in the page"
     return found.group(1)
+
+
+def printed_token(output: str) -> str:
+    found = re.findall(r"^Log in with this token .*: (\S+)$", output, flags=re.MULTILINE)
+    assert len(found) == 1, output
+    return str(found[0])

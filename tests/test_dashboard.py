@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from dashboard_server import TOKEN, Dashboard, dashboard, form_value
+from eyas.graph.dashboard.views import gate_panel
 from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
@@ -39,7 +40,7 @@ def log_in(page: Page, served: Dashboard, problems: list[str]) -> None:
     page.fill("input[name=token]", "not-the-token-at-all")
     page.click("button[type=submit]")
     expect(page.locator("#login-error")).to_be_visible()
-    page.fill("input[name=token]", TOKEN)
+    page.fill("input[name=token]", served.token)
     page.click("button[type=submit]")
     expect(page).to_have_url(served.url + "/")
     page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
@@ -131,6 +132,27 @@ def test_no_token_wrong_token_or_no_csrf_token_is_refused_and_records_nothing(
     # Not in `ps` (the token came through the environment), nor in the server's log.
     assert TOKEN not in Path(f"/proc/{served.pid}/cmdline").read_text()
     assert TOKEN not in served.output.read_text()
+
+
+def test_a_token_made_at_start_is_printed_once_and_logs_in(tmp_path: Path) -> None:
+    with dashboard(tmp_path / "runs", tmp_path / "ui.log", token=None) as served:
+        assert len(served.token) >= 32
+        client = served.logged_in()
+        assert "No run yet." in client.get("/").text
+        assert served.token not in Path(f"/proc/{served.pid}/cmdline").read_text()
+    assert served.output.read_text().count(served.token) == 1
+
+
+def test_the_gate_views_escape_what_they_show() -> None:
+    failure = {"kind": "failure", "phase": "data", "job_id": "run.generate", "status": "lost",
+               "diagnosis": "<i>vanished</i>", "log_tail": "Traceback <module>\n"}  # fmt: skip
+    html = gate_panel("run-x", "gate-1", failure, "csrf-1", None)
+    assert 'value="retry"' in html and 'value="abort"' in html and 'value="approve"' not in html
+    assert "&lt;i&gt;vanished&lt;/i&gt;" in html and "Traceback &lt;module&gt;" in html and "<i>" not in html
+    approval = {"kind": "gate", "phase": "data", "host": "gpu", "commands": ["python x.py --out '<a>'"],
+                "sizes": {"prompt_source": '"/><script>'}}  # fmt: skip
+    html = gate_panel("run-x", "gate-1", approval, "csrf-1", None)
+    assert "<script>" not in html and "&lt;a&gt;" in html and 'value="edit"' in html
 
 
 @pytest.mark.slow

@@ -27,7 +27,7 @@ def ui_command(
     host: Annotated[str, typer.Option(help="address to listen on; anything but loopback opens it to the network")] = (
         "127.0.0.1"
     ),
-    port: Annotated[int, typer.Option(help="port to listen on", min=1, max=65535)] = 8765,
+    port: Annotated[int, typer.Option(help="port to listen on", min=1, max=65535)] = 8790,
 ) -> None:
     """A live dashboard in the browser: the runs, each run's phase, jobs with progress and ETA, log tails and the
     report's charts as they grow; a pending gate with its plan, verification and exact commands, with buttons to
