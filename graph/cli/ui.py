@@ -38,7 +38,7 @@ def ui_command(
     root = runs_root()
     console.print(f"eyas dashboard: http://{escape(host)}:{port}/ for the runs in {escape(str(root))}", highlight=False)
     if not is_loopback(host):
-        notice(f"Listening on {host}: anyone who can reach it sees the login page (answering still needs the token).")
+        notice(f"Listening on {host}: anyone who can reach it sees the login page; all else needs the token.")
     if made_here:
         # The one secret eyas prints on purpose, once, to the terminal that started it (the redacting stream
         # would hide it); choose your own in $EYAS_UI_TOKEN to keep it off the terminal.
