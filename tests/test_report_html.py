@@ -92,9 +92,15 @@ def test_example_report_renders_in_chromium(example_run: Path, browser: Browser,
 
 def test_example_report_says_what_it_lacks(example_run: Path) -> None:
     html = render_html(example_run)
-    assert "Not in this run: confidence intervals" in html
-    assert "Not in this run: the drafter&#x27;s metrics.jsonl curves" in html  # training from the job log instead
-    assert "Not in this run: a research summary" in html
+    assert "Not in this run: a research summary" in html  # recorded without an [agent]
+    assert "Not in this run: confidence intervals" not in html
+    assert "Not in this run: the drafter&#x27;s metrics.jsonl curves" not in html
+
+
+def end_of(run: Path, node: str) -> int:
+    """The seq of the recorded run's event that ends `node`."""
+    events = [json.loads(line) for line in (run / "transcript.jsonl").read_text().splitlines()]
+    return next(e["seq"] for e in events if e["kind"] == "node" and e["node"] == node and e["phase"] == "end")
 
 
 def cut_transcript(run: Path, last_seq: int, extra: list[dict[str, Any]]) -> None:
@@ -111,7 +117,9 @@ def cut_transcript(run: Path, last_seq: int, extra: list[dict[str, Any]]) -> Non
 
 def test_run_stopped_at_a_gate(example_run: Path) -> None:
     # Stopped at the extract gate: the policy said no and nobody answered.
-    cut_transcript(example_run, 208, [{"kind": "approval", "gate": "extract", "duration_s": 0.5}])
+    cut_transcript(
+        example_run, end_of(example_run, "gate_extract"), [{"kind": "approval", "gate": "extract", "duration_s": 0.5}]
+    )
     html = render_html(example_run)
     assert "extract: no answer: the run stopped here" in html
     assert "Not in this run: a drafter result: the run ended before its evaluation" in html
@@ -125,7 +133,7 @@ def test_failed_run(example_run: Path) -> None:
                "diagnosis": "CUDA out of memory <b>at step 3</b>"}  # fmt: skip
     cut_transcript(
         example_run,
-        272,
+        end_of(example_run, "launch_train"),
         [
             {"kind": "node", "node": "monitor_train", "phase": "start"},
             {"kind": "node", "node": "monitor_train", "phase": "end", "output": {"failure": failure}},
