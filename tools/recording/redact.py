@@ -131,7 +131,8 @@ def _detectors() -> tuple[tuple[re.Pattern[str], Any], ...]:
     from detect_secrets.plugins.base import RegexBasedDetector
 
     found: list[tuple[re.Pattern[str], Any]] = []
-    for kind, plugin in get_mapping_from_secret_type_to_class().items():
+    plugins: dict[str, type] = get_mapping_from_secret_type_to_class()
+    for kind, plugin in plugins.items():
         if issubclass(plugin, RegexBasedDetector) and plugin.__name__ not in _SKIPPED_DETECTORS:
             # A class attribute on each detector (an abstract property on the base class).
             patterns: Iterable[re.Pattern[str]] = getattr(plugin, "denylist", ())
