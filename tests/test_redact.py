@@ -186,6 +186,7 @@ def test_common_secret_shapes(text: str, expected: str) -> None:
         "The token embeddings use basic arithmetic; enter your password below.",
         "export HF_TOKEN=$HF_TOKEN",
         "sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        '{"data_bytes_per_token": 28672, "seconds_per_token": 0.02}',  # eyas plan --json: rates, not tokens
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:

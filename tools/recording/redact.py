@@ -23,10 +23,11 @@ def _mark(what: str) -> str:
     return f"[REDACTED:{what}]"
 
 
-# A name that holds a secret: it ends with one of these words (so max_tokens, tokenizer, pad_token_id do not),
-# or has a part that only credentials have (DB_CREDENTIALS_FILE, GPG_PASSPHRASE, BASIC_AUTH, OAUTH_CLIENT).
+# A name that holds a secret: it ends with one of these words (so max_tokens, tokenizer, pad_token_id do not, nor
+# a rate such as bytes_per_token), or has a part that only credentials have (DB_CREDENTIALS_FILE, GPG_PASSPHRASE,
+# BASIC_AUTH, OAUTH_CLIENT).
 _SECRET_NAME = (
-    r"(?:(?:[A-Za-z0-9]+[_.-])*(?<!eos_)(?<!bos_)(?<!pad_)(?<!unk_)(?<!sep_)(?<!cls_)(?<!mask_)"
+    r"(?:(?:[A-Za-z0-9]+[_.-])*(?<!eos_)(?<!bos_)(?<!pad_)(?<!unk_)(?<!sep_)(?<!cls_)(?<!mask_)(?<!per_)"
     r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|token|secret|password|passwd|pwd|pass)"
     r"|(?:[A-Za-z0-9]+[_.-])*(?:credentials?|passphrase|o?auth[nz]?|authentication)(?:[_.-][A-Za-z0-9]+)*)"
     r"(?![A-Za-z0-9_])"
