@@ -101,7 +101,8 @@ def replay_command(
     json_output: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
     """Replay a recorded run offline: no network, host or LLM. Exits 0 when the code made exactly the recorded
-    decisions, 1 at the first divergence (shown as a diff of recorded versus live)."""
+    decisions, 1 at the first divergence (shown as a diff of recorded versus live) or when the transcript's hash
+    chain names an altered or removed event."""
     report, state = replay(transcript)
     if json_output:
         print(
@@ -112,6 +113,7 @@ def replay_command(
                     "divergence": to_jsonable_python(report.divergence),
                     "unconsumed": len(report.unconsumed),
                     "warnings": report.warnings,
+                    "chain": report.chain.model_dump(exclude_none=True),
                     "final_state": to_jsonable_python(state),
                 },
                 indent=2,
@@ -121,12 +123,14 @@ def replay_command(
         for warning in report.warnings:
             console.print(f"[yellow]warning:[/] {escape(warning)}")
         console.print(f"replayed {report.events_replayed} of {report.events_total} events of {escape(str(transcript))}")
+        chain_style = "bold red" if not report.chain.intact else "dim"
+        console.print(f"[{chain_style}]{escape(report.chain.describe(str(transcript)))}[/]", highlight=False)
         if report.divergence:
             info = report.divergence
             console.print(f"[bold red]diverged[/] at event {info.seq} ({escape(f'{info.kind}, task {info.task}')}):")
             console.print(info.diff, markup=False, highlight=False)
         elif report.unconsumed:
             console.print(f"[yellow]{len(report.unconsumed)} recorded events were never asked for[/]")
-        else:
+        elif report.chain.intact:
             console.print(f"[green]no divergence[/]; final phase {escape(str(state.get('phase')))}")
     raise typer.Exit(0 if report.ok else 1)

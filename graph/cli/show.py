@@ -55,11 +55,25 @@ def show_command(
     host: Annotated[
         str | None, typer.Option("--host", help="only events on this host (its name in the config)")
     ] = None,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="only check the hash chain: name the first altered or removed event (exit 1), or say the "
+            "transcript is intact or unchained (exit 0)",
+        ),
+    ] = False,
 ) -> None:
     """Print a recorded run as a timeline: each crossing with its task, what it asked and answered, and how long
     it took; the approval gates with their decisions; a summary line. Warns when the transcript ends in a line
-    cut by a crash (the complete events before it are shown)."""
+    cut by a crash (the complete events before it are shown) and when its hash chain is broken."""
     loaded = read_transcript(transcript, keep_unknown=True)
+    verdict = loaded.chain.describe(str(transcript))
+    if verify:
+        console.print(escape(verdict), style=None if loaded.chain.intact else "bold red", highlight=False)
+        raise typer.Exit(0 if loaded.chain.intact else 1)
+    if not loaded.chain.intact:
+        errors.print(f"[bold red]warning:[/] {escape(verdict)}", highlight=False, soft_wrap=True)
     if not loaded.events and not loaded.skipped:
         raise EyasError(
             f"{transcript} holds no complete event: the run wrote nothing before it stopped. Pass the transcript of a "

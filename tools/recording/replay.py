@@ -3,6 +3,8 @@
 A live request is matched to the next recorded event of its task (order within a task is the order
 its code ran in); the two must be equal as canonical JSON (compared by hash). The first mismatch stops
 the replay with a `Divergence`: which recorded event, what was recorded, what the code asked now.
+The report also carries the transcript's hash chain (chain.py): an altered or removed event is named there
+even when it changes nothing the code asks, and such a replay is not ok.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from eyas.tools.recording.boundary import Boundary, BoundaryClock, BoundaryHost, BoundaryHttp, Fields, ReplayError
+from eyas.tools.recording.chain import ChainCheck
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.recording.task_scope import current_task
 from eyas.tools.recording.transcript import Crossing, Event, Transcript, build_event, read_transcript, redact_fields
@@ -56,11 +59,13 @@ class ReplayReport(BaseModel):
     unconsumed: list[EventRef]
     divergence: DivergenceInfo | None
     warnings: list[str]
+    chain: ChainCheck
 
     @property
     def ok(self) -> bool:
-        """The code asked exactly what the recorded run asked: no mismatch and nothing left over."""
-        return self.divergence is None and not self.unconsumed
+        """The code asked exactly what the recorded run asked, nothing was left over, and no event was altered or
+        removed as far as the hash chain shows (an unchained transcript passes on the first two alone)."""
+        return self.divergence is None and not self.unconsumed and self.chain.intact
 
 
 class ReplaySession(Boundary):
@@ -110,6 +115,7 @@ class ReplaySession(Boundary):
                 unconsumed=sorted(left, key=lambda ref: ref.seq),
                 divergence=self._divergence.info if self._divergence else None,
                 warnings=self.transcript.warnings,
+                chain=self.transcript.chain,
             )
 
     def _match(self, kind: str, fields: Fields) -> Event:

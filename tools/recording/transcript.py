@@ -1,7 +1,8 @@
 """The transcript of a run: one JSON line per boundary crossing, append-only, readable after a crash.
 
 Every event has `v` (schema version), `seq` (position in the file), `kind`, `task` (the branch of the
-run that caused it, see task_scope.py) and `t` (wall time when it completed). A crossing's fields are
+run that caused it, see task_scope.py), `t` (wall time when it completed) and `prev` (the hash of the
+line before it, see chain.py; absent in transcripts recorded before the chain). A crossing's fields are
 split into the request (what eyas asked: compared on replay) and the response (what the world answered:
 handed back on replay). Notes (node start/end, job launches) are all request: replay only checks them.
 """
@@ -12,25 +13,18 @@ import base64
 import builtins
 import hashlib
 import json
-import os
-import re
-import threading
-from pathlib import Path
 from typing import Annotated, Any, ClassVar, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from eyas.tools import errors
 from eyas.tools.errors import EyasError
-from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpError
 from eyas.tools.planning.sizes import SizeValue
-from eyas.tools.private_files import open_private
 from eyas.tools.recording.redact import Redactor
-from eyas.tools.recording.task_scope import current_task
 
 SCHEMA_VERSION: Final = 1
-_BASE_FIELDS = frozenset({"v", "seq", "kind", "task", "t"})
+_BASE_FIELDS = frozenset({"v", "seq", "kind", "task", "t", "prev"})
 
 
 class TranscriptError(EyasError):
@@ -97,6 +91,7 @@ class Event(BaseModel):
     kind: str
     task: str
     t: float
+    prev: str | None = Field(None, description="hash of the line of the event before (chain.py); None: unchained")
 
     def request_fields(self) -> dict[str, Any]:
         """What eyas asked, as JSON: a live request matches this event when these are equal."""
@@ -281,15 +276,15 @@ AnyEvent = Annotated[
     Field(discriminator="kind"),
 ]
 EVENT_TYPES: dict[str, type[Event]] = {cls.model_fields["kind"].default: cls for cls in get_args(get_args(AnyEvent)[0])}
-_EVENT = TypeAdapter(AnyEvent)
+EVENT_ADAPTER = TypeAdapter(AnyEvent)
 
 
-def build_event(kind: str, fields: dict[str, Any], *, seq: int, task: str, t: float) -> Event:
+def build_event(kind: str, fields: dict[str, Any], *, seq: int, task: str, t: float, prev: str | None = None) -> Event:
     """Validate an event of `kind`; raises ValueError naming the kind when a field is wrong."""
     cls = EVENT_TYPES.get(kind)
     if cls is None:
         raise ValueError(f"Unknown transcript event kind {kind!r}; the kinds are {', '.join(EVENT_TYPES)}")
-    return cls.model_validate({**fields, "seq": seq, "task": task, "t": t, "kind": kind})
+    return cls.model_validate({**fields, "seq": seq, "task": task, "t": t, "kind": kind, "prev": prev})
 
 
 def redact_fields(redactor: Redactor, fields: dict[str, Any]) -> dict[str, Any]:
@@ -302,188 +297,10 @@ def redact_fields(redactor: Redactor, fields: dict[str, Any]) -> dict[str, Any]:
     return clean
 
 
-# -- writing ----------------------------------------------------------------------------------------------
-
-
-class TranscriptWriter:
-    """Appends events with a flush and fsync each, from any thread; continues an existing transcript."""
-
-    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
-        self.path = path
-        self.redactor = redactor or Redactor()
-        self._lock = threading.Lock()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        existing = read_transcript(path) if path.exists() else None
-        self._next_seq = max((event.seq for event in existing.events), default=-1) + 1 if existing else 0
-        self._file = open_private(path, "ab")
-        if self._file.tell() > 0 and not _ends_with_newline(path):
-            # A torn last line from a crash: end it, so the next event starts on its own line.
-            self._write_line(b"\n")
-
-    def write(self, kind: str, fields: dict[str, Any]) -> Event:
-        """Redact, validate and append one event of the current task."""
-        clean = redact_fields(self.redactor, fields)
-        with self._lock:
-            event = build_event(kind, clean, seq=self._next_seq, task=current_task(), t=SYSTEM_CLOCK.now())
-            self._write_line(event.model_dump_json(exclude_none=True).encode() + b"\n")
-            self._next_seq += 1
-        return event
-
-    def close(self) -> None:
-        with self._lock:
-            self._file.close()
-
-    def _write_line(self, data: bytes) -> None:
-        self._file.write(data)
-        self._file.flush()
-        os.fsync(self._file.fileno())
-
-
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as f:
-        f.seek(-1, os.SEEK_END)
-        return f.read(1) == b"\n"
-
-
-# -- reading ----------------------------------------------------------------------------------------------
-
-
-class SkippedLine(BaseModel):
-    """An event this eyas cannot read (of another kind or schema version), kept so `show` marks it in place."""
-
-    line: int
-    before: int = Field(description="how many events precede it in the file")
-    kind: str
-    problem: str
-
-
-class Transcript(BaseModel):
-    path: str
-    events: list[AnyEvent]
-    warnings: list[str] = Field(default_factory=list)
-    torn_lines: list[int] = Field(default_factory=list, description="1-based numbers of lines cut by a crash")
-    skipped: list[SkippedLine] = Field(default_factory=list)
-
-    @property
-    def torn(self) -> bool:
-        return bool(self.torn_lines)
-
-
-class _BadLine(Exception):
-    """What is wrong with one line; `unknown` when it is a well-formed event this eyas does not know."""
-
-    def __init__(self, problem: str, *, unknown: str | None = None) -> None:
-        super().__init__(problem)
-        self.unknown = unknown
-
-
-CORRUPT_FIX = "Restore the file from a copy, or delete that line to read the rest (a replay then diverges there)."
-OTHER_VERSION_FIX = "Read it with the eyas that recorded it; `eyas show` shows the rest and marks it."
-
-
-def read_transcript(path: Path, *, keep_unknown: bool = False) -> Transcript:
-    """Every complete event. A line cut short by a crash (at the end, or before a resumed run's events) is skipped
-    with a warning; any other bad line is refused with its number and what is wrong. With `keep_unknown`, an event
-    of a kind or schema version this eyas does not know is kept in `skipped` instead (for `show`)."""
-    lines = _read_lines(path)
-    events: list[AnyEvent] = []
-    torn: list[int] = []
-    skipped: list[SkippedLine] = []
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        if _cut_short(raw):
-            torn.append(number)
-            continue
-        try:
-            events.append(_event(raw))
-        except _BadLine as bad:
-            if keep_unknown and bad.unknown is not None:
-                skipped.append(SkippedLine(line=number, before=len(events), kind=bad.unknown, problem=str(bad)))
-                continue
-            fix = OTHER_VERSION_FIX if bad.unknown is not None else CORRUPT_FIX
-            raise TranscriptError(f"{path}: line {number} {bad}. {fix}") from None
-    warnings = [
-        f"{path}: line {number} is incomplete ({len(lines[number - 1])} bytes, "
-        f"{'the end of the file' if number >= len(lines) - 1 else 'followed by a resumed run'}): "
-        "the run was cut short while writing it; it is skipped"
-        for number in torn
-    ]
-    return Transcript(path=str(path), events=events, warnings=warnings, torn_lines=torn, skipped=skipped)
-
-
-def _read_lines(path: Path) -> list[bytes]:
-    try:
-        return path.read_bytes().split(b"\n")
-    except FileNotFoundError:
-        raise TranscriptError(f"No transcript at {path}; runs keep theirs at runs/<run_id>/transcript.jsonl.") from None
-    except IsADirectoryError:
-        raise TranscriptError(
-            f"{path} is a folder, not a transcript; pass the transcript.jsonl in it (runs/<run_id>/transcript.jsonl)."
-        ) from None
-    except OSError as exc:
-        raise TranscriptError(f"Cannot read the transcript {path}: {exc.strerror}. Pass a readable file.") from None
-
-
-# What a line cut mid-write ends in, where the decoder stops: a number, a keyword or an escape left unfinished.
-_PARTIAL_TOKEN = re.compile(r"[-+0-9.eE]*|[a-z]{1,4}|\\(u[0-9a-fA-F]{0,3})?")
-
-
-def _cut_short(raw: bytes) -> bool:
-    """Whether a line is the start of an event a crash cut off: its only fault is its missing end."""
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError as exc:
-        if exc.reason != "unexpected end of data":
-            return False
-        text = raw[: exc.start].decode()
-    if not text.startswith("{"):
-        return False
-    try:
-        json.loads(text)
-    except json.JSONDecodeError as exc:
-        rest = text[exc.pos :]
-        unfinished_escape = exc.msg.startswith("Invalid \\uXXXX") and len(rest) <= 6
-        return exc.msg.startswith("Unterminated string") or unfinished_escape or bool(_PARTIAL_TOKEN.fullmatch(rest))
-    except (ValueError, RecursionError):
-        return False
-    return False
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"holds {name}, which is not a JSON number (eyas writes only finite numbers)")
-
-
-def _event(raw: bytes) -> AnyEvent:
-    """One line as an event, or _BadLine saying what is wrong with it."""
-    try:
-        data = json.loads(raw.decode(), parse_constant=_no_constant)
-    except UnicodeDecodeError as exc:
-        raise _BadLine(f"is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise _BadLine(f"is not JSON ({exc.msg} at character {exc.pos})") from None
-    except RecursionError:
-        raise _BadLine("nests JSON deeper than Python reads") from None
-    except ValueError as exc:
-        raise _BadLine(str(exc)) from None
-    if not isinstance(data, dict):
-        found = "null" if data is None else type(data).__name__
-        raise _BadLine(f"is {found}, not an event (a JSON object with v, seq, kind, task and t)")
-    if data.get("v") != SCHEMA_VERSION:
-        version = f"schema version {data['v']!r}" if "v" in data else "no schema version (v)"
-        other_version = str(data.get("kind")) if "v" in data else None
-        raise _BadLine(f"has {version}; this eyas reads version {SCHEMA_VERSION}", unknown=other_version)
-    kind = data.get("kind")
-    if kind not in EVENT_TYPES:
-        raise _BadLine(
-            f"is an event of kind {kind!r}, which this eyas does not know (it knows {', '.join(EVENT_TYPES)})",
-            unknown=str(kind),
-        )
-    try:
-        return _EVENT.validate_python(data)
-    except ValidationError as exc:
-        problem = exc.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"])
-        raise _BadLine(f"is not a valid event ({where}: {problem['msg']})") from None
-    except RecursionError:
-        raise _BadLine("nests JSON deeper than Python reads") from None
+# Reading and writing live in their own modules; their names stay importable from here, as before the split.
+from eyas.tools.recording.transcript_reader import CORRUPT_FIX as CORRUPT_FIX  # noqa: E402
+from eyas.tools.recording.transcript_reader import OTHER_VERSION_FIX as OTHER_VERSION_FIX  # noqa: E402
+from eyas.tools.recording.transcript_reader import SkippedLine as SkippedLine  # noqa: E402
+from eyas.tools.recording.transcript_reader import Transcript as Transcript  # noqa: E402
+from eyas.tools.recording.transcript_reader import read_transcript as read_transcript  # noqa: E402
+from eyas.tools.recording.transcript_writer import TranscriptWriter as TranscriptWriter  # noqa: E402
