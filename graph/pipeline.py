@@ -7,7 +7,8 @@
 
 A failed or lost job stops at the failure gate (retry relaunches the phase, whose workloads resume;
 abort ends the run with its report). A rejected gate ends the run; an edited gate re-plans. A run that
-starts from existing generated data skips straight to the extraction gate.
+starts from existing generated data skips straight to the extraction gate. A phase the plan says cannot share
+the host with production stops it at launch and starts it again when its monitor ends (graph/production.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from langgraph.runtime import Runtime
 from eyas.graph.context import Node, RunContext, RunGraph
 from eyas.graph.gates import SpecBuilder, after_gate, make_gate
 from eyas.graph.phases import data, evaluate, extract, plan, report, research, train, verify
+from eyas.graph.production import restoring_production, stopping_production
 from eyas.graph.state import RunState
 from eyas.graph.supervise import after_monitor, failure_gate, make_launch, make_monitor
 from eyas.tools.errors import EyasError
@@ -122,9 +124,11 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None, *, context_sche
     graph.add_conditional_edges("plan", first_phase, [BY_NAME["data"].entry, BY_NAME["extract"].entry])
 
     for phase, following in zip(PHASES, [*(later.entry for later in PHASES[1:]), "report"], strict=True):
-        launch = make_launch(phase.name, phase.build, phase.artifact, SETUP.get(phase.name))
+        launch = stopping_production(
+            phase.name, make_launch(phase.name, phase.build, phase.artifact, SETUP.get(phase.name))
+        )
         add(phase.launch, recorded(phase.launch, launch))
-        add(phase.monitor, recorded(phase.monitor, make_monitor(phase.name)))
+        add(phase.monitor, recorded(phase.monitor, restoring_production(phase.monitor, make_monitor(phase.name))))
         if phase.gate:
             add(phase.gate, make_gate(GATE_TOPIC[phase.gate], phase.build))
             graph.add_conditional_edges(

@@ -19,6 +19,7 @@ from langgraph.types import Command
 
 from eyas.graph.context import RunContext, RunGraph
 from eyas.graph.pipeline import build_graph
+from eyas.graph.production import restore
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
 from eyas.tools.private_files import touch_private
@@ -113,6 +114,9 @@ def drive(
     answer recorded with `eyas approve`, else by `ask` (the terminal); without `ask` the run stops there.
     """
     config = thread(ctx.run)
+    if first is None:
+        # A run that died with production stopped starts it again before anything else.
+        restore(ctx, "eyas resume: the run had stopped it and ended without starting it")
     value = first
     while True:
         for update in graph.stream(value, config, context=ctx, durability="sync", stream_mode="updates"):

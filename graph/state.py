@@ -76,6 +76,7 @@ class RunState(TypedDict, total=False):
     research: str | None
     report: str
     stopped: str | None  # why the run ended early (rejected, aborted)
+    production: dict[str, Any]  # graph/production.py's summary: stopped now?, each stop's downtime
 
 
 def run_sizes(state: RunState) -> Sizes:

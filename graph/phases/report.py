@@ -8,6 +8,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
+from eyas.graph.production import LOG, restore, summary
 from eyas.graph.state import RunState
 
 EVALUATION_KEYS = (
@@ -48,6 +49,8 @@ def render_report(state: RunState, ctx: RunContext) -> str:
             lines += ["", f"Acceptance by draft position: {rates}"]
     if state.get("training"):
         lines += training_lines(state["training"])
+    if state.get("production"):
+        lines += production_lines(state["production"])
     failure = state.get("failure")
     if failure:
         lines += ["", "## Failure", "", f"{failure['job_id']} {failure['status']}: {failure['diagnosis']}"]
@@ -106,9 +109,27 @@ def training_lines(curves: dict[str, list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def production_lines(production: dict[str, Any]) -> list[str]:
+    lines = ["", "## Production downtime", ""]
+    if production.get("stopped_now"):
+        lines += ["**Production is stopped now**: `eyas resume` starts it again first.", ""]
+    lines += ["| phase | service | downtime | load | restarted because |", "|---|---|---|---|---|"]
+    for stop in production.get("stops", []):
+        load = f"{stop['load_s']:.0f} s" if stop.get("load_s") is not None else "?"
+        lines.append(
+            f"| {stop['phase']} | {stop['service']} ({stop['backend']}) | {stop['downtime_s']:.0f} s | {load} | "
+            f"{stop['restarted_because']} |"
+        )
+    return lines
+
+
 def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
     update: dict[str, Any] = {"phase": "report"}
+    # After a reject or an abort: production comes back before the run ends (a no-op when nothing is stopped).
+    restore(ctx, "the run ended")
+    if (ctx.run.root / LOG).exists():
+        update["production"] = summary(ctx.run)
     metrics_path = f"{ctx.artifact('drafter')}/metrics.jsonl"
     if "train" in state.get("jobs", {}) and ctx.host.exists(metrics_path):
         update["training"] = training_curves(ctx.host.read_text(metrics_path))

@@ -1,17 +1,20 @@
-"""Start and stop the embedded vLLM server as a detached job, and describe it in a real unit file."""
+"""Start and stop the embedded vLLM server: eyas writes a real unit file for it, and the stand-in for systemd
+(tools/service/standin.py) runs that unit as a detached job, the way the pipeline later stops and restarts it."""
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
 
-from eyas.tools.checks.health import check_health
-from eyas.tools.checks.result import CheckContext, CheckResult, Status
+from eyas.tools.checks.result import CheckResult
 from eyas.tools.errors import TargetError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient, HttpError
-from eyas.tools.jobs.detached import Jobs, JobSpec, JobState, JobStatus
+from eyas.tools.jobs.detached import Jobs, JobSpec, JobState
+from eyas.tools.service.base import ServiceError
+from eyas.tools.service.production import production_service
+from eyas.tools.service.standin import UnitJobService
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.target.prepare import is_prepared
 from eyas.tools.workloads.cpu_caps import vllm_cpu_dtype_args
@@ -61,12 +64,13 @@ def unit_file_text(spec: JobSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _health(target: EmbeddedTarget, host: Host, http: HttpClient) -> CheckResult:
-    config = target.config()
-    ctx = CheckContext(
-        host=host, host_config=config.host(), target=config.target, http=http, data_path=str(target.workdir)
-    )
-    return check_health(ctx)
+def target_service(
+    target: EmbeddedTarget, host: Host, *, http: HttpClient | None = None, clock: Clock = SYSTEM_CLOCK
+) -> UnitJobService:
+    """The embedded target as a service: its unit file run by the stand-in for systemd (no systemd as PID 1)."""
+    service = production_service(target.config(), host, http or HttpClient(clock), clock)
+    assert isinstance(service, UnitJobService)  # the embedded config names a unit file and no unit
+    return service
 
 
 def up(
@@ -79,23 +83,24 @@ def up(
     clock: Clock = SYSTEM_CLOCK,
     http: HttpClient | None = None,
 ) -> CheckResult:
-    """Start the server unless it already runs, then wait for the deep health check to pass."""
+    """Write the unit file, start it unless it already runs, then wait for the deep health check to pass."""
     http = http or HttpClient(clock)
     if not is_prepared(target, host):
         raise TargetError("The embedded model is not prepared; run `eyas target prepare` first.")
-    jobs = Jobs(host, str(target.workdir))
-    state = jobs.status(target.server_job)
-    if state.status is JobStatus.RUNNING:
-        progress(f"server job already running (pid {state.pid}); waiting for it to be healthy")
+    service = target_service(target, host, http=http, clock=clock)
+    status = service.status()
+    if status.active:
+        progress(f"server job already running (pid {status.main_pid}); waiting for it to be healthy")
     else:
         _refuse_foreign_listener(target, http)
-        if state.status is not JobStatus.ABSENT:
-            jobs.forget(target.server_job)
-        spec = server_spec(target, eager=eager)
-        host.write_text(str(target.unit_file), unit_file_text(spec))
-        state = jobs.launch(spec)
+        host.write_text(str(target.unit_file), unit_file_text(server_spec(target, eager=eager)))
+        service.start()
+        state = service.jobs.status(service.job_id)
         progress(f"started vLLM (pid {state.pid}) on {target.base_url}; log: {state.directory}/log")
-    return _wait_healthy(target, host, jobs, http, clock, timeout_s)
+    try:
+        return service.wait_healthy(timeout_s, progress)
+    except ServiceError as exc:
+        raise TargetError(f"The vLLM server did not come up: {exc}") from None
 
 
 def _refuse_foreign_listener(target: EmbeddedTarget, http: HttpClient) -> None:
@@ -107,26 +112,6 @@ def _refuse_foreign_listener(target: EmbeddedTarget, http: HttpClient) -> None:
         f"Port {target.port} is already in use by a process eyas did not start; stop it, or choose another "
         "port with EYAS_TARGET_PORT."
     )
-
-
-def _wait_healthy(
-    target: EmbeddedTarget, host: Host, jobs: Jobs, http: HttpClient, clock: Clock, timeout_s: float
-) -> CheckResult:
-    deadline = clock.monotonic() + timeout_s
-    while True:
-        state = jobs.status(target.server_job)
-        if state.finished:
-            tail = jobs.tail(target.server_job, 25)
-            raise TargetError(f"The vLLM server exited while starting ({state.describe()}). Its log ends: {tail}")
-        result = _health(target, host, http)
-        if result.status is not Status.FAIL:
-            return result
-        if clock.monotonic() > deadline:
-            raise TargetError(
-                f"The vLLM server did not pass the health check within {timeout_s:.0f} s ({result.message}); "
-                f"see {state.directory}/log."
-            )
-        clock.sleep(2.0)
 
 
 def down(target: EmbeddedTarget, host: Host) -> JobState:

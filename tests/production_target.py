@@ -1,0 +1,45 @@
+"""A second embedded target that plays production for the tests that stop, restart and redeploy it (the shared
+`embedded_target` must stay up for the rest of the session). Nothing here is a stand-in except the service
+manager: containers have no systemd as PID 1, so tools/service/standin.py runs the unit file, as on such hosts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.service.standin import UnitJobService
+from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.target.server import target_service
+
+
+def production_target(port: int) -> EmbeddedTarget:
+    """The cached venv and model (built by `make target`), on a port of the tests' own range (18850-18859)."""
+    return EmbeddedTarget(EmbeddedTarget.from_env().cache_dir, port=port)
+
+
+def service(target: EmbeddedTarget) -> UnitJobService:
+    return target_service(target, LocalHost())
+
+
+def argv_of(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().rstrip("\0").split("\0")
+
+
+def server_argv(target: EmbeddedTarget) -> list[str]:
+    """The real argv of the server process: the child of the stand-in job's wrapper (its pid file)."""
+    pid = service(target).status().main_pid
+    assert pid is not None, "the production target does not run"
+    children = [
+        int(entry.name) for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and _parent(int(entry.name)) == pid
+    ]  # fmt: skip
+    assert len(children) == 1, children
+    return argv_of(children[0])
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])

@@ -1,0 +1,90 @@
+"""The Service interface. systemd cannot run here (no systemd as PID 1), so the systemctl-backed class is checked
+against a STAND-IN `systemctl` script for the exact argv it passes; the stand-in Service (a unit file run as a
+detached job, tools/service/standin.py) is checked for real against an embedded target of this module's own."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eyas.tools.checks.result import CheckResult, Status
+from eyas.tools.checks.unit_file import parse_unit_file
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.service.base import ServiceError
+from eyas.tools.service.systemd import SystemdService
+from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.target.server import down, up
+from production_target import production_target, server_argv, service
+
+FAKE_SYSTEMCTL = """#!/bin/sh
+# STAND-IN for systemctl: records its argv (one JSON list per call) and answers `show` like systemd.
+python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@" >> {calls}
+case "$1" in
+  show) printf 'ActiveState=active\\nSubState=running\\nMainPID=4242\\n' ;;
+  start) [ -f {fail} ] && {{ echo "Job for unit failed" >&2; exit 1; }} ;;
+esac
+exit 0
+"""
+ODD_UNIT = "vllm;touch pwned $(id).service"  # no real unit is called this; it proves nothing reaches a shell unquoted
+
+
+def _ok() -> CheckResult:
+    return CheckResult(name="health", status=Status.OK, message="generating")
+
+
+def test_systemd_service_passes_exact_argv_to_systemctl(tmp_path: Path) -> None:
+    calls, fail = tmp_path / "calls.jsonl", tmp_path / "fail"
+    script = tmp_path / "systemctl"
+    script.write_text(FAKE_SYSTEMCTL.format(calls=shlex.quote(str(calls)), fail=shlex.quote(str(fail))))
+    script.chmod(0o755)
+    unit = SystemdService(LocalHost(), ODD_UNIT, _ok, SYSTEM_CLOCK, systemctl=str(script))
+    os.chdir(tmp_path)
+
+    status = unit.status()
+    unit.stop()
+    unit.start()
+    unit.reload()
+    assert status.active and status.main_pid == 4242 and status.backend == "systemd"
+    assert unit.drop_in_path() == f"/etc/systemd/system/{ODD_UNIT}.d/eyas-drafter.conf"
+    assert [json.loads(line) for line in calls.read_text().splitlines()] == [
+        ["show", "--property=ActiveState,SubState,MainPID", ODD_UNIT],
+        ["stop", ODD_UNIT],
+        ["start", "--no-block", ODD_UNIT],
+        ["daemon-reload"],
+    ]
+    assert not list(tmp_path.glob("pwned*"))
+    fail.touch()
+    with pytest.raises(ServiceError, match="Job for unit failed"):
+        unit.start()
+
+
+@pytest.fixture(scope="module")
+def production() -> Iterator[EmbeddedTarget]:
+    target = production_target(18850)
+    up(target, LocalHost(), eager=True, progress=lambda message: None)
+    yield target
+    down(target, LocalHost())
+
+
+@pytest.mark.slow
+def test_standin_service_stops_and_starts_the_unit_as_written(production: EmbeddedTarget) -> None:
+    unit = service(production)
+    written = parse_unit_file(production.unit_file.read_text())
+    assert unit.status().active and server_argv(production) == written.exec_start
+
+    unit.stop()
+    stopped = unit.status()
+    assert not stopped.active and "stand-in job" in stopped.detail
+    assert unit.health().status is Status.FAIL and unit.health().facts["failed_tier"] == "tcp"
+
+    unit.start()
+    health = unit.wait_healthy(600, progress=lambda message: None)
+    assert health.status is Status.OK
+    assert unit.last_start_s is not None and unit.last_start_s > 0
+    assert server_argv(production) == written.exec_start
