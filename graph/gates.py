@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from eyas.graph.context import Node, RunContext
+from eyas.graph.gate_production import production_estimate, production_view
 from eyas.graph.policy import PhaseEstimate, judge
 from eyas.graph.state import APPROVAL_ACTIONS, Decision, GateAnswer, RunState, run_sizes
 from eyas.tools.jobs.detached import JobSpec
@@ -23,12 +24,14 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
     """What the operator sees before a phase: estimates, verification, and the exact commands on which host,
     with the policy's verdict when the run has one."""
     plan = state.get("plan", {})
+    production = production_view(phase, state, ctx)
     estimate = PhaseEstimate(
         **plan.get("phases", {}).get(phase, {}),
         total_hours=plan.get("total_hours"),
         needed_disk_bytes=plan.get("needed_bytes"),
         fits=plan.get("fits"),
         verdict=plan.get("verdict"),
+        **production_estimate(production),
     )
     view: dict[str, Any] = {
         "kind": "gate",
@@ -39,6 +42,8 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
         "verification": state.get("verification", {}),
         "commands": [shlex.join(spec.argv) for spec in specs],
     }
+    if production:
+        view["production"] = production
     if ctx.policy is not None:
         verdict = judge(ctx.policy, phase, estimate, view["verification"])
         view["policy"] = {"approve": verdict.approve, "reasons": verdict.summary}

@@ -18,6 +18,12 @@ class Policy(BaseModel):
     max_total_hours: float | None = Field(None, gt=0, description="longest estimated whole run approved unattended")
     max_disk_bytes: int | None = Field(None, gt=0, description="most bytes a run may write on the host")
     allow_warnings: bool = Field(True, description="approve when verification has warnings (but no failures)")
+    allow_production_stop: bool = Field(
+        False, description="approve a phase that must stop the production server (its GPUs are needed)"
+    )
+    max_production_downtime_hours: float | None = Field(
+        None, gt=0, description="longest production downtime (phase hours + load time) approved unattended"
+    )
     notify_command: str | None = Field(
         None, description="run locally when a gate stops; the message is on stdin and in $EYAS_MESSAGE"
     )
@@ -34,6 +40,8 @@ class PhaseEstimate(BaseModel):
     needed_disk_bytes: int | None = None
     fits: bool | None = None
     verdict: str | None = None
+    production_action: str | None = None  # keep | stop | reuse, for the phases the gate asks about
+    downtime_hours: float | None = None  # production's expected downtime when the action is stop
 
 
 class Verdict(BaseModel):
@@ -75,7 +83,25 @@ def judge(policy: Policy, phase: str, estimate: PhaseEstimate, verification: dic
             f"{disk / 1e9:.2f} GB to write, {'within' if within else 'over'} the budget of "
             f"{policy.max_disk_bytes / 1e9:.2f} GB"
         )
+    _judge_production(policy, estimate, blockers, passed)
     return Verdict(approve=not blockers, reasons=blockers or passed or [f"{phase}: no budget applies"])
+
+
+def _judge_production(policy: Policy, estimate: PhaseEstimate, blockers: list[str], passed: list[str]) -> None:
+    """A phase that must stop production is approved unattended only when the policy allows stops and the
+    expected downtime is known and within its budget."""
+    if estimate.production_action != "stop":
+        return
+    hours = estimate.downtime_hours
+    shown = f"{hours:.2f} h" if hours is not None else "an unknown time"
+    if not policy.allow_production_stop:
+        blockers.append(f"the phase must stop production for {shown} and the policy does not allow_production_stop")
+    elif policy.max_production_downtime_hours is None:
+        passed.append(f"production stops for {shown} (allowed, no downtime budget)")
+    elif hours is None or hours > policy.max_production_downtime_hours:
+        blockers.append(f"production downtime {shown} is over the budget of {policy.max_production_downtime_hours:g} h")
+    else:
+        passed.append(f"production downtime {shown} within the budget of {policy.max_production_downtime_hours:g} h")
 
 
 def load_policy(path: Path) -> Policy:

@@ -65,6 +65,8 @@ class RunState(TypedDict, total=False):
     sizes: dict[str, SizeValue]  # Sizes.model_dump()
     verification: dict[str, dict[str, str]]  # check -> {status, message}
     free_disk_bytes: int
+    gpus: dict[str, Any]  # graph/phases/verify.gpu_summary: each GPU's memory and whether production holds it
+    trust_remote_code: bool  # the target runs its own code (the unit's --trust-remote-code or the config's)
     plan: dict[str, Any]
     jobs: dict[str, list[str]]  # phase -> job ids (the job registry)
     artifacts: dict[str, str]  # name -> path on the host

@@ -135,7 +135,9 @@ def test_gpus_parsed_from_an_8_gpu_pcie_host(tmp_path: Path, monkeypatch: pytest
     fake_nvidia_smi(tmp_path / "bin", FIXTURES / "nvidia_smi_8gpu_pcie.csv", FIXTURES / "nvidia_smi_topo_pcie.txt")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     result = check_gpus(context(tmp_path))
-    assert result.status is Status.OK
+    # This stand-in answers only the GPU and topology queries: 89% of memory held by processes it cannot name is
+    # a warning (tests/test_gpu_holders.py has the stand-in that names them).
+    assert result.status is Status.WARN and "which processes hold the GPUs is unknown" in result.message
     assert result.facts["count"] == 8 and result.facts["interconnect"] == "pcie"
     assert [gpu["index"] for gpu in result.facts["gpus"]] == list(range(8))
     assert "interconnect pcie" in result.message

@@ -85,7 +85,21 @@ class TargetConfig(_Section):
     )
     unit: str | None = Field(None, description="systemd unit name, e.g. vllm.service")
     unit_file: AbsolutePath | None = Field(None, description="unit file path when systemd cannot be asked")
+    trust_remote_code: bool | None = Field(
+        None,
+        description="run the model directory's own code (auto_map) in extraction and training; default: as the "
+        "production unit's vLLM --trust-remote-code",
+    )
     generation_deadline_s: float = Field(60.0, gt=0, description="deadline of the health check's completion")
+    load_time_s: float | None = Field(
+        None,
+        gt=0,
+        description="seconds the production server takes from start to healthy; default: as measured when eyas last "
+        "restarted it, else estimated from the model's size. Plans downtime and the ready timeouts of eyas's servers",
+    )
+    load_wait_s: float = Field(
+        1800.0, ge=0, description="how long verify and plan wait for a server that is still loading (0: do not wait)"
+    )
 
 
 class AgentConfig(_Section):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import select
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -148,7 +149,28 @@ def gate_panel(view: dict[str, Any]) -> Panel:
         table.add_row(escape(f"verify {name}"), escape(f"{check['status']}: {check['message']}"))
     for command in view.get("commands", []):
         table.add_row("[bold]will run[/]", escape(command))
+    for line in production_lines(view.get("production", {})):
+        table.add_row("[bold]production[/]", escape(line))
     policy = view.get("policy")
     if policy and not policy["approve"]:
         table.add_row("[bold red]policy stop[/]", escape(policy["reasons"]))
     return Panel(table, title=f"gate: {view['phase']}", border_style="cyan")
+
+
+def production_lines(production: dict[str, Any]) -> list[str]:
+    """A gate's production section as lines: per phase what happens to production and for how long, the
+    commands that stop and start it, what eyas's servers inherit, and each server's argv."""
+    lines = []
+    for phase, entry in production.items():
+        action, hours = entry.get("action", "?"), entry.get("downtime_hours")
+        downtime = (
+            "" if action != "stop" else f", down for {hours:.2f} h" if hours is not None else ", downtime unknown"
+        )
+        lines.append(f"{phase}: {action}{downtime}; GPUs {entry.get('gpus', [])}: {entry.get('reason', '')}")
+        lines += [f"{phase}: $ {command}" for command in entry.get("commands", [])]
+        servers = entry.get("servers") or {}
+        for key in ("inherited", "overridden", "dropped"):
+            if servers.get(key):
+                lines.append(f"{phase} servers {key}: {', '.join(servers[key])}")
+        lines += [f"{phase} server {name}: {shlex.join(argv)}" for name, argv in servers.get("servers", {}).items()]
+    return lines

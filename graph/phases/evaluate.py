@@ -4,6 +4,7 @@ prompts; acceptance from vLLM's own counters."""
 from __future__ import annotations
 
 from eyas.graph.context import RunContext
+from eyas.graph.phases.servers import EVALUATE_OWN, on_gpu, production_launch, ready_timeout
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.train import EvaluateRequest, evaluate_job
@@ -18,5 +19,7 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         out=ctx.artifact("evaluation"),
         k=[sizes.num_speculative_tokens],
         max_tokens=sizes.eval_max_tokens,
+        launch=production_launch(ctx, EVALUATE_OWN if on_gpu(state) else (*EVALUATE_OWN, "--dtype")),
+        start_timeout_s=ready_timeout(state),
     )
     return [evaluate_job(f"{ctx.run.run_id}.evaluate", ctx.host_config, ctx.workloads_dir, request)]

@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from eyas.graph.context import RunContext
+from eyas.graph.phases.servers import EXTRACT_OWN, on_gpu, production_launch, ready_timeout
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.drafter import ExtractionRequest, extract_job
+
+
+def trusts_remote_code(ctx: RunContext, state: RunState) -> bool:
+    """As verify resolved it from the unit and the config; the config alone for a run checkpointed before that."""
+    return state.get("trust_remote_code", bool(ctx.config.target.trust_remote_code))
+
+
+def vllm_backend(ctx: RunContext, state: RunState) -> dict[str, Any]:
+    """On a GPU host, extraction serves the target through vLLM with production's launch (its parallel layout,
+    flags and environment); on CPU, the transformers backend, which needs no server."""
+    if not on_gpu(state):
+        return {}
+    return {
+        "backend": "vllm",
+        "launch": production_launch(ctx, EXTRACT_OWN),
+        "ready_timeout_s": ready_timeout(state),
+    }
 
 
 def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
@@ -14,5 +34,7 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         conversations=state.get("artifacts", {}).get("conversations") or ctx.artifact("conversations"),
         out_dir=ctx.artifact("hidden_states"),
         max_tokens=run_sizes(state).max_seq_len,
+        trust_remote_code=trusts_remote_code(ctx, state),
+        **vllm_backend(ctx, state),
     )
     return [extract_job(f"{ctx.run.run_id}.extract", ctx.host_config, ctx.workloads_dir, request)]

@@ -1,32 +1,53 @@
 """Plan with numbers before anything long starts: hours from measured throughput, bytes from the model's
-shape, and a verdict against the verified free disk, with the ways out when it does not fit."""
+shape, a verdict against the verified free disk with the ways out when it does not fit, and for each GPU phase
+the GPUs and memory it needs and what that means for production (keep it, stop it, or reuse it)."""
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
 from eyas.graph.state import RunState, run_sizes
-from eyas.tools.planning.estimate import estimate, verdict
-from eyas.tools.planning.measure import Figures, measure_inputs
+from eyas.tools.checks.health import check_health
+from eyas.tools.checks.loading import wait_until_loaded
+from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.checks.service import read_unit
+from eyas.tools.launch.inherited import inherit_launch
+from eyas.tools.planning.estimate import ModelDims, estimate, verdict
+from eyas.tools.planning.gpu_budget import (
+    GpuBudgetInputs,
+    GpuFree,
+    ProductionLayout,
+    budget,
+    default_load_s,
+    weights_bytes,
+)
+from eyas.tools.planning.measure import Figures, Measured, MeasureError, measure_inputs
 
 
 def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
-    sizes = run_sizes(state)
-    conversations = state.get("artifacts", {}).get("conversations")
-    figures = Figures(
-        samples=sizes.samples,
-        max_tokens=sizes.max_tokens,
-        free_disk_bytes=state.get("free_disk_bytes"),
-        generated_file=conversations,
-    )
-    measured = measure_inputs(figures, config=ctx.config, host=ctx.host, http=ctx.http, clock=ctx.clock)
+    measured = _measure(ctx, state)
     plan = estimate(measured.inputs)
     text = verdict(measured.inputs, plan)
     ctx.on_note(f"plan: {text}")
+    hours: dict[str, float | None] = {
+        "data": plan.generation_hours,
+        "extract": plan.extraction_hours,
+        "train": plan.training_hours,
+    }
+    production = production_plan(ctx, state, measured.inputs.model, hours, measured.inputs.generation_tok_s)
+    phases: dict[str, dict[str, Any]] = {
+        "data": {"phase_hours": plan.generation_hours, "disk_bytes": plan.data_bytes},
+        "extract": {"phase_hours": plan.extraction_hours, "disk_bytes": plan.hidden_state_bytes},
+        "train": {"phase_hours": plan.training_hours, "disk_bytes": plan.checkpoint_bytes},
+        "evaluate": {"phase_hours": production["evaluate_hours"]},
+    }
+    for phase, impact in production["phases"].items():
+        phases[phase]["production"] = impact
     return {
         "phase": "plan",
         "plan": {
@@ -37,11 +58,113 @@ def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             "total_hours": plan.total_hours,
             "sources": measured.sources,
             "alternatives": [alternative.model_dump(exclude_none=True) for alternative in plan.alternatives],
-            # What each gate weighs against the policy's budgets.
-            "phases": {
-                "data": {"phase_hours": plan.generation_hours, "disk_bytes": plan.data_bytes},
-                "extract": {"phase_hours": plan.extraction_hours, "disk_bytes": plan.hidden_state_bytes},
-                "train": {"phase_hours": plan.training_hours, "disk_bytes": plan.checkpoint_bytes},
-            },
+            # What each gate weighs against the policy's budgets, and what happens to production meanwhile.
+            "phases": phases,
+            "production_load": production["load"],
+            "captured_layers": plan.captured_layers,
         },
     }
+
+
+def _checks(ctx: RunContext) -> CheckContext:
+    return CheckContext(
+        host=ctx.host, host_config=ctx.host_config, target=ctx.config.target, http=ctx.http,
+        data_path=ctx.host_config.workdir,
+    )  # fmt: skip
+
+
+def _measure(ctx: RunContext, state: RunState) -> Measured:
+    """The plan's inputs; a server found still loading is waited for (target.load_wait_s), then asked again."""
+    sizes = run_sizes(state)
+    figures = Figures(
+        samples=sizes.samples,
+        max_tokens=sizes.max_tokens,
+        free_disk_bytes=state.get("free_disk_bytes"),
+        generated_file=state.get("artifacts", {}).get("conversations"),
+    )
+
+    def measure() -> Measured:
+        return measure_inputs(figures, config=ctx.config, host=ctx.host, http=ctx.http, clock=ctx.clock)
+
+    try:
+        return measure()
+    except MeasureError:
+        checks = _checks(ctx)
+        health = check_health(checks)
+        if health.status is not Status.FAIL:
+            raise
+        waited = wait_until_loaded(checks, health, ctx.clock, lambda line: ctx.on_note(f"plan: {line}"))
+        ctx.on_note(f"plan: {waited.note}")
+        if waited.outcome != "healthy":
+            raise
+        return measure()
+
+
+def evaluation_hours(state: RunState, load_s: float, tok_s: float | None) -> float | None:
+    """Two servers (the baseline and the drafter's), each loading like production and answering every held-out
+    prompt; None without a measured throughput."""
+    if tok_s is None:
+        return None
+    sizes = run_sizes(state)
+    return 2 * (load_s + sizes.held_out * sizes.eval_max_tokens / tok_s) / 3600
+
+
+def production_load(ctx: RunContext, state: RunState, model_bytes: int | None) -> tuple[float, str]:
+    """Seconds production takes to load, and where the figure comes from: the last restart this run measured,
+    else target.load_time_s, else an estimate from the model's size."""
+    stops = [stop for stop in state.get("production", {}).get("stops", []) if stop.get("load_s")]
+    if stops:
+        return float(stops[-1]["load_s"]), "measured when this run last restarted production"
+    if ctx.config.target.load_time_s is not None:
+        return ctx.config.target.load_time_s, "target.load_time_s in the config"
+    if model_bytes is None:
+        return 60.0, "assumed (the model's size is unknown)"
+    return default_load_s(model_bytes), f"estimated from the weights' {model_bytes / 1e9:.0f} GB"
+
+
+def production_plan(
+    ctx: RunContext, state: RunState, dims: ModelDims, hours: dict[str, float | None], tok_s: float | None
+) -> dict[str, Any]:
+    """Each phase's production impact (plan["phases"][phase]["production"]), production's load time, and the
+    evaluation's hours (which depend on it)."""
+    gpu_facts = state.get("gpus") or {}
+    gpus = [GpuFree.model_validate(gpu) for gpu in gpu_facts.get("gpus", [])]
+    tensor, pipeline, model_bytes = 1, 1, None
+    if gpus:  # only a GPU host needs the layout and the weights' size; a CPU host is asked nothing more
+        launch = inherit_launch(read_unit(_checks(ctx)))
+        flags = dict(launch.flags)
+        tensor = int(flags.get("--tensor-parallel-size") or 1)
+        pipeline = int(flags.get("--pipeline-parallel-size") or 1)
+        model_bytes = _weights_on_disk(ctx)
+    inputs = GpuBudgetInputs(
+        model=dims,
+        model_bytes=model_bytes,
+        gpus=gpus,
+        production=ProductionLayout(tensor_parallel_size=tensor, pipeline_parallel_size=pipeline, load_s=1.0),
+        phase_hours=hours,
+        draft_vocab_size=run_sizes(state).draft_vocab_size,
+    )
+    load_s, source = production_load(ctx, state, weights_bytes(inputs) if gpus else model_bytes)
+    evaluate_h = evaluation_hours(state, load_s, tok_s)
+    layout = inputs.production.model_copy(update={"load_s": load_s, "load_source": source})
+    inputs = inputs.model_copy(update={"production": layout, "phase_hours": {**hours, "evaluate": evaluate_h}})
+    impacts = budget(inputs)
+    for phase, impact in impacts.items():
+        ctx.on_note(f"plan {phase}: production {impact.action}: {impact.reason}")
+    return {
+        "phases": {phase: impact.model_dump() for phase, impact in impacts.items()},
+        "load": {"load_s": load_s, "source": source},
+        "evaluate_hours": evaluate_h,
+    }
+
+
+def _weights_on_disk(ctx: RunContext) -> int | None:
+    """The served model's weight files in bytes (safetensors or bin), None when the directory cannot be read."""
+    model_dir = ctx.config.target.model_dir
+    if model_dir is None:
+        return None
+    found = ctx.host.run(
+        f"cd {shlex.quote(model_dir)} && du -cbL -- *.safetensors *.bin 2>/dev/null | tail -n 1", timeout=60
+    )
+    words = found.stdout.split()
+    return int(words[0]) if words and words[0].isdigit() and int(words[0]) > 0 else None

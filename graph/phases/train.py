@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases.data import drafter_base_dir
+from eyas.graph.phases.extract import trusts_remote_code
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.drafter import VocabRequest, vocab_job
@@ -17,6 +18,7 @@ def build_vocab_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         hidden_states_dir=ctx.artifact("hidden_states"),
         out_dir=ctx.artifact("vocab"),
         draft_vocab_size=run_sizes(state).draft_vocab_size,
+        trust_remote_code=trusts_remote_code(ctx, state),
     )
     return [vocab_job(f"{ctx.run.run_id}.vocab", ctx.host_config, ctx.workloads_dir, request)]
 
@@ -36,5 +38,6 @@ def build_train_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         from_pretrained=drafter_base_dir(ctx) if finetune else None,
         epochs=sizes.epochs,
         total_seq_len=sizes.max_seq_len,
+        trust_remote_code=trusts_remote_code(ctx, state),
     )
     return [train_job(f"{ctx.run.run_id}.train", ctx.host_config, ctx.workloads_dir, request)]

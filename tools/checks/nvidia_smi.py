@@ -9,6 +9,10 @@ from pydantic import BaseModel, ConfigDict
 
 GPU_QUERY = "index,name,memory.total,memory.used,utilization.gpu"
 NVIDIA_SMI_QUERY_ARGS = ["--query-gpu=" + GPU_QUERY, "--format=csv,noheader,nounits"]
+# Which card a process runs on is named by UUID only, so the UUIDs are asked for separately.
+NVIDIA_SMI_UUID_ARGS = ["--query-gpu=index,uuid", "--format=csv,noheader"]
+APPS_QUERY = "pid,process_name,used_memory,gpu_uuid"
+NVIDIA_SMI_APPS_ARGS = ["--query-compute-apps=" + APPS_QUERY, "--format=csv,noheader,nounits"]
 
 _EXPECTED_CSV = f"expected '{GPU_QUERY}' as printed by nvidia-smi {' '.join(NVIDIA_SMI_QUERY_ARGS)}"
 # nvidia-smi prints these instead of a number when a field does not apply to the card or driver.
@@ -31,6 +35,17 @@ class GpuInfo(BaseModel):
     memory_total_mib: int
     memory_used_mib: int
     utilization_pct: int | None
+
+
+class GpuProcess(BaseModel):
+    """One compute process on one GPU (a process on several GPUs is one row per GPU), memory in MiB."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pid: int
+    name: str
+    used_mib: int | None
+    gpu_uuid: str
 
 
 class Topology(TypedDict):
@@ -69,6 +84,50 @@ def parse_gpu_csv(text: str) -> list[GpuInfo]:
                 f"line {number} is not nvidia-smi GPU CSV ({error}): {line.strip()!r}; {_EXPECTED_CSV}"
             ) from None
     return gpus
+
+
+def parse_gpu_uuids(text: str) -> dict[str, int]:
+    """GPU UUID -> index from `nvidia-smi` NVIDIA_SMI_UUID_ARGS ("0, GPU-5f0c..."); ValueError on anything else."""
+    found = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        index, _, uuid = (field.strip() for field in line.partition(","))
+        if not index.isdigit() or not uuid.startswith(("GPU-", "MIG-")):
+            raise ValueError(f"line {number} is not 'index, uuid' as nvidia-smi prints it: {line.strip()!r}")
+        found[uuid] = int(index)
+    return found
+
+
+def parse_compute_apps(text: str) -> list[GpuProcess]:
+    """Parse `nvidia-smi` NVIDIA_SMI_APPS_ARGS output ("4242, /usr/bin/python3, 42845, GPU-5f0c...").
+
+    No output means no compute process. The name is everything between the pid and the last two fields, so a
+    comma in a path cannot shift them; memory is None where the driver says [N/A] (e.g. inside some containers).
+    """
+    processes = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.strip().startswith("No running"):
+            continue
+        fields = [field.strip() for field in line.split(",")]
+        try:
+            if len(fields) < 4:
+                raise ValueError(f"{len(fields)} field(s), need 4")
+            used = fields[-2]
+            processes.append(
+                GpuProcess(
+                    pid=int(fields[0]),
+                    name=", ".join(fields[1:-2]),
+                    used_mib=None if used in _NOT_AVAILABLE else int(used.removesuffix(" MiB")),
+                    gpu_uuid=fields[-1],
+                )
+            )
+        except ValueError as error:
+            raise ValueError(
+                f"line {number} is not nvidia-smi compute-apps CSV ({error}): {line.strip()!r}; expected "
+                f"'{APPS_QUERY}' as printed by nvidia-smi {' '.join(NVIDIA_SMI_APPS_ARGS)}"
+            ) from None
+    return processes
 
 
 def parse_topology(text: str) -> Topology:

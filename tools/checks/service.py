@@ -25,6 +25,18 @@ def _from_systemd(ctx: CheckContext, unit: str) -> tuple[str, str] | None:
     return (path, text.stdout) if text.ok else None
 
 
+def read_unit(ctx: CheckContext) -> UnitFile | None:
+    """The production unit as the service check reads it (systemd first, else the configured file); None when
+    there is none to read or it does not parse, which the service check reports."""
+    unit, unit_file = ctx.target.unit, ctx.unit_file or ctx.target.unit_file
+    found = _from_systemd(ctx, unit) if unit and not ctx.unit_file else None
+    try:
+        text = found[1] if found else ctx.host.read_text(unit_file) if unit_file else None
+        return parse_unit_file(text) if text is not None else None
+    except (RemoteFileNotFound, ValueError):
+        return None
+
+
 def check_service(ctx: CheckContext) -> CheckResult:
     unit, unit_file = ctx.target.unit, ctx.unit_file or ctx.target.unit_file
     facts: dict[str, Any] = {"unit": unit}

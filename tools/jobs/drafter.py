@@ -12,6 +12,7 @@ from pydantic import AfterValidator, Field
 from eyas.tools.config import AbsolutePath, HostConfig
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.request import JobRequest, optional_flags, workload_job
+from eyas.tools.launch.inherited import InheritedLaunch
 
 
 def _size(value: str) -> str:
@@ -35,6 +36,9 @@ class ExtractionRequest(JobRequest):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     batch_tokens: int = Field(4096, gt=0)
     concurrency: int = Field(4, gt=0)
+    launch: InheritedLaunch | None = Field(None, description="vllm backend: production's launch, the server's base")
+    ready_timeout_s: float | None = Field(None, gt=0, description="vllm backend: default extract.py's")
+    trust_remote_code: bool = False
 
 
 class VocabRequest(JobRequest):
@@ -42,6 +46,12 @@ class VocabRequest(JobRequest):
     hidden_states_dir: AbsolutePath
     out_dir: AbsolutePath
     draft_vocab_size: int = Field(gt=0)
+    trust_remote_code: bool = False
+
+
+def remote_code_flag(trust_remote_code: bool) -> list[str]:
+    """The workloads' flag for a target that runs its own code (see tools/workloads/target_model.py)."""
+    return ["--trust-remote-code"] if trust_remote_code else []
 
 
 def extract_job(job_id: str, host: HostConfig, workloads_dir: str, request: ExtractionRequest) -> JobSpec:
@@ -60,7 +70,13 @@ def extract_job(job_id: str, host: HostConfig, workloads_dir: str, request: Extr
         flags += ["--device", request.device, "--batch-tokens", str(request.batch_tokens)]
     else:
         flags += ["--concurrency", str(request.concurrency)]
-    return workload_job(job_id, host, workloads_dir, "extract.py", flags)
+        flags += optional_flags({"--ready-timeout": request.ready_timeout_s})
+        if request.launch is not None:
+            flags.append(f"--inherit={request.launch.job_argument()}")
+    flags += remote_code_flag(request.trust_remote_code)
+    # The vllm backend's server runs in production's environment (NCCL_*, CUDA_*, ...).
+    env = request.launch.env if request.launch is not None and request.backend == "vllm" else {}
+    return workload_job(job_id, host, workloads_dir, "extract.py", flags, env=env)
 
 
 def vocab_job(job_id: str, host: HostConfig, workloads_dir: str, request: VocabRequest) -> JobSpec:
@@ -70,4 +86,5 @@ def vocab_job(job_id: str, host: HostConfig, workloads_dir: str, request: VocabR
         "--draft-vocab-size", str(request.draft_vocab_size),
         "--out", request.out_dir,
     ]  # fmt: skip
+    flags += remote_code_flag(request.trust_remote_code)
     return workload_job(job_id, host, workloads_dir, "vocab.py", flags)

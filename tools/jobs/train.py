@@ -13,7 +13,9 @@ from pydantic import Field, model_validator
 
 from eyas.tools.config import AbsolutePath, HostConfig
 from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.drafter import remote_code_flag
 from eyas.tools.jobs.request import JobRequest, optional_flags, workload_job
+from eyas.tools.launch.inherited import InheritedLaunch
 
 
 class TrainRequest(JobRequest):
@@ -40,6 +42,7 @@ class TrainRequest(JobRequest):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     gpus: int | None = Field(None, gt=0)
     threads: int | None = Field(None, gt=0)
+    trust_remote_code: bool = False
 
     @model_validator(mode="after")
     def _vocab_pair(self) -> TrainRequest:
@@ -61,6 +64,8 @@ class EvaluateRequest(JobRequest):
     port: int = Field(8800, ge=1, le=65535)
     vllm_args: list[str] = Field(default_factory=list, description="extra flags for both servers")
     acceptance_only: bool = False
+    launch: InheritedLaunch | None = Field(None, description="production's launch, which both servers start from")
+    start_timeout_s: float | None = Field(None, gt=0, description="per server; default: evaluate.py's")
 
 
 def train_job(job_id: str, host: HostConfig, workloads_dir: str, request: TrainRequest) -> JobSpec:
@@ -87,6 +92,7 @@ def train_job(job_id: str, host: HostConfig, workloads_dir: str, request: TrainR
         "--gpus": request.gpus,
         "--threads": request.threads,
     })  # fmt: skip
+    flags += remote_code_flag(request.trust_remote_code)
     if request.from_pretrained is None:
         flags += ["--num-layers", str(request.num_layers)]
         if request.target_layer_ids:
@@ -109,5 +115,12 @@ def evaluate_job(job_id: str, host: HostConfig, workloads_dir: str, request: Eva
         flags.append(f"--vllm-args={shlex.join(request.vllm_args)}")  # one value, though it starts with --
     if request.acceptance_only:
         flags.append("--acceptance-only")
-    # The servers evaluate.py starts inherit this environment.
-    return workload_job(job_id, host, workloads_dir, "evaluate.py", flags, env={"VLLM_NO_USAGE_STATS": "1"})
+    if request.start_timeout_s is not None:
+        flags += ["--start-timeout", str(request.start_timeout_s)]
+    launch_env = {}
+    if request.launch is not None:
+        flags.append(f"--inherit={request.launch.job_argument()}")
+        launch_env = request.launch.env
+    # The servers evaluate.py starts inherit this environment: production's, then eyas's own setting.
+    env = {**launch_env, "VLLM_NO_USAGE_STATS": "1"}
+    return workload_job(job_id, host, workloads_dir, "evaluate.py", flags, env=env)

@@ -45,7 +45,7 @@ from conversations import ROLES
 from http_fetch import fetch
 from intervals import LEVEL, RESAMPLES, bootstrap, ratio_of_sums
 from spec_metrics import Counters, scrape
-from vllm_server import ServerFailed, VllmServer, server_argv, server_env
+from vllm_server import ServerFailed, VllmServer, merge_flags, server_argv, server_env
 
 # Deadlines for the whole exchange: a model listing or a metrics scrape, and one completion of --max-tokens.
 LISTING_DEADLINE_S = 30.0
@@ -65,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     embedded.add_argument("--drafter", type=Path, help="the drafter directory (config.json + model.safetensors)")
     embedded.add_argument("--port", type=int, default=8800, help="port the servers take in turn (default 8800)")
     embedded.add_argument("--vllm-args", default="", help="extra flags for both servers, one shell-quoted string")
+    embedded.add_argument(
+        "--inherit",
+        type=json.loads,
+        default=[],
+        help="production's launch flags as JSON [[flag, value or null], ...]: both servers start with them, "
+        "minus the flags they set themselves (eyas builds it from the production unit)",
+    )
     embedded.add_argument("--start-timeout", type=float, default=900, help="seconds a server may take to start")
     embedded.add_argument("--logs", type=Path, help="server logs directory (default: beside --out)")
     running = parser.add_argument_group("servers already running")
@@ -249,9 +256,13 @@ def vllm_server(args: argparse.Namespace, name: str, speculative: dict[str, Any]
         flags += ["--speculative-config", json.dumps(speculative)]
     flags += cpu_dtype_args()  # before --vllm-args, so a --dtype there wins
     flags += shlex.split(args.vllm_args)
-    argv = server_argv(sys.executable, args.model, args.port, *flags)
+    argv = server_argv(sys.executable, args.model, args.port, *merge_flags(args.inherit, *flags))
     log_path = (args.logs or args.out.parent) / f"{name}.log"
-    server = VllmServer(argv, server_env(), log_path, ready_timeout_s=args.start_timeout)
+
+    def waiting(waited_s: float) -> None:
+        progress.emit(phase="server", server=name, waiting_s=round(waited_s), timeout_s=args.start_timeout)
+
+    server = VllmServer(argv, server_env(), log_path, ready_timeout_s=args.start_timeout, on_wait=waiting)
     try:
         server.start()
         progress.emit(phase="server", server=name, pid=server.pid, command=argv, log=str(log_path))

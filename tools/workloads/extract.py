@@ -37,6 +37,7 @@ import progress
 from conversations import Conversation, end_of_turn_ids, read_conversations, tokenize
 from extract_plan import DiskFull, DiskGuard, Sample, UsageError, parse_reserve, resolve_layers
 from hidden_states_file import DTYPES, file_name, formula_bytes, is_complete, remove_partial, write
+from target_model import REMOTE_CODE_FLAG, add_remote_code_flag, load_text_config, load_tokenizer
 
 EXIT_DISK_FULL = 3
 SUMMARY = "extract_summary.json"
@@ -65,8 +66,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--connector", choices=["auto", "stock", "cpu"], default="auto", help="vllm backend: cpu without CUDA"
     )
+    add_remote_code_flag(parser)
     parser.add_argument("--request-timeout", type=float, default=600.0, help="vllm backend: seconds per request")
     parser.add_argument("--ready-timeout", type=float, default=900.0, help="vllm backend: seconds to start")
+    parser.add_argument(
+        "--inherit",
+        type=json.loads,
+        default=[],
+        help="vllm backend: production's launch flags as JSON [[flag, value or null], ...]; the server starts with "
+        "them, minus the flags it sets itself (eyas builds it from the production unit)",
+    )
     return parser.parse_args(argv)
 
 
@@ -113,7 +122,7 @@ def open_backend(args: argparse.Namespace, layer_ids: list[int], max_len: int) -
         from extract_hf import HfBackend
 
         device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-        return HfBackend(args.model, layer_ids, device, dtype, args.batch_tokens)
+        return HfBackend(args.model, layer_ids, device, dtype, args.batch_tokens, args.trust_remote_code)
     from extract_vllm import VllmBackend, server_argv, server_env
     from vllm_server import free_port
 
@@ -122,7 +131,9 @@ def open_backend(args: argparse.Namespace, layer_ids: list[int], max_len: int) -
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     port = args.port or free_port()
-    argv = server_argv(sys.executable, args.model, layer_ids, staging, port, max_len + 1, connector)
+    argv = server_argv(sys.executable, args.model, layer_ids, staging, port, max_len + 1, connector, args.inherit)
+    if args.trust_remote_code:
+        argv.append(REMOTE_CODE_FLAG)
     return VllmBackend(
         argv,
         server_env(),
@@ -136,18 +147,17 @@ def open_backend(args: argparse.Namespace, layer_ids: list[int], max_len: int) -
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+    from transformers import GenerationConfig
 
     args.out.mkdir(parents=True, exist_ok=True)
     remove_partial(args.out)
-    config = AutoConfig.from_pretrained(args.model)
-    config = getattr(config, "text_config", config)
+    config = load_text_config(args.model, args.trust_remote_code)
     layer_ids = resolve_layers(args.layers, config.num_hidden_layers)
     context = getattr(config, "max_position_embeddings", None)
     if context is not None and args.max_tokens >= context:  # vLLM needs room for the one token it generates
         raise UsageError(f"--max-tokens {args.max_tokens} must be below the model's context of {context} tokens")
     hidden, n_layers = config.hidden_size, len(layer_ids)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    tokenizer = load_tokenizer(args.model, args.trust_remote_code)
     try:
         generation_eos = GenerationConfig.from_pretrained(args.model).eos_token_id
     except OSError:

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM
 
 from cpu_caps import cpu_compute_dtype
 from extract_plan import Sample
+from target_model import load_model, text_decoder
 
 
 def length_batches(samples: list[Sample], batch_tokens: int) -> list[list[Sample]]:
@@ -53,21 +53,29 @@ def load_dtype(device: str) -> str:
 
 
 class HfBackend:
-    def __init__(self, model_dir: Path, layer_ids: list[int], device: str, dtype: torch.dtype, batch_tokens: int):
+    def __init__(
+        self,
+        model_dir: Path,
+        layer_ids: list[int],
+        device: str,
+        dtype: torch.dtype,
+        batch_tokens: int,
+        trust_remote_code: bool = False,
+    ):
         self.batch_tokens = batch_tokens
         self.dtype = dtype
         placement: dict[str, Any] = {"device_map": "auto"} if device == "cuda" else {}
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=load_dtype(device), **placement)
+        self.model = load_model(model_dir, trust_remote_code, dtype=load_dtype(device), **placement)
         if device == "cpu":
             self.model.to("cpu")
         self.model.eval()
-        self.decoder = self.model.get_decoder()
+        self.decoder = text_decoder(self.model)
         n_layers = len(self.decoder.layers)
         modules = [self.decoder.layers[k] if k < n_layers else self.decoder.norm for k in layer_ids]
         self.captured: list[torch.Tensor | None] = [None] * len(modules)
         for slot, module in enumerate(modules):
             module.register_forward_pre_hook(self._capture(slot), with_kwargs=True)
-        self.input_device = self.model.get_input_embeddings().weight.device
+        self.input_device = self.decoder.get_input_embeddings().weight.device
 
     def _capture(self, slot: int) -> Callable[..., None]:
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

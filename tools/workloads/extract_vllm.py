@@ -28,44 +28,36 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+import progress
 import vllm_server
 from cpu_caps import vllm_cpu_dtype_args
-from extract_plan import Sample
+from extract_plan import Sample, UsageError
+from extract_server import ContextTooShort, extraction_argv
 from http_fetch import fetch
 
-SERVED_NAME = "eyas-extract"
 WORKLOADS_DIR = Path(__file__).resolve().parent
-CONNECTORS = {
-    "stock": {"kv_connector": "ExampleHiddenStatesConnector"},
-    "cpu": {"kv_connector": "CpuHiddenStatesConnector", "kv_connector_module_path": "cpu_hidden_states_connector"},
-}
 LOCK_TIMEOUT_S = 120.0
 
 
 def server_argv(
-    python: str, model_dir: Path, layer_ids: list[int], staging: Path, port: int, max_model_len: int, connector: str
+    python: str,
+    model_dir: Path,
+    layer_ids: list[int],
+    staging: Path,
+    port: int,
+    max_model_len: int,
+    connector: str,
+    inherited: list[list[str | None]] | None = None,
 ) -> list[str]:
-    speculative = {
-        "method": "extract_hidden_states",
-        "num_speculative_tokens": 1,
-        "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": layer_ids}},
-    }
-    transfer = {
-        **CONNECTORS[connector],
-        "kv_role": "kv_producer",
-        "kv_connector_extra_config": {"shared_storage_path": str(staging)},
-    }
-    argv = vllm_server.server_argv(
-        python, model_dir, port,
-        "--served-model-name", SERVED_NAME,
-        "--max-model-len", str(max_model_len),
-        "--speculative-config", json.dumps(speculative),
-        "--kv-transfer-config", json.dumps(transfer),
-    )  # fmt: skip
-    if connector == "cpu":
-        argv.append("--enforce-eager")  # a CPU compile costs minutes at startup and gains little for prefill
-        argv += vllm_cpu_dtype_args()  # float32 where this CPU would emulate bf16; the files keep --dtype
-    return argv
+    """extract_server.extraction_argv with this CPU's needs: float32 where it would emulate bf16 (the files keep
+    --dtype)."""
+    cpu_flags = tuple(vllm_cpu_dtype_args()) if connector == "cpu" else ()
+    try:
+        return extraction_argv(
+            python, model_dir, layer_ids, staging, port, max_model_len, connector, inherited, cpu_flags
+        )
+    except ContextTooShort as error:
+        raise UsageError(str(error)) from None
 
 
 def server_env() -> dict[str, str]:
@@ -92,10 +84,12 @@ class VllmBackend:
         self.concurrency = concurrency
         self.request_timeout = request_timeout
         self.dtype = dtype
-        self.server = vllm_server.VllmServer(argv, env, log_path, ready_timeout_s=ready_timeout)
+        self.server = vllm_server.VllmServer(argv, env, log_path, ready_timeout_s=ready_timeout, on_wait=_waiting)
         try:
             self.server.start()
             self.server.wait_ready()
+            # Production's --served-model-name, when inherited, names the model in every request.
+            self.served_name = self.server.served_model()
         except BaseException:
             self.close()
             raise
@@ -118,7 +112,7 @@ class VllmBackend:
 
     def _one(self, sample: Sample) -> torch.Tensor:
         token_ids = sample.token_ids.tolist()
-        body = {"model": SERVED_NAME, "prompt": token_ids, "max_tokens": 1, "return_token_ids": True}
+        body = {"model": self.served_name, "prompt": token_ids, "max_tokens": 1, "return_token_ids": True}
         reply = json.loads(fetch(f"{self.server.base_url}/v1/completions", body, deadline_s=self.request_timeout))
         if reply["choices"][0].get("prompt_token_ids") != token_ids:
             raise RuntimeError(f"vLLM tokenized sample {sample.sample_id} differently from the prompt it was sent")
@@ -133,6 +127,10 @@ class VllmBackend:
     def close(self) -> None:
         self.server.stop()
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _waiting(waited_s: float) -> None:
+    progress.emit(phase="server", waiting_s=round(waited_s))
 
 
 def _wait_unlocked(lock: Path) -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import progress
 from drafter_data import Staged
+from target_model import add_remote_code_flag, check_remote_code
 
 # --optimizer auto on a CPU, by measurement (tests/bench/bench_train_step.py; SmolLM2's own answers to 160
 # prompts, 512-token steps, draft vocab 8192, one thread on a 2-core EPYC without native bf16): AdamW's step
@@ -53,6 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     paths.add_argument("--d2t", type=Path, help="draft-to-target offsets (.npy from vocab.py); needs --t2d")
     paths.add_argument("--t2d", type=Path, help="target-to-draft mask (.npy from vocab.py); needs --d2t")
     paths.add_argument("--from-pretrained", type=Path, help="a speculators-format drafter to finetune")
+    add_remote_code_flag(paths)
     model = parser.add_argument_group("drafter (ignored with --from-pretrained, which defines it)")
     model.add_argument("--num-layers", type=int, default=1, help="decoder layers of a new drafter (default 1)")
     model.add_argument(
@@ -118,6 +120,7 @@ def check_args(args: argparse.Namespace) -> None:
         )
     if problems:
         raise SystemExit("train.py: " + " ".join(problems))
+    check_remote_code(args.verifier, args.trust_remote_code)
 
 
 def stage_init_drafter(source: Path, verifier: Path, target: Path) -> Path:

@@ -55,6 +55,8 @@ def speculators_argv(
         "--seed", str(args.seed),
         "--log-freq", "1",
     ]  # fmt: skip
+    if args.trust_remote_code:
+        argv.append("--trust-remote-code")
     if init_drafter is not None:
         argv += ["--from-pretrained", str(init_drafter)]
     else:

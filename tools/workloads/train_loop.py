@@ -63,6 +63,7 @@ def build_drafter(
             hidden_act="silu",
             sliding_window=2048,
             full_attention_indices=list(range(args.num_layers)),
+            trust_remote_code=getattr(args, "trust_remote_code", False),
         )
         model = Eagle3DraftModel.from_training_args(
             layer_config,
@@ -76,6 +77,7 @@ def build_drafter(
             norm_output=True,
             ttt_steps=args.ttt_steps,
             draft_attn_impl="sdpa",
+            trust_remote_code=getattr(args, "trust_remote_code", False),
         )
     wanted = list(model.target_layer_ids)
     if len(wanted) != staged.num_layers - 1 or (staged.aux_layer_ids and wanted != staged.aux_layer_ids):

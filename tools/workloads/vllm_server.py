@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -24,6 +25,7 @@ API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 PR_SET_PDEATHSIG = 1
 # SIGTERM first, SIGKILL if it lingers: all within the 10 s a job gets between the two (eyas's job wrapper).
 STOP_WAITS_S = ((signal.SIGTERM, 6.0), (signal.SIGKILL, 3.0))
+WAIT_REPORT_S = 15.0
 
 
 class ServerFailed(RuntimeError):
@@ -36,6 +38,33 @@ def server_argv(python: str, model: Path, port: int, *flags: str) -> list[str]:
         python, "-m", API_SERVER_MODULE, "--model", str(model),
         "--host", "127.0.0.1", "--port", str(port), "--api-server-count", "1", *flags,
     ]  # fmt: skip
+
+
+# Flags every server started here sets itself (server_argv): an inherited value for them is replaced.
+BASE_FLAGS = ("--model", "--host", "--port", "--api-server-count")
+
+
+def flag_name(word: str) -> str:
+    """`--max_model_len=4` -> `--max-model-len`: how vLLM's parser sees a flag, for comparing two spellings."""
+    return "--" + word.split("=", 1)[0].lstrip("-").replace("_", "-")
+
+
+def merge_flags(inherited: list[list[str | None]], *own: str) -> list[str]:
+    """Production's flags (pairs [flag, value or None for a bare flag], see eyas's tools/launch/inherited.py),
+    minus every flag this server sets itself (BASE_FLAGS and `own`), followed by `own`."""
+    replaced = {*BASE_FLAGS, *(flag_name(word) for word in own if word.startswith("--"))}
+    kept: list[str] = []
+    for name, value in inherited:
+        if name is None or flag_name(name) in replaced:
+            continue
+        kept += [flag_name(name)] if value is None else [flag_name(name), value]
+    return [*kept, *own]
+
+
+def inherited_value(inherited: list[list[str | None]], flag: str) -> str | None:
+    """The value production gives `flag` (the last one, as argparse keeps), None when it gives none."""
+    values = [value for name, value in inherited if name is not None and flag_name(name) == flag]
+    return values[-1] if values else None
 
 
 def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -71,11 +100,22 @@ class VllmServer:
     """`with VllmServer(argv, env, log) as server:` starts it, returns once `/v1/models` answers, stops it.
     `start`, `wait_ready` and `stop` are the same steps for a caller that reports between them."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, *, ready_timeout_s: float) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        *,
+        ready_timeout_s: float,
+        on_wait: Callable[[float], None] | None = None,
+    ) -> None:
         self.argv = argv
         self.env = env
         self.log_path = log_path
         self.ready_timeout_s = ready_timeout_s
+        # Called with the seconds waited so far, every WAIT_REPORT_S while the server loads: a model that takes
+        # twenty minutes to load must not look like a hung job.
+        self.on_wait = on_wait
         self.port = int(argv[argv.index("--port") + 1])
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -117,7 +157,9 @@ class VllmServer:
 
     def wait_ready(self) -> None:
         assert self.process is not None
-        deadline = time.monotonic() + self.ready_timeout_s
+        started = time.monotonic()
+        deadline = started + self.ready_timeout_s
+        reported = started
         while True:
             if self.process.poll() is not None:
                 raise ServerFailed(
@@ -133,6 +175,10 @@ class VllmServer:
                 raise ServerFailed(
                     f"vLLM did not answer on {self.base_url} within {self.ready_timeout_s:.0f} s; see {self.log_path}."
                 )
+            now = time.monotonic()
+            if self.on_wait is not None and now - reported >= WAIT_REPORT_S:
+                reported = now
+                self.on_wait(now - started)
             time.sleep(1.0)
 
     def stop(self) -> None:

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from target_model import add_remote_code_flag, load_tokenizer, read_config, text_fields
+
 SUMMARY = "vocab_summary.json"
 
 
@@ -73,12 +75,14 @@ def masked_tokens_from_files(directory: Path) -> Iterator[np.ndarray]:
             yield handle.get_tensor("token_ids")[handle.get_tensor("loss_mask").astype(bool)]
 
 
-def masked_tokens_from_conversations(path: Path, model: Path, max_tokens: int) -> Iterator[np.ndarray]:
-    from transformers import AutoTokenizer, GenerationConfig
+def masked_tokens_from_conversations(
+    path: Path, model: Path, max_tokens: int, trust_remote_code: bool
+) -> Iterator[np.ndarray]:
+    from transformers import GenerationConfig
 
     from conversations import Conversation, end_of_turn_ids, read_conversations, tokenize
 
-    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer = load_tokenizer(model, trust_remote_code)
     try:
         end_ids = end_of_turn_ids(tokenizer, GenerationConfig.from_pretrained(model).eos_token_id)
     except OSError:
@@ -113,8 +117,7 @@ def target_vocab_size(model: Path | None, given: int | None) -> int:
         return given
     if model is None:
         raise SystemExit("vocab: pass --model (the target's directory) or --target-vocab-size.")
-    config = json.loads((model / "config.json").read_text())
-    return int(config.get("text_config", config)["vocab_size"])
+    return int(text_fields(read_config(model))["vocab_size"])
 
 
 def _atomic(path: Path, save: Callable[[Path], None]) -> None:
@@ -132,7 +135,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.hidden_states is not None:
         batches = masked_tokens_from_files(args.hidden_states)
     else:
-        batches = masked_tokens_from_conversations(args.input, args.model, args.max_tokens)
+        batches = masked_tokens_from_conversations(args.input, args.model, args.max_tokens, args.trust_remote_code)
     counts, samples = count(batches, vocab)
     selected, filled = select(counts, args.draft_vocab_size)
     d2t, t2d = mappings(selected, vocab)
@@ -171,6 +174,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--draft-vocab-size", type=int, required=True, help="N, the drafter's vocabulary size")
     parser.add_argument("--max-tokens", type=int, default=4096, help="with --input: as given to extract.py")
     parser.add_argument("--out", type=Path, required=True, help="directory for d2t-N.npy, t2d-N.npy, token_freq.pt")
+    add_remote_code_flag(parser)
     args = parser.parse_args(argv)
     if args.input is not None and args.model is None:
         parser.error("--input needs --model: the conversations are tokenized with the target's tokenizer")

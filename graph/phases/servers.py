@@ -1,0 +1,76 @@
+"""The vLLM servers a run starts itself (the vllm extraction backend, the evaluation's baseline and drafter
+servers), each built from production's launch (tools/launch/inherited.py): the phases pass it to their jobs,
+and the gates and `eyas run --dry-run` show each server's argv and what was inherited, overridden and dropped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from eyas.graph.context import RunContext
+from eyas.graph.state import RunState, run_sizes
+from eyas.tools.checks.result import CheckContext
+from eyas.tools.checks.service import read_unit
+from eyas.tools.launch.inherited import InheritedLaunch, inherit_launch, ready_timeout_s
+from eyas.tools.workloads.extract_server import extraction_argv
+
+# What each of eyas's servers sets itself (beyond model, host, port and api-server-count).
+EVALUATE_OWN = ("--seed", "--speculative-config")
+EXTRACT_OWN = ("--speculative-config", "--kv-transfer-config")
+EVALUATE_PORT = 8800  # tools/jobs/train.EvaluateRequest's default
+EXTRACT_PORT = 0  # extract.py picks a free port
+
+
+def on_gpu(state: RunState) -> bool:
+    """Whether verify found GPUs: there extraction goes through vLLM (production's layout), on CPU through HF."""
+    return bool((state.get("gpus") or {}).get("count"))
+
+
+def production_launch(ctx: RunContext, own: tuple[str, ...]) -> InheritedLaunch:
+    """Production's launch, read from its unit (systemd, else target.unit_file) as the service check reads it."""
+    checks = CheckContext(
+        host=ctx.host, host_config=ctx.host_config, target=ctx.config.target, http=ctx.http,
+        data_path=ctx.host_config.workdir,
+    )  # fmt: skip
+    target = ctx.config.target
+    source = f"systemd unit {target.unit}" if target.unit else f"unit file {target.unit_file or '(none configured)'}"
+    return inherit_launch(read_unit(checks), own, source=source)
+
+
+def ready_timeout(state: RunState) -> float | None:
+    """A server's start deadline: production's load time as the plan has it, with a margin (None: no plan)."""
+    load = state.get("plan", {}).get("production_load") or {}
+    return ready_timeout_s(float(load["load_s"])) if load.get("load_s") else None
+
+
+def evaluation_servers(ctx: RunContext, state: RunState, launch: InheritedLaunch) -> dict[str, list[str]]:
+    """The argv of each server evaluate.py starts on a GPU host (a CPU-only vLLM adds --dtype float32)."""
+    python, model = ctx.host_config.python, ctx.model_dir
+    k = run_sizes(state).num_speculative_tokens
+    speculative = {"method": "eagle3", "model": ctx.artifact("drafter"), "num_speculative_tokens": k}
+    return {
+        "baseline": launch.server_argv(python, model, EVALUATE_PORT, "--seed", "0"),
+        f"speculative-k{k}": launch.server_argv(
+            python, model, EVALUATE_PORT, "--seed", "0", "--speculative-config", json.dumps(speculative)
+        ),
+    }
+
+
+def extraction_server(ctx: RunContext, state: RunState, launch: InheritedLaunch) -> list[str]:
+    """The argv of the vllm backend's server (extract.py picks a free port; the layers are the plan's)."""
+    layers = state.get("plan", {}).get("captured_layers") or []
+    staging = f"{ctx.artifact('hidden_states')}.vllm-staging"
+    connector = "stock" if on_gpu(state) else "cpu"
+    inherited: list[list[str | None]] = [list(pair) for pair in launch.flags]
+    try:
+        return extraction_argv(
+            ctx.host_config.python, ctx.model_dir, layers, staging, EXTRACT_PORT,
+            run_sizes(state).max_seq_len + 1, connector, inherited,
+        )  # fmt: skip
+    except ValueError as error:
+        return [f"(cannot start: {error})"]
+
+
+def launch_view(launch: InheritedLaunch, servers: dict[str, list[str]]) -> dict[str, Any]:
+    """What a gate shows about the servers a phase starts."""
+    return {**launch.summary(), "servers": servers}

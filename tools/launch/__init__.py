@@ -1,0 +1,1 @@
+"""How eyas launches the vLLM servers it starts itself: from production's own launch."""
