@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 else:
     CheckName = Literal[tuple(CHECKS)]  # pydantic validates against (and shows the agent) the checks' names
 MAX_FILE_CHARS = 20000
+GateAction = Literal["approve", "reject", "retry", "abort"]  # graph/state.py's actions, less edit (sizes)
 
 
 class PipelineControl(Protocol):
@@ -45,8 +46,9 @@ class PipelineControl(Protocol):
         """Continue the run from its last checkpoint."""
         ...
 
-    def answer_gate(self, action: Literal["approve", "reject"], reason: str) -> str:
-        """Answer the gate the run waits at; an EyasError when none is pending."""
+    def answer_gate(self, action: GateAction, reason: str) -> str:
+        """Answer the gate the run waits at (approve/reject at an approval gate, retry/abort at a failure gate);
+        an EyasError when none is pending, the action does not fit the gate, or someone answered it first."""
         ...
 
 
@@ -107,9 +109,11 @@ class ResumeRun(BaseModel):
 
 
 class AnswerGate(BaseModel):
-    """Answer the approval gate the pipeline run waits at."""
+    """Answer the gate the pipeline run waits at: approve or reject at an approval gate; retry (relaunch the
+    failed jobs) or abort (end the run) at a failure gate. A gate takes one answer: when another operator
+    answered first, this says who and when, and changes nothing."""
 
-    action: Literal["approve", "reject"]
+    action: GateAction
     reason: str = Field("", max_length=500)
 
 

@@ -7,11 +7,11 @@ import json
 import os
 import subprocess
 import sys
-from typing import Literal
 
+from eyas.graph.answers import pending_view, record_gate_answer
 from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir, run_dir
-from eyas.graph.state import GateAnswer
+from eyas.graph.state import Action, GateAnswer
 from eyas.tools.config import EyasConfig
 from eyas.tools.errors import EyasError
 from eyas.tools.private_files import open_private
@@ -65,13 +65,13 @@ class ChatPipeline:
             return f"Run {self.run.run_id} is already being driven."
         return self._spawn(["resume", self.run.run_id], "resumed")
 
-    def answer_gate(self, action: Literal["approve", "reject"], reason: str) -> str:
+    def answer_gate(self, action: Action, reason: str) -> str:
         if not self._started():
             raise EyasError("There is no pipeline run, so no gate to answer.")
-        pending = read_run(self.run).pending
-        if pending is None:
-            raise EyasError(f"Run {self.run.run_id} is not waiting at a gate.")
-        self.run.record_answer(pending[0], GateAnswer(action=action, reason=reason, who="operator (chat)"))
+        gate_id, _ = pending_view(self.run)
+        # Checked against the gate's kind (retry/abort at a failure gate) and claimed atomically: a second chat,
+        # the dashboard or `eyas approve` answering the same gate gets "already answered by ... at ...".
+        record_gate_answer(self.run, GateAnswer(action=action, reason=reason, who="operator (chat)"), gate_id)
         if self.run.is_driven():
             return f"{action} recorded; the running eyas continues."
         return f"{action} recorded; " + self._spawn(["resume", self.run.run_id], "resumed")

@@ -138,10 +138,11 @@ def approval_request(view: dict[str, Any]) -> dict[str, Any]:
 
 
 def ask_for(ctx: RunContext, gate_id: str, view: dict[str, Any], ask: Ask | None) -> dict[str, Any]:
-    """An answer recorded with `eyas approve`, else the terminal's; no decision when nobody can answer."""
+    """An answer recorded with `eyas approve`, else the terminal's; no decision when nobody can answer. The
+    terminal's answer is recorded like any other, so when another answered a moment before, theirs counts."""
     answer = ctx.run.answer_for(gate_id)
     if answer is None and ask is not None:
-        answer = ask(view, partial(ctx.run.answer_for, gate_id))
+        answer = ctx.run.settle_answer(gate_id, ask(view, partial(ctx.run.answer_for, gate_id)))
     if answer is None:
         return {"decision": None}
     return {"decision": answer.action, "reason": answer.reason, "who": answer.who, "sizes": answer.sizes}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -20,6 +21,23 @@ from eyas.tools.private_files import open_private, private_dir, write_private
 
 RUN_ID_RULE = "1 to 64 characters: ASCII letters, digits, '.', '_' and '-', the first a letter or digit"
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+class AlreadyAnswered(EyasError):
+    """The gate has its answer already: another operator, the dashboard or the driver's terminal was first."""
+
+    def __init__(self, run_id: str, entry: dict[str, Any]) -> None:
+        self.entry = entry
+        who, at = entry.get("who", "someone"), entry.get("at", "an unknown time")
+        reason = f" ({entry['reason']})" if entry.get("reason") else ""
+        super().__init__(
+            f"That gate of run {run_id} was already answered by {who} at {at}: {entry.get('action', '?')}{reason}. "
+            f"Only the first answer counts; `eyas status {run_id}` shows where the run is now."
+        )
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
 
 
 def runs_root() -> Path:
@@ -105,26 +123,67 @@ class RunDir:
         """The drafter's measurements with what they were measured on and which eyas made the run."""
         write_private(self.evaluation, json.dumps({**evaluation, "eyas": self.meta().get("eyas")}, indent=2) + "\n")
 
+    @property
+    def answer_claims(self) -> Path:
+        return self.root / "answers"
+
     def record_answer(self, gate_id: str, answer: GateAnswer) -> None:
-        """Append an answer to a pending gate (from `eyas approve` in another terminal)."""
+        """Give the gate its one answer, atomically across processes (two chats, the dashboard, `eyas approve`
+        and the driver's own terminal may answer at once): the first wins, a later one is AlreadyAnswered.
+        The answer is written whole to a private file first, then linked to the gate's name: a link that exists
+        already fails, and nobody ever reads a half-written answer. answers.jsonl keeps the log of winners."""
+        claims = private_dir(self.answer_claims)
+        entry = {"gate_id": gate_id, "at": _now(), **answer.model_dump(exclude_none=True)}
+        draft = claims / f".{secrets.token_hex(8)}.tmp"
+        with open_private(draft, "x") as f:
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(draft, self._claim(gate_id))
+        except FileExistsError:
+            raise AlreadyAnswered(self.run_id, self._claimed(gate_id) or {}) from None
+        finally:
+            draft.unlink()
         with open_private(self.answers, "a") as f:
-            f.write(json.dumps({"gate_id": gate_id, **answer.model_dump(exclude_none=True)}) + "\n")
+            f.write(json.dumps(entry) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
+    def settle_answer(self, gate_id: str, answer: GateAnswer) -> GateAnswer:
+        """Record `answer`, or when someone answered first, the answer that won (which the gate then takes)."""
+        try:
+            self.record_answer(gate_id, answer)
+            return answer
+        except AlreadyAnswered:
+            return self.answer_for(gate_id) or answer
+
     def answer_for(self, gate_id: str) -> GateAnswer | None:
-        """The last answer recorded for the gate, checked: another process wrote it."""
-        if not self.answers.exists():
+        """The gate's answer, checked: another process wrote it. A run from before answers were claimed keeps
+        them only in answers.jsonl, where the last one for the gate counts."""
+        found = self._claimed(gate_id)
+        if found is None and self.answers.exists():
+            for line in self.answers.read_text().splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn last line from a crash mid-write
+                if entry.get("gate_id") == gate_id:
+                    found = entry
+        if found is None:
             return None
-        found = None
-        for line in self.answers.read_text().splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line from a crash mid-write
-            if entry.pop("gate_id", None) == gate_id:
-                found = entry
-        return None if found is None else GateAnswer.model_validate(found)
+        return GateAnswer.model_validate({k: v for k, v in found.items() if k not in ("gate_id", "at")})
+
+    def _claim(self, gate_id: str) -> Path:
+        # The interrupt id is hex today; hashed, any id is one safe file name.
+        return self.answer_claims / hashlib.sha256(gate_id.encode()).hexdigest()[:32]
+
+    def _claimed(self, gate_id: str) -> dict[str, Any] | None:
+        try:
+            entry = json.loads(self._claim(gate_id).read_text())
+        except FileNotFoundError:
+            return None
+        return entry if isinstance(entry, dict) else None
 
     @contextmanager
     def driving(self) -> Iterator[None]:

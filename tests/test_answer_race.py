@@ -1,0 +1,93 @@
+"""One gate, one answer: two operators (two processes, as two chats are) answering the same gate at the same moment
+get exactly one winner; the other is told who answered and when, and the driver's terminal defers to it too."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eyas.graph.answers import pending_view, record_gate_answer
+from eyas.graph.runs import AlreadyAnswered, RunDir
+from eyas.graph.state import GateAnswer
+from eyas.tools.errors import EyasError
+from gated_runs import run_at_data_gate
+
+# What a chat's answer_gate does (graph/chat_control.py), in a process of its own: get ready, wait for the go,
+# answer. Both processes hold the line until the test has heard "ready" from each, so they answer together.
+RACER = """
+import sys
+from eyas.graph.answers import pending_view, record_gate_answer
+from eyas.graph.runs import RunDir
+from eyas.graph.state import GateAnswer
+from eyas.tools.errors import EyasError
+
+run, who, action = RunDir(__import__("pathlib").Path(sys.argv[1])), sys.argv[2], sys.argv[3]
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    record_gate_answer(run, GateAnswer(action=action, who=who))
+    print("won", flush=True)
+except EyasError as exc:
+    print("lost:", exc, flush=True)
+"""
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> RunDir:
+    return run_at_data_gate(tmp_path / "runs", "race")
+
+
+def racer(run: RunDir, who: str, action: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", RACER, str(run.root), who, action],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_two_operators_answering_at_once_get_exactly_one_winner(gated: RunDir) -> None:
+    racers = {"alice": racer(gated, "alice", "approve"), "bob": racer(gated, "bob", "reject")}
+    for process in racers.values():
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+    for process in racers.values():  # the go, to both, before either has been waited for
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    said = {}
+    for who, process in racers.items():
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        said[who] = out.strip()
+
+    winners = [who for who, text in said.items() if text == "won"]
+    assert len(winners) == 1, said
+    (winner,) = winners
+    (loser,) = set(said) - {winner}
+    assert f"already answered by {winner} at " in said[loser]
+    action = "approve" if winner == "alice" else "reject"
+    answer = gated.answer_for(gated_gate(gated))
+    assert answer is not None and (answer.who, answer.action) == (winner, action)
+    # The log of answers holds the winner alone.
+    assert gated.answers.read_text().count('"gate_id"') == 1
+
+
+def gated_gate(run: RunDir) -> str:
+    return pending_view(run)[0]
+
+
+def test_the_drivers_terminal_defers_to_an_answer_recorded_first(gated: RunDir) -> None:
+    gate = gated_gate(gated)
+    record_gate_answer(gated, GateAnswer(action="reject", reason="disk", who="dashboard"), gate)
+    with pytest.raises(AlreadyAnswered, match=r"already answered by dashboard at \d{4}-\d\d-\d\d .* reject \(disk\)"):
+        record_gate_answer(gated, GateAnswer(action="approve", who="cli"), gate)
+    # The terminal's late "approve" is not taken: the gate resumes with the answer that won.
+    assert gated.settle_answer(gate, GateAnswer(action="approve")).who == "dashboard"
+
+
+def test_an_answer_that_does_not_fit_the_gate_is_refused_and_claims_nothing(gated: RunDir) -> None:
+    with pytest.raises(EyasError, match="An approval gate takes one of: approve, reject, edit; not retry"):
+        record_gate_answer(gated, GateAnswer(action="retry"))
+    record_gate_answer(gated, GateAnswer(action="approve", who="cli"))
+    assert gated.answer_for(gated_gate(gated)) == GateAnswer(action="approve", who="cli")
