@@ -58,6 +58,8 @@ examples: setup target
 	  rm -rf "$$work"/jobs/full-pipeline.* "$$work"/runs/full-pipeline
 	EYAS_RUNS_DIR=runs/examples $(BIN)/eyas run --run-id full-pipeline --auto-approve $(EXAMPLE_SIZES) < /dev/null
 	rm -f runs/examples/full-pipeline/checkpoints.sqlite* runs/examples/full-pipeline/driver.lock
+	rm -f runs/examples/chat-session/transcript.jsonl runs/examples/chat-session/run.json
+	cd tests && ../$(BIN)/python chat_example.py ../runs/examples
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -114,8 +114,11 @@ def build_operator_graph(
         return "limit" if state["rounds"] >= settings.max_rounds else "agent"
 
     graph = StateGraph(ChatState)
-    for name, fn in (("agent", agent), ("confirm", confirm), ("tools", tools), ("limit", limit)):
+    for name, fn in (("agent", agent), ("tools", tools), ("limit", limit)):
         graph.add_node(name, _recorded(boundary, name, fn))
+    # Not noted as a node: it stops at the interrupt (whose id differs on every run) and starts again on the
+    # answer; what it decides is recorded once, as the approval crossing.
+    graph.add_node("confirm", confirm)
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", after_agent, ["confirm", "tools", END])
     graph.add_edge("confirm", "tools")

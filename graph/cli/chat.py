@@ -9,12 +9,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from eyas.agents.llm import Usage, open_llm
 from eyas.agents.operator import OperatorSession, Update, build_operator_graph
+from eyas.agents.operator_control import BoundaryControl
+from eyas.agents.operator_model import ModelNotice, model_notice
 from eyas.agents.operator_tools import OperatorEnv, PipelineControl, operator_tools
 from eyas.agents.prompts import prompt
 from eyas.agents.research import ResearchDeps, run_research
@@ -29,7 +32,9 @@ from eyas.tools.errors import EyasError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.private_files import touch_private, write_private
+from eyas.tools.recording.boundary import Boundary
 from eyas.tools.recording.recorder import Recorder
+from eyas.tools.recording.replay import ReplaySession
 from eyas.tools.web.search import WebSearch
 
 CHAT_STATE = "chat.json"  # which conversation thread of the run is current
@@ -44,6 +49,8 @@ class Chat:
     run: RunDir
     resumed: bool
     usage: Usage
+    boundary: Boundary  # where the operator's lines cross: recorded live, typed again on replay
+    model: ModelNotice
 
 
 def chat_command(
@@ -56,7 +63,7 @@ def chat_command(
     """Talk to eyas's operator agent: it verifies the host, reads files, lists jobs and tails logs (independent
     tools at once), starts research, and asks you ("yes" to proceed) before anything that launches, cancels or
     answers a gate. The conversation is checkpointed (`eyas chat --resume` continues it) and recorded in the
-    run folder. Type `exit` or Ctrl-D to leave."""
+    run folder, your typed lines included (`eyas replay` replays it offline). Type `exit` or Ctrl-D to leave."""
     with open_chat(run, resume, config, control_for=ChatPipeline) as chat:
         converse(chat, input, print)
 
@@ -73,47 +80,76 @@ def open_chat(
     run, cfg, attached = _chat_run(run_id, resume, config_path)
     control = control_for(run, cfg) if control_for else None
     recorder = open_recorder(run, cfg, run.root / ATTACHED_TRANSCRIPT if attached else None)
-    hosts = _Hosts(cfg, recorder)
+    hosts = Hosts(cfg, lambda name: recorder.host(open_host(name, cfg.host(name))))
     connection = sqlite3.connect(touch_private(run.root / CHAT_CHECKPOINTS), check_same_thread=False)
     try:
-        llm = open_llm(cfg, boundary=recorder)
-        http = recorder.http()
-
-        def research(brief: str) -> str:
-            deps = ResearchDeps(
-                llm=llm,
-                search=WebSearch(boundary=recorder),
-                http=http,
-                host=hosts(None),
-                host_config=cfg.host(),
-                target=cfg.target,
-                out_dir=run.root,
-                boundary=recorder,
-            )
-            report = run_research(brief, deps)
-            summary = report.synthesis.summary if report.synthesis else "; ".join(report.notes)
-            return f"Report: {report.path} ({len(report.sources)} sources, web {report.web}).\n{summary}"
-
-        env = OperatorEnv(cfg, hosts, http, recorder.clock(), research=research, control=control)
-        toolbox = Toolbox(operator_tools(env))
-        system = prompt(
-            "operator",
-            host=cfg.target.host,
-            target=f"{cfg.target.model} at {cfg.target.base_url}",
-            run=run.run_id,
-        )
-        graph = build_operator_graph(llm, toolbox, system, llm.profile(), recorder, redacted_saver(connection))
-        yield Chat(OperatorSession(graph, _thread(run, resume), toolbox), run, resume, llm.usage)
+        thread = _thread(run, resume)
+        start = chat_start(run.run_id, cfg, thread, resumed=resume, attached=attached, control=control is not None)
+        recorder.note("run", start)
+        wired = BoundaryControl(recorder, control) if control is not None else None
+        yield assemble(cfg, recorder, hosts, run, wired, redacted_saver(connection), thread, resume)
     finally:
         connection.close()
         hosts.close()
         recorder.close()
 
 
+def chat_start(run_id: str, cfg: EyasConfig, thread: str, **meta: bool) -> dict[str, Any]:
+    """The chat's run event: what a replay needs to assemble the same chat (config, thread, controls)."""
+    return {"meta": {"kind": "chat", **meta}, "config": cfg.model_dump(mode="json"),
+            "input": {"run_id": run_id, "thread": thread}}  # fmt: skip
+
+
+def assemble(
+    cfg: EyasConfig,
+    boundary: Recorder | ReplaySession,
+    hosts: Hosts,
+    run: RunDir,
+    control: PipelineControl | None,
+    checkpointer: BaseCheckpointSaver,
+    thread: str,
+    resumed: bool,
+) -> Chat:
+    """The operator session, every crossing through `boundary`: live and recorded, or answered by a replay."""
+    llm = open_llm(cfg, boundary=boundary)
+    http = boundary.http()
+
+    def research(brief: str) -> str:
+        deps = ResearchDeps(
+            llm=llm,
+            search=WebSearch(boundary=boundary),
+            http=http,
+            host=hosts(None),
+            host_config=cfg.host(),
+            target=cfg.target,
+            out_dir=run.root,
+            boundary=boundary,
+        )
+        report = run_research(brief, deps)
+        summary = report.synthesis.summary if report.synthesis else "; ".join(report.notes)
+        return f"Report: {report.path} ({len(report.sources)} sources, web {report.web}).\n{summary}"
+
+    env = OperatorEnv(cfg, hosts, http, boundary.clock(), research=research, control=control)
+    toolbox = Toolbox(operator_tools(env))
+    system = prompt(
+        "operator",
+        host=cfg.target.host,
+        target=f"{cfg.target.model} at {cfg.target.base_url}",
+        run=run.run_id,
+    )
+    graph = build_operator_graph(llm, toolbox, system, llm.profile(), boundary, checkpointer)
+    session = OperatorSession(graph, thread, toolbox)
+    return Chat(session, run, resumed, llm.usage, boundary, model_notice(llm.config, cfg.agent is not None))
+
+
 def converse(chat: Chat, read: Callable[[str], str], write: Callable[[str], None]) -> None:
-    """The terminal loop: the operator's lines in, the agent's answers, tool calls and questions out."""
+    """The terminal loop: the operator's lines in (each recorded), the agent's answers, tool calls and
+    questions out."""
     session = chat.session
-    write(f"eyas chat, run {chat.run.run_id}. Type exit (or Ctrl-D) to leave.")
+    typed = operator_lines(chat.boundary, read)
+    write(f"eyas chat, run {chat.run.run_id}, talking to {chat.model.shown}. Type exit (or Ctrl-D) to leave.")
+    if chat.model.warning:
+        write(f"warning: {chat.model.warning}")
     if chat.resumed:
         for message in session.history()[-6:]:
             if message["role"] in ("user", "assistant") and message.get("content"):
@@ -123,9 +159,9 @@ def converse(chat: Chat, read: Callable[[str], str], write: Callable[[str], None
         try:
             if pending:
                 write(_confirmation(pending))
-                updates = session.answer(read("confirm> "))
+                updates = session.answer(typed("confirm> "))
             else:
-                line = read("you> ").strip()
+                line = typed("you> ").strip()
                 if line in ("exit", "quit"):
                     break
                 if not line:
@@ -140,6 +176,25 @@ def converse(chat: Chat, read: Callable[[str], str], write: Callable[[str], None
             write(f"error: {exc}")
     usage = chat.usage.as_dict()
     write(f"\n{usage['calls']} LLM calls, {usage['total_tokens']} tokens. `eyas chat --resume` continues.")
+
+
+def operator_lines(boundary: Boundary, read: Callable[[str], str]) -> Callable[[str], str]:
+    """`read`, each line recorded as an operator event (leaving with Ctrl-D or Ctrl-C too): a replay types
+    the recorded lines again, in order, and stops where they end."""
+
+    def typed(prompt_text: str) -> str:
+        def perform() -> dict[str, Any]:
+            try:
+                return {"text": read(prompt_text)}
+            except (EOFError, KeyboardInterrupt):
+                return {"closed": True}
+
+        answer = boundary.cross("operator", {"prompt": prompt_text}, perform)
+        if answer.get("closed") or answer.get("text") is None:
+            raise EOFError("the operator left the chat")
+        return str(answer["text"])
+
+    return typed
 
 
 def _confirmation(actions: list[str]) -> str:
@@ -182,12 +237,12 @@ def _thread(run: RunDir, resume: bool) -> str:
     return f"chat-{count}"
 
 
-class _Hosts:
-    """Hosts by config name, each opened once (from any tool thread) and recorded."""
+class Hosts:
+    """Hosts by config name, each opened once (from any tool thread): recorded live, or a replay's."""
 
-    def __init__(self, config: EyasConfig, recorder: Recorder) -> None:
+    def __init__(self, config: EyasConfig, open_one: Callable[[str], Host]) -> None:
         self._config = config
-        self._recorder = recorder
+        self._open_one = open_one
         self._open: dict[str, Host] = {}
         self._lock = threading.Lock()
 
@@ -195,7 +250,7 @@ class _Hosts:
         key = name or self._config.target.host
         with self._lock:
             if key not in self._open:
-                self._open[key] = self._recorder.host(open_host(key, self._config.host(key)))
+                self._open[key] = self._open_one(key)
             return self._open[key]
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError, field_validator
 from pydantic_core import to_jsonable_python
 from rich.markup import escape
 
+from eyas.graph.cli.chat_replay import is_chat, replay_chat
 from eyas.graph.cli.console import console
 from eyas.graph.context import RunContext
 from eyas.graph.pipeline import build_graph
@@ -50,11 +51,13 @@ class RecordedRun(BaseModel):
 
 
 def replay(path: Path) -> tuple[ReplayReport, dict[str, Any]]:
-    """Replay a run's transcript; returns the replay report and the final state the code reached."""
+    """Replay a run's (or a chat's) transcript; returns the replay report and the final state the code reached."""
     session = ReplaySession.load(path)
     start = next((event for event in session.transcript.events if isinstance(event, RunEvent)), None)
     if start is None:
-        raise EyasError(f"{path} has no run event: it is not the transcript of an `eyas run`.")
+        raise EyasError(f"{path} has no run event: it is not the transcript of an `eyas run` or `eyas chat`.")
+    if is_chat(start):
+        return replay_chat(session, path)
     session.note("run", {"meta": start.meta, "config": start.config, "input": start.input})
     try:
         recorded = RecordedRun.model_validate(
@@ -100,7 +103,8 @@ def replay_command(
     transcript: Annotated[Path, typer.Argument(help="a run's transcript.jsonl (runs/<run>/transcript.jsonl)")],
     json_output: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
-    """Replay a recorded run offline: no network, host or LLM. Exits 0 when the code made exactly the recorded
+    """Replay a recorded run or chat offline: no network, host or LLM (a chat's typed lines come from the
+    transcript, turn by turn). Exits 0 when the code made exactly the recorded
     decisions, 1 at the first divergence (shown as a diff of recorded versus live) or when the transcript's hash
     chain names an altered or removed event."""
     report, state = replay(transcript)
@@ -131,6 +135,8 @@ def replay_command(
             console.print(info.diff, markup=False, highlight=False)
         elif report.unconsumed:
             console.print(f"[yellow]{len(report.unconsumed)} recorded events were never asked for[/]")
+        elif report.chain.intact and "messages" in state:
+            console.print(f"[green]no divergence[/]; the conversation has {len(state['messages'])} messages")
         elif report.chain.intact:
             console.print(f"[green]no divergence[/]; final phase {escape(str(state.get('phase')))}")
     raise typer.Exit(0 if report.ok else 1)

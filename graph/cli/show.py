@@ -20,6 +20,7 @@ from eyas.tools.recording.transcript import (
     ApprovalEvent,
     ClockEvent,
     CommandEvent,
+    ControlEvent,
     Crossing,
     Event,
     FileExistsEvent,
@@ -29,6 +30,7 @@ from eyas.tools.recording.transcript import (
     JobLaunchEvent,
     LlmEvent,
     NodeEvent,
+    OperatorEvent,
     SearchEvent,
     SkippedLine,
     TcpEvent,
@@ -49,7 +51,7 @@ def show_command(
         typer.Option(
             "--kind",
             help="only these kinds (repeatable): command, file (file_read, file_write, file_exists), http, tcp, "
-            "clock, llm, search, approval, node, job_launch",
+            "clock, llm, search, approval, operator (a chat's typed lines), control, node, job_launch",
         ),
     ] = None,
     host: Annotated[
@@ -192,6 +194,12 @@ def _what(event: Event) -> str:
             who = f" by {escape(event.who)}" if event.who else ""
             reason = f": {escape(_line(event.reason, 140))}" if event.reason else ""
             return f"gate [bold]{escape(event.gate)}[/] [{style}]{escape(str(event.decision))}[/]{who}{reason}"
+        case OperatorEvent():
+            typed = "[dim](left the chat)[/]" if event.closed else f"“{escape(_line(event.text or '', 120))}”"
+            return f"[bold]operator[/] {escape(event.prompt.strip())} {typed}"
+        case ControlEvent():
+            args = ", ".join(f"{key}={value!r}" for key, value in event.args.items())
+            return f"pipeline {escape(event.method)}({escape(args)}) → “{escape(_line(event.result or '', 100))}”"
         case NodeEvent():
             return f"{'▶' if event.phase == 'start' else '■'} node [bold]{escape(event.node)}[/] {event.phase}"
         case JobLaunchEvent():

@@ -229,6 +229,27 @@ class ApprovalEvent(Crossing):
     sizes: dict[str, SizeValue] | None = None  # an "edit" answer's new sizes
 
 
+class OperatorEvent(Crossing):
+    """A line the operator typed in `eyas chat` (at the prompt, or answering a confirmation); `closed` when they
+    left with Ctrl-D or Ctrl-C instead. Replay types the recorded lines again, turn by turn."""
+
+    REQUEST = ("prompt",)
+    kind: Literal["operator"] = "operator"
+    prompt: str
+    text: str | None = None
+    closed: bool = False
+
+
+class ControlEvent(Crossing):
+    """The chat's call into the pipeline run it drives (status, start, resume, answer a gate) and the text back."""
+
+    REQUEST = ("method", "args")
+    kind: Literal["control"] = "control"
+    method: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    result: str | None = None
+
+
 class RunEvent(Event):
     """How the run was started (its config, policy, sizes and first input), so a replay can start it again."""
 
@@ -271,6 +292,8 @@ AnyEvent = Annotated[
     | LlmEvent
     | SearchEvent
     | ApprovalEvent
+    | OperatorEvent
+    | ControlEvent
     | NodeEvent
     | JobLaunchEvent,
     Field(discriminator="kind"),

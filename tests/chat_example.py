@@ -1,0 +1,105 @@
+"""The recorded chat in runs/examples/chat-session: a short operator session, made with the scripted stand-in LLM.
+
+Stand-in: no LLM capable of driving the operator runs here (the embedded SmolLM2 answers nonsense), so the
+agent's turns come from a script (tests/scripted_llm.py through tests/openai_stub.py, over real HTTP and the
+openai SDK). Everything else is real: the chat program, its tools on this machine (verify, jobs), the pipeline
+controls (graph/chat_control.py), the checkpoint and the transcript. The operator's lines are typed from LINES.
+
+    python tests/chat_example.py RUNS_DIR     # writes RUNS_DIR/chat-session (what `make examples` runs)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import scripted_llm as s
+from eyas.graph.chat_control import ChatPipeline
+from eyas.graph.cli.chat import converse, open_chat
+from eyas.graph.runs import RunDir
+from eyas.graph.session import create_run
+from eyas.tools.config_source import ConfigSource
+from eyas.tools.target.embedded import EmbeddedTarget
+from openai_stub import MODEL, OpenAIStub, Reply, Request
+
+RUN_ID = "chat-session"
+# What the operator types, in order: questions, a verification, the run's status, a launch declined, and exit.
+LINES = [
+    "verify the disk and the binaries",
+    "list the jobs",
+    "where is the run?",
+    "start the pipeline",
+    "no",
+    "exit",
+]
+
+
+def script(request: Request, stub: OpenAIStub) -> Reply:
+    """The agent's turns: a tool call for each request of the operator's, then an answer from its result."""
+    body: dict[str, Any] = request.body
+    if s.role(body) == "ping":
+        return s.ping(body, native=False)
+    results = s.last_tool_results(body)
+    said = s.operator_said(body)
+    wanted = {
+        "verify the disk and the binaries": ("verify", {"checks": ["disk", "binaries"]}),
+        "list the jobs": ("list_jobs", {}),
+        "where is the run?": ("run_status", {}),
+        "start the pipeline": ("start_phase", {"phase": "pipeline"}),
+    }
+    if said in wanted:
+        if results:
+            return s.answer(body, "Here is what I found: " + " | ".join(results[0].splitlines()[:2]))
+        return s.calls(body, wanted[said])
+    return s.answer(body, "I can verify the host, read files, list jobs and drive the pipeline run.")
+
+
+def config_text(workdir: Path, agent_url: str) -> str:
+    target = EmbeddedTarget.from_env()
+    return f"""
+[hosts.local]
+address = "local"
+python = "{target.python}"
+workdir = "{workdir}"
+
+[target]
+host = "local"
+base_url = "{target.base_url}"
+model = "SmolLM2-135M-Instruct"
+
+[agent]
+base_url = "{agent_url}"
+model = "{MODEL}"
+api_key_env = "EYAS_TEST_NO_AGENT_KEY"
+"""
+
+
+def record(run_id: str = RUN_ID, typed: list[str] = LINES) -> RunDir:
+    """Record the session into <runs folder>/<run_id>/transcript.jsonl (EYAS_RUNS_DIR); the chat's checkpoints
+    and the config (a temporary file) are not kept: the transcript holds all a replay needs. A README.md
+    already there is kept. When `typed` runs out before an "exit", the operator leaves with Ctrl-D."""
+    lines = iter(typed)
+
+    def read(prompt: str) -> str:
+        line = next(lines, None)
+        if line is None:
+            raise EOFError
+        return line
+
+    with tempfile.TemporaryDirectory(prefix="eyas-chat-example-") as scratch, OpenAIStub(script) as stub:
+        config = Path(scratch) / "eyas.toml"
+        config.write_text(config_text(Path(scratch) / "work", stub.url))
+        run = create_run(ConfigSource(config, "the example's"), None, None, run_id=run_id, kind="chat")
+        with open_chat(run_id, False, None, control_for=ChatPipeline) as chat:
+            converse(chat, read, print)
+    for name in ("chat.sqlite", "chat.sqlite-wal", "chat.sqlite-shm", "chat.json"):
+        (run.root / name).unlink(missing_ok=True)
+    return run
+
+
+if __name__ == "__main__":
+    os.environ["EYAS_RUNS_DIR"] = str(Path(sys.argv[1]).resolve())
+    record()
