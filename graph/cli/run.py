@@ -17,6 +17,8 @@ from eyas.graph.answers import pending_view, record_gate_answer
 from eyas.graph.cli.console import console, notice
 from eyas.graph.cli.options import ConfigOption, size_option, use_config
 from eyas.graph.cli.run_ui import RunUI
+from eyas.graph.dry_run import dry_run as dry_run_walk
+from eyas.graph.dry_run import dry_run_lines
 from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
 from eyas.graph.report_html.page import write_html_report
@@ -117,6 +119,15 @@ def run_command(
     held_out: Annotated[int | None, size_option("held_out")] = None,
     poll_interval: Annotated[float, typer.Option(help="seconds between job polls")] = 10.0,
     run_id: Annotated[str | None, typer.Option(help=f"name the run: {RUN_ID_RULE} (default: run-<time>-<hex>)")] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="walk the plan without launching anything: each phase's jobs and exact commands, the GPUs they "
+            "need, what happens to production, and the argv of every vLLM server eyas would start",
+        ),
+    ] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="with --dry-run: print it as JSON")] = False,
 ) -> None:
     """Start a pipeline run: research, verify, plan, then generation, extraction, training and evaluation,
     each behind an approval gate. Checkpointed after every step: after any crash, `eyas resume RUN`.
@@ -132,8 +143,21 @@ def run_command(
         )  # fmt: skip
     except ValidationError as exc:
         raise typer.BadParameter("; ".join(format_validation_error(exc))) from None
+    if dry_run:
+        print_dry_run(dry_run_walk(cfg, sizes), json_output)
+        return
+    if json_output:
+        raise typer.BadParameter("--json goes with --dry-run (a run prints its progress; see `eyas status --json`)")
     interactive = sys.stdin.isatty()
     finish(start_run(source, cfg, chosen, sizes, interactive=interactive, poll_interval_s=poll_interval, run_id=run_id))
+
+
+def print_dry_run(walk: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(to_jsonable_python(walk), indent=2))
+        return
+    for line in dry_run_lines(walk):
+        console.print(line, markup=False, highlight=False)
 
 
 def resume_command(run_id: Annotated[str, typer.Argument(help="the run to continue (see `eyas runs`)")]) -> None:

@@ -5,6 +5,7 @@ and the gates and `eyas run --dry-run` show each server's argv and what was inhe
 from __future__ import annotations
 
 import json
+import posixpath
 from typing import Any
 
 from eyas.graph.context import RunContext
@@ -59,7 +60,8 @@ def evaluation_servers(ctx: RunContext, state: RunState, launch: InheritedLaunch
 def extraction_server(ctx: RunContext, state: RunState, launch: InheritedLaunch) -> list[str]:
     """The argv of the vllm backend's server (extract.py picks a free port; the layers are the plan's)."""
     layers = state.get("plan", {}).get("captured_layers") or []
-    staging = f"{ctx.artifact('hidden_states')}.vllm-staging"
+    out = ctx.artifact("hidden_states")
+    staging = f"{posixpath.dirname(out)}/.{posixpath.basename(out)}.vllm-staging"  # as extract.py names it
     connector = "stock" if on_gpu(state) else "cpu"
     inherited: list[list[str | None]] = [list(pair) for pair in launch.flags]
     try:

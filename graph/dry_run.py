@@ -1,0 +1,147 @@
+"""`eyas run --dry-run`: walk the whole plan without launching anything, for an operator to read before an
+overnight run. It verifies and plans as a run would (reading the host, starting nothing), then builds each
+phase's jobs with the phases' own code and prints their exact commands, the GPUs each needs, what happens to
+production, and the vLLM argv of every server eyas would start. Nothing is written to the host, and no run
+folder is made; paths on the host are those of a run named `dry-run`."""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from eyas.graph.context import RunContext
+from eyas.graph.gate_production import phase_servers, stop_start_commands
+from eyas.graph.phases import data, evaluate, extract, plan, train, verify
+from eyas.graph.runs import RunDir
+from eyas.graph.state import RunState
+from eyas.tools.config import EyasConfig
+from eyas.tools.errors import EyasError
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
+from eyas.tools.hosts.connect import open_host
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.planning.measure import MeasureError, read_model_dims
+from eyas.tools.planning.sizes import Sizes
+
+RUN_ID = "dry-run"
+# The phases in run order with the builder of their jobs (graph/pipeline.py launches the same ones).
+PHASE_JOBS = (
+    ("data", data.build_jobs),
+    ("extract", extract.build_jobs),
+    ("vocab", train.build_vocab_jobs),
+    ("train", train.build_train_jobs),
+    ("evaluate", evaluate.build_jobs),
+)
+# The plan's production entry of each phase (vocab runs on CPU beside training, under the training gate).
+PRODUCTION_PHASE = {"data": "data", "extract": "extract", "vocab": "train", "train": "train", "evaluate": "evaluate"}
+
+
+def dry_run(config: EyasConfig, sizes: Sizes) -> dict[str, Any]:
+    """The whole plan as JSON-ready data; reads the host, launches nothing. A server still loading is not waited
+    for (the dry run says so instead)."""
+    config = config.model_copy(update={"target": config.target.model_copy(update={"load_wait_s": 0.0})})
+    host = open_host(config.target.host, config.host())
+    try:
+        with tempfile.TemporaryDirectory(prefix="eyas-dry-run-") as scratch:
+            ctx = RunContext(
+                config=config, host=host, http=HttpClient(), clock=SYSTEM_CLOCK, run=RunDir(Path(scratch) / RUN_ID)
+            )
+            return _walk(ctx, sizes)
+    finally:
+        host.close()
+
+
+def _walk(ctx: RunContext, sizes: Sizes) -> dict[str, Any]:
+    runtime = Runtime(context=ctx)
+    state: RunState = {"run_id": RUN_ID, "sizes": sizes.model_dump()}
+    state.update(verify.verify_node(state, runtime))  # type: ignore[typeddict-item]
+    state["plan"] = _plan(ctx, state, runtime)
+    phases = []
+    for name, build in PHASE_JOBS:
+        phases.append(_phase(ctx, state, name, build))
+    return {
+        "run_id": RUN_ID,
+        "host": ctx.host.name,
+        "sizes": state["sizes"],
+        "verification": state.get("verification", {}),
+        "gpus": state.get("gpus", {}),
+        "plan": {key: value for key, value in state["plan"].items() if key != "phases"},
+        "phases": phases,
+    }
+
+
+def _plan(ctx: RunContext, state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """The run's plan; when the server cannot be measured (down, loading), the GPU budget alone, from the
+    model's config.json in target.model_dir, with the hours unknown."""
+    try:
+        return dict(plan.plan_node(state, runtime)["plan"])
+    except MeasureError as exc:
+        model_dir = ctx.config.target.model_dir
+        if model_dir is None:
+            raise EyasError(
+                f"The dry run could not measure the plan ({exc}) and target.model_dir is not set, so the model's "
+                "size is unknown: start the server, or set target.model_dir to the model's directory on the host."
+            ) from None
+        dims = read_model_dims(ctx.host, f"{model_dir.rstrip('/')}/config.json")
+        production = plan.production_plan(ctx, state, dims, {}, None)
+        phases = {phase: {"production": impact} for phase, impact in production["phases"].items()}
+        return {
+            "verdict": f"hours not measured ({exc}); the GPU budget is from {model_dir}/config.json",
+            "phases": phases,
+            "production_load": production["load"],
+            "captured_layers": dims.default_layers(),
+        }
+
+
+def _phase(ctx: RunContext, state: RunState, name: str, build: Any) -> dict[str, Any]:
+    planned = state["plan"].get("phases", {})
+    production = dict(planned.get(PRODUCTION_PHASE[name], {}).get("production") or {})
+    entry: dict[str, Any] = {"phase": name, "phase_hours": planned.get(name, {}).get("phase_hours")}
+    if production.get("action") == "stop":
+        stop, start = stop_start_commands(ctx)
+        production["commands"] = [stop, start]
+    entry["production"] = production
+    entry["gpus"] = production.get("gpus", [])
+    try:
+        specs = build(ctx, state)
+    except (EyasError, ValueError) as exc:
+        entry["error"] = f"the {name} phase's jobs cannot be built: {exc}"
+        return entry
+    # Secret-looking variables travel by file (JobSpec's secrets): only their names are shown.
+    entry["jobs"] = [
+        {"job_id": spec.job_id, "command": shlex.join(spec.argv), "env": spec.env, "secrets": sorted(spec.secrets)}
+        for spec in specs
+    ]
+    servers = phase_servers(name, ctx, state)
+    if servers is not None:
+        entry["servers"] = servers
+    return entry
+
+
+def dry_run_lines(walk: dict[str, Any]) -> list[str]:
+    """The dry run for a terminal: per phase its jobs' commands, GPUs, production and the servers' argv."""
+    lines = [f"dry run on {walk['host']} (nothing launched; host paths are those of a run named {RUN_ID})"]
+    lines.append(f"plan: {walk['plan'].get('verdict', '')}")
+    load = walk["plan"].get("production_load") or {}
+    if load:
+        lines.append(f"production loads in {load['load_s'] / 60:.0f} min ({load['source']})")
+    for phase in walk["phases"]:
+        production = phase.get("production") or {}
+        hours = production.get("downtime_hours")
+        down = f", down {hours:.2f} h" if production.get("action") == "stop" and hours is not None else ""
+        lines.append(f"== {phase['phase']}: production {production.get('action', '?')}{down}; GPUs {phase['gpus']}")
+        if production.get("reason"):
+            lines.append(f"   {production['reason']}")
+        lines += [f"   production: $ {command}" for command in production.get("commands", [])]
+        if phase.get("error"):
+            lines.append(f"   {phase['error']}")
+        lines += [f"   job {job['job_id']}: $ {job['command']}" for job in phase.get("jobs", [])]
+        servers = phase.get("servers") or {}
+        for key in ("inherited", "overridden", "dropped"):
+            if servers.get(key):
+                lines.append(f"   servers {key}: {', '.join(servers[key])}")
+        lines += [f"   server {name}: $ {shlex.join(argv)}" for name, argv in servers.get("servers", {}).items()]
+    return lines
