@@ -148,7 +148,12 @@ def test_a_plan_from_a_real_generated_file(generated: tuple[Path, dict[str, Any]
         target=TargetConfig(base_url=data_server_url, model=SERVED_MODEL),
     )
     figures = Figures(
-        samples=len(lines), max_tokens=1, generated_file=str(out), generation_tok_s=100.0, free_disk_bytes=10**12
+        samples=len(lines),
+        max_tokens=1,
+        generated_file=str(out),
+        generation_tok_s=100.0,
+        free_disk_bytes=10**12,
+        probe_speeds=False,  # test_host_probe.py measures speeds; this plan is about the file's counts
     )
     measured = measure_inputs(figures, config=config, host=LocalHost(), http=HttpClient())
     inputs = measured.inputs
@@ -170,8 +175,9 @@ def test_the_planner_measures_the_live_target(data_server_url: str, tmp_path: Pa
         target=TargetConfig(base_url=data_server_url, model=SERVED_MODEL),
     )
     measured = measure_inputs(
-        Figures(samples=313, max_tokens=512), config=config, host=LocalHost(), http=HttpClient(), probe_concurrency=4
-    )
+        Figures(samples=313, max_tokens=512, probe_speeds=False),  # the speed probe: test_host_probe.py
+        config=config, host=LocalHost(), http=HttpClient(), probe_concurrency=4,
+    )  # fmt: skip
     inputs, throughput = measured.inputs, measured.throughput
     assert (inputs.model.hidden_size, inputs.model.num_layers, inputs.model.vocab_size) == (576, 30, 49152)
     assert measured.sources["model"].endswith("SmolLM2-135M-Instruct/config.json")

@@ -79,6 +79,9 @@ def _measure(ctx: RunContext, state: RunState) -> Measured:
     figures = Figures(
         samples=sizes.samples,
         max_tokens=sizes.max_tokens,
+        max_seq_len=sizes.max_seq_len,
+        epochs=sizes.epochs,
+        draft_vocab_size=sizes.draft_vocab_size,
         free_disk_bytes=state.get("free_disk_bytes"),
         generated_file=state.get("artifacts", {}).get("conversations"),
     )

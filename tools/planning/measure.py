@@ -8,6 +8,7 @@ loaded (`root` in /v1/models), df where the data will go, and a short burst of r
 from __future__ import annotations
 
 import json
+import posixpath
 import shlex
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -32,6 +33,8 @@ from eyas.tools.planning.estimate import (
     Volume,
     token_stats,
 )
+from eyas.tools.planning.host_probe import SpeedRequest, probe_speeds, sample_bucket
+from eyas.tools.planning.sizes import DEFAULT_SIZES
 from eyas.tools.recording.task_scope import submit_in_task
 
 PSEUDO_FILESYSTEMS = ("tmpfs", "devtmpfs", "squashfs", "efivarfs", "proc", "sysfs")
@@ -54,6 +57,10 @@ class Figures(BaseModel):
     prompt_tokens: float | None = Field(None, ge=0)
     generated_file: str | None = None  # a generate.py output on the host: its averages replace max_tokens
     data_path: str | None = None
+    max_seq_len: int = Field(DEFAULT_SIZES.max_seq_len, gt=0)
+    epochs: int = Field(DEFAULT_SIZES.epochs, gt=0)
+    draft_vocab_size: int = Field(DEFAULT_SIZES.draft_vocab_size, gt=0)
+    probe_speeds: bool = Field(True, description="on a host without GPUs, measure extraction and training speed")
 
     @property
     def complete(self) -> bool:
@@ -231,13 +238,33 @@ def generated_stats(host: Host, path: str, max_lines: int = 2000) -> TokenStats 
     return token_stats(result.stdout.splitlines()) if result.ok else None
 
 
-def training_flops(ctx: CheckContext) -> tuple[float, str]:
-    """Sustained training FLOP/s assumed for the host: per GPU found, else per CPU core."""
+def training_flops(ctx: CheckContext) -> tuple[float, str, int]:
+    """Sustained training FLOP/s assumed for the host (per GPU found, else per CPU core), and the GPU count."""
     gpus = int(check_gpus(ctx).facts.get("count") or 0)
     if gpus:
-        return gpus * GPU_TRAINING_FLOPS, f"{gpus} GPU(s) x {GPU_TRAINING_FLOPS:.0e} FLOP/s (assumed)"
+        return gpus * GPU_TRAINING_FLOPS, f"{gpus} GPU(s) x {GPU_TRAINING_FLOPS:.0e} FLOP/s (assumed)", gpus
     cores = int(ctx.host.run("nproc", timeout=15).stdout.strip() or 1)
-    return cores * CPU_CORE_TRAINING_FLOPS, f"no GPU: {cores} cores x {CPU_CORE_TRAINING_FLOPS:.0e} FLOP/s (assumed)"
+    source = f"no GPU: {cores} cores x {CPU_CORE_TRAINING_FLOPS:.0e} FLOP/s (assumed)"
+    return cores * CPU_CORE_TRAINING_FLOPS, source, 0
+
+
+def measured_speeds(
+    ctx: CheckContext, config: EyasConfig, figures: Figures, model_dir: str, tokens: float, clock: Clock
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Extraction and training tokens/s from the host probe (PlanInputs fields), and their sources; nothing when
+    the probe cannot run, with the reason among the sources."""
+    request = SpeedRequest(
+        model_dir=model_dir,
+        sample_tokens=sample_bucket(tokens, figures.max_seq_len),
+        total_seq_len=figures.max_seq_len,
+        draft_vocab_size=figures.draft_vocab_size,
+        trust_remote_code=bool(config.target.trust_remote_code),
+    )
+    speeds = probe_speeds(ctx.host, config.host(), request, clock)
+    if isinstance(speeds, str):
+        return {}, {"training": f"{speeds}; FLOP/s assumed", "extraction": f"{speeds}; as fast as generation"}
+    rates = {"extraction_tok_s": speeds.extraction_tok_s, "training_tok_s": speeds.training_tok_s}
+    return rates, {"extraction": speeds.source("extraction", request), "training": speeds.source("training", request)}
 
 
 class Measured(BaseModel):
@@ -260,7 +287,7 @@ def measure_inputs(
     sources = {"samples": "given", "max_tokens": "given", "model": "given", "free_disk": "given", "throughput": "given"}
     sources["prompt_tokens"] = "given" if figures.prompt_tokens is not None else "not counted"
     sources["training"] = f"one GPU, {GPU_TRAINING_FLOPS:.0e} FLOP/s (assumed)"
-    flops, stats, others, throughput, overhead = GPU_TRAINING_FLOPS, None, [], None, 0.0
+    flops, stats, others, throughput, overhead, gpus = GPU_TRAINING_FLOPS, None, [], None, 0.0, 1
     dims = free = tok_s = None
     if figures.hidden_size and figures.num_layers and figures.vocab_size:
         dims = ModelDims(hidden_size=figures.hidden_size, num_layers=figures.num_layers, vocab_size=figures.vocab_size)
@@ -273,7 +300,7 @@ def measure_inputs(
             sources["model"] = f"{host.name}:{path}" + (" (with given figures)" if any(given.values()) else "")
         if figures.free_disk_bytes is None:
             free, sources["free_disk"] = free_disk(ctx), f"df at {data_path} on {host.name}"
-        flops, sources["training"] = training_flops(ctx)
+        flops, sources["training"], gpus = training_flops(ctx)
         others = volumes(host)
         stats = generated_stats(host, figures.generated_file) if figures.generated_file else None
         if stats:
@@ -286,6 +313,12 @@ def measure_inputs(
         throughput = probe_throughput(http, config.target, concurrency=probe_concurrency, clock=clock)
         tok_s, overhead = throughput.tokens_per_s, throughput.overhead_s
         sources["throughput"] = f"probe: {throughput.requests} requests at concurrency {throughput.concurrency}"
+    speeds: dict[str, float] = {}
+    if host is not None and figures.probe_speeds and gpus == 0:
+        tokens = stats.avg_sequence_tokens if stats else (prompt_tokens or 0.0) + figures.max_tokens
+        model_dir = posixpath.dirname(model_config_path(host, served_model_root(http, config.target)))
+        speeds, found = measured_speeds(ctx, config, figures, model_dir, tokens, clock)
+        sources.update(found)
     free = figures.free_disk_bytes if figures.free_disk_bytes is not None else free
     tok_s = figures.generation_tok_s or tok_s
     if dims is None or free is None or tok_s is None:
@@ -299,6 +332,9 @@ def measure_inputs(
         generation_tok_s=tok_s,
         generation_overhead_s=overhead,
         training_flops_per_s=flops,
+        epochs=figures.epochs,
+        draft_vocab_size=figures.draft_vocab_size,
+        **speeds,
         free_disk_bytes=free,
         data_path=data_path,
         other_volumes=others,
