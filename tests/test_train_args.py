@@ -213,5 +213,5 @@ def test_a_downloaded_drafter_is_pointed_at_the_local_verifier(tmp_path: Path) -
     assert (staged / "model.safetensors").read_bytes() == b"weights"
     assert json.loads((source / "config.json").read_text()) == config  # the download itself is untouched
     (source / "config.json").write_text(json.dumps({"speculators_model_type": "dflash"}))
-    with pytest.raises(SystemExit, match="not a speculators eagle3 drafter"):
+    with pytest.raises(SystemExit, match="neither a speculators eagle3 drafter"):
         train.stage_init_drafter(source, tmp_path / "model", tmp_path / "init")

@@ -9,8 +9,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from eyas.graph.cli.console import console
+from eyas.graph.cli.console import console, errors
 from eyas.graph.cli.options import ConfigOption, size_option, use_config
+from eyas.tools.checks.drafter import check_drafter
+from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.config import EyasConfig
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
@@ -93,6 +96,8 @@ def plan_command(
         data_path=data_path,
     )
 
+    refuse_unusable_drafter(cfg)
+
     def measure(host: Host | None) -> Measured:
         return measure_inputs(figures, config=cfg, host=host, http=HttpClient(), probe_concurrency=probe_concurrency)
 
@@ -109,6 +114,21 @@ def plan_command(
         style = "green" if plan.fits else "bold red"
         console.print(f"[{style}]{escape(verdict(measured.inputs, plan))}[/]", highlight=False)
     raise typer.Exit(0 if plan.fits else 1)
+
+
+def refuse_unusable_drafter(cfg: EyasConfig) -> None:
+    """A drafter_base that cannot serve this target ends the plan here, before any hour is planned around it."""
+    if not cfg.pipeline.drafter_base:
+        return
+    with open_host(cfg.target.host, cfg.host()) as host:
+        ctx = CheckContext(
+            host=host, host_config=cfg.host(), target=cfg.target, http=HttpClient(), data_path=cfg.host().workdir,
+            drafter_base=cfg.pipeline.drafter_base,
+        )  # fmt: skip
+        result = check_drafter(ctx)
+    if result.status is Status.FAIL:
+        errors.print(f"[bold red]{escape(result.message)}[/]", highlight=False)
+        raise typer.Exit(1)
 
 
 def plan_json(measured: Measured, plan: Plan) -> dict[str, object]:

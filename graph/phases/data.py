@@ -30,8 +30,9 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
     specs = [generation_spec(f"{run_id}.generate", ctx.host_config, ctx.config.target, ctx.workloads_dir, settings)]
     base = ctx.config.pipeline.drafter_base
     if base:
+        target = ctx.config.target.model_dir
         specs.append(
-            download_spec(f"{run_id}.download", ctx.host_config, ctx.workloads_dir, base, drafter_base_dir(ctx))
+            download_spec(f"{run_id}.download", ctx.host_config, ctx.workloads_dir, base, drafter_base_dir(ctx), target)
         )
     return specs
 

@@ -29,6 +29,7 @@ def verify_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
         target=ctx.config.target,
         http=ctx.http,
         data_path=ctx.host_config.workdir,
+        drafter_base=ctx.config.pipeline.drafter_base,
     )
     report = verify(checks, clock=ctx.clock)
     report = _after_loading(report, checks, ctx)

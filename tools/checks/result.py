@@ -46,4 +46,5 @@ class CheckContext:
     http: HttpClient
     data_path: str
     unit_file: str | None = None
+    drafter_base: str | None = None  # pipeline.drafter_base: a hub id or a directory on the host
     binaries: list[str] = field(default_factory=lambda: ["nvidia-smi", "vllm", "torchrun", "huggingface-cli"])

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from eyas.tools.checks.binaries import check_binaries
 from eyas.tools.checks.disk import check_disk
+from eyas.tools.checks.drafter import check_drafter
 from eyas.tools.checks.gpus import check_gpus
 from eyas.tools.checks.health import check_health
 from eyas.tools.checks.packages import check_packages
@@ -27,7 +28,10 @@ CHECKS: dict[str, Check] = {
     "disk": check_disk,
     "binaries": check_binaries,
     "packages": check_packages,
+    "drafter": check_drafter,
 }
+# Checks that only run when their subject is configured, so a run without one records no trace of them.
+APPLIES: dict[str, Callable[[CheckContext], bool]] = {"drafter": lambda ctx: ctx.drafter_base is not None}
 
 
 class VerifyReport(BaseModel):
@@ -60,7 +64,7 @@ def _timed(name: str, check: Check, ctx: CheckContext, clock: Clock) -> CheckRes
 
 def verify(ctx: CheckContext, names: list[str] | None = None, clock: Clock = SYSTEM_CLOCK) -> VerifyReport:
     """Run the named checks (all by default) concurrently and collect their results in order."""
-    selected = names or list(CHECKS)
+    selected = names or [name for name in CHECKS if APPLIES.get(name, lambda _: True)(ctx)]
     unknown = sorted(set(selected) - set(CHECKS))
     if unknown:
         raise EyasError(f"Unknown check(s) {', '.join(unknown)}; the checks are: {', '.join(CHECKS)}.")

@@ -53,7 +53,10 @@ def generation_spec(
     return workload_job(job_id, host_config, workloads, "generate.py", flags, secrets=secrets, cwd=host_config.workdir)
 
 
-def download_spec(job_id: str, host_config: HostConfig, workloads: str, source: str, out: str) -> JobSpec:
-    """`source` is a hub repo id (downloaded into `out`) or a directory on the host (validated, used as is)."""
-    flags = ["--source", source, "--out", out]
+def download_spec(
+    job_id: str, host_config: HostConfig, workloads: str, source: str, out: str, target: str | None = None
+) -> JobSpec:
+    """`source` is a hub repo id (downloaded into `out`) or a directory on the host (validated, used as is); with
+    the target's directory, a drafter that does not fit it fails the job (download.py --target)."""
+    flags = ["--source", source, "--out", out] + (["--target", target] if target else [])
     return workload_job(job_id, host_config, workloads, "download.py", flags, cwd=host_config.workdir)

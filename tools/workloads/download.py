@@ -34,6 +34,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import progress
+from drafter_format import detect, mismatches, tensor_mismatches
+from target_model import TargetLoadError, read_config, text_fields
 
 PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.md", "*.model", "*.tiktoken"]
 MARKER = ".eyas-download.json"
@@ -63,8 +65,9 @@ def check_safetensors(path: Path) -> dict[str, list[int]]:
     return {name: entry["shape"] for name, entry in header.items()}
 
 
-def validate(directory: Path) -> dict[str, Any]:
-    """What the checkpoint holds; raises Invalid naming the first missing or broken file."""
+def validate(directory: Path, target: Path | None = None) -> dict[str, Any]:
+    """What the checkpoint holds; raises Invalid naming the first missing or broken file, or, given the target's
+    directory, every way the drafter does not fit it (drafter_format.py)."""
     try:
         config = json.loads((directory / "config.json").read_text())
     except FileNotFoundError:
@@ -89,15 +92,31 @@ def validate(directory: Path) -> dict[str, Any]:
         shapes.update(check_safetensors(directory / name))
     if expected is not None and expected != set(shapes):
         raise Invalid(f"The shards in {directory} do not hold the tensors their index names; download again.")
+    if target is not None:
+        check_fits(directory, config, shapes, target)
     keys = ("architectures", "model_type", "speculators_model_type", "hidden_size", "vocab_size", "draft_vocab_size")
     return {
         "path": str(directory),
+        "format": detect(config),
         "config": {key: config[key] for key in keys if key in config},
         "weights": files,
         "tensors": len(shapes),
         "parameters": sum(math.prod(shape) for shape in shapes.values()),
         "bytes": sum((directory / name).stat().st_size for name in files),
     }
+
+
+def check_fits(directory: Path, config: dict[str, Any], shapes: dict[str, list[int]], target: Path) -> None:
+    try:
+        text = text_fields(read_config(target))
+    except TargetLoadError as error:
+        raise Invalid(str(error)) from None
+    problems = mismatches(config, text) + tensor_mismatches(shapes, text)
+    if problems:
+        raise Invalid(
+            f"The drafter in {directory} cannot be used for the target in {target}: {'; '.join(problems)}. Use a "
+            "drafter trained for this target, or leave pipeline.drafter_base unset to train one from scratch."
+        )
 
 
 def reachable(endpoint: str, timeout: float) -> str | None:
@@ -159,7 +178,7 @@ def download(args: argparse.Namespace) -> dict[str, Any]:
     wanted = {"repo": args.source, "revision": args.revision}
     marker = out / MARKER
     if not args.refresh and marker.is_file() and json.loads(marker.read_text()) == wanted:
-        return {**validate(out), "source": "hub (already downloaded)"}
+        return {**validate(out, args.target), "source": "hub (already downloaded)"}
     offline_fix = (
         "Download it where the hub can be reached, copy the directory here and pass --source DIR "
         f"(or fix the network or HF_ENDPOINT={constants.ENDPOINT})."
@@ -195,7 +214,7 @@ def download(args: argparse.Namespace) -> dict[str, Any]:
         raise Invalid(
             f"Downloading {args.source} failed ({type(exc).__name__}: {exc}); run it again to resume."
         ) from None
-    result = {**validate(out), "source": "hub"}
+    result = {**validate(out, args.target), "source": "hub"}
     marker.write_text(json.dumps(wanted))
     return result
 
@@ -207,12 +226,15 @@ def main() -> None:
     parser.add_argument("--revision", help="branch, tag or commit of the repo (default: main)")
     parser.add_argument("--token-env", help="environment variable holding a hub token (private or gated repos)")
     parser.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to reach the hub (default 5)")
+    parser.add_argument(
+        "--target", type=Path, help="the target model's directory: refuse a drafter that does not fit it"
+    )
     parser.add_argument("--refresh", action="store_true", help="ask the hub again even when already downloaded")
     args = parser.parse_args()
     local = Path(args.source).expanduser()
     try:
         if local.is_dir():
-            result = {**validate(local.resolve()), "source": "local"}
+            result = {**validate(local.resolve(), args.target), "source": "local"}
         elif args.source.startswith(("/", ".", "~")) or args.source.count("/") != 1:
             raise Invalid(f"{args.source} is neither an existing directory nor a hub repo id like org/name.")
         elif not args.out:

@@ -124,16 +124,26 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def stage_init_drafter(source: Path, verifier: Path, target: Path) -> Path:
-    """A copy of a downloaded drafter whose config names the local target as verifier.
+    """A copy of a downloaded drafter in speculators' format whose config names the local target as verifier.
 
     A drafter's config usually names its verifier by hub id; speculators loads the verifier's embeddings and
-    head from that name, which fails on an offline host, so the copy points at --verifier instead.
+    head from that name, which fails on an offline host, so the copy points at --verifier instead. A SpecForge
+    drafter is converted into the copy (convert_drafter.py).
     """
+    from convert_drafter import convert
+    from drafter_format import detect
+
     config = json.loads((source / "config.json").read_text())
-    if config.get("speculators_model_type") != "eagle3":
+    kind = detect(config)
+    if kind == "specforge":
+        convert(source, verifier, target)
+        return target
+    if kind != "speculators":
         raise SystemExit(
-            f"{source} is not a speculators eagle3 drafter (config.json speculators_model_type is "
-            f"{config.get('speculators_model_type')!r}); convert it with `speculators convert` first."
+            f"{source} is neither a speculators eagle3 drafter (config.json speculators_model_type is "
+            f"{config.get('speculators_model_type')!r}) nor a SpecForge/EAGLE-3 one (architectures "
+            f"{config.get('architectures')}); eyas cannot finetune it. Leave pipeline.drafter_base unset to train "
+            "a drafter from scratch."
         )
     config["speculators_config"]["verifier"]["name_or_path"] = str(verifier.resolve())
     target.mkdir(parents=True, exist_ok=True)
