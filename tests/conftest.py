@@ -16,6 +16,8 @@ from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.prepare import prepare
 from eyas.tools.target.provision import provision
 from eyas.tools.target.server import down, up
+from production_target import PRODUCTION_PORT
+from production_target import production_target as make_production_target
 from sshd import Sshd
 
 
@@ -79,3 +81,13 @@ def browser() -> Iterator[Browser]:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         yield launched
         launched.close()
+
+
+@pytest.fixture(scope="session")
+def production_target() -> Iterator[EmbeddedTarget]:
+    """A second embedded target that plays production for the tests that stop, restart and redeploy it, so the
+    shared `embedded_target` stays up. Started once per session from its unit file (tests/production_target.py)."""
+    target = make_production_target(PRODUCTION_PORT)
+    up(target, LocalHost(), eager=True, progress=lambda message: None)
+    yield target
+    down(target, LocalHost())

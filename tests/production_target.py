@@ -11,6 +11,8 @@ from eyas.tools.service.standin import UnitJobService
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.server import target_service
 
+PRODUCTION_PORT = 18850  # the tests' own range is 18850-18859
+
 
 def production_target(port: int) -> EmbeddedTarget:
     """The cached venv and model (built by `make target`), on a port of the tests' own range (18850-18859)."""
