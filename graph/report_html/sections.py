@@ -10,6 +10,7 @@ from typing import Any
 
 from eyas.graph.phases.report import EVALUATION_KEYS
 from eyas.graph.report_html.charts import Chart, Series, bar_chart, gantt, line_chart
+from eyas.graph.report_html.plan_accuracy import format_minutes, format_ratio, phase_times
 from eyas.graph.report_html.record import RunRecord
 
 JOB_PHASES = ("data", "extract", "vocab", "train", "evaluate")
@@ -163,6 +164,12 @@ def timeline(record: RunRecord) -> str:
         return section("timeline", "Timeline", missing("a timeline: the transcript holds no node"))
     body = figure(gantt("timeline", record.spans, record.started), "Phases (blue), gates (grey), waits for an "
                   "answer (yellow) and failures (red)")  # fmt: skip
+    planned = [
+        (h(t.phase), h(format_minutes(t.planned_s)), h(format_minutes(t.actual_s)), h(format_ratio(t.ratio)))
+        for t in phase_times(record)
+    ]
+    if planned:
+        body += "<h3>Planned and actual time</h3>" + table(("phase", "planned", "took", "planned / took"), planned)
     waits = [span for span in record.spans if span.kind == "wait"]
     rows = [(h(span.row), h(span.label), h(f"{(span.end - span.start) / 60:.1f} min")) for span in waits]
     body += table(("gate", "answer", "waited"), rows) if rows else "<p>No gate waited for an answer.</p>"

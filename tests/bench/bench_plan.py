@@ -1,90 +1,69 @@
-"""The planner's accuracy on the embedded target: predicted against measured, side by side in one run.
+"""Benchmark: the planner's accuracy on the demo, predicted against actual time per phase, and the demo's time.
 
-A throughput probe of the live server (tools/planning/measure.py) predicts the generation time of a small run;
-then generate.py really runs it, and extract.py (hf backend) really writes the hidden states. Two
-predictions are compared with what happened: before the run (every answer assumed to reach max_tokens,
-prompts as long as the server tokenizes the shipped set's) and after it (fed the generated file's counts).
-Needs the embedded target's server (EYAS_TARGET_PORT, default 8765) and its venv.
+Runs `eyas demo` as a user does (the embedded target, its sizes, the auto-approve policy) into a scratch runs
+folder, then reads the run's record: the plan's hours per phase (made before anything ran, from the throughput
+probe and the host speed probe) against the time each phase's nodes took. A ratio of predicted over actual
+between 0.67 and 1.5 is the aim for every phase. Also prints the demo's set-up and pipeline wall times.
+
+    .venv/bin/python tests/bench/bench_plan.py [--run DIR]   (DIR: read a finished run instead of running one)
+
+Needs the target venv and model (`make target`); about 15 minutes on 2 quiet cores.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
+import os
 import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
-from eyas.tools.hosts.http import HttpClient
-from eyas.tools.hosts.local import LocalHost
-from eyas.tools.jobs.data import PROMPT_SET
-from eyas.tools.planning.estimate import PlanInputs, estimate, token_stats
-from eyas.tools.planning.measure import (
-    measure_prompt_tokens,
-    model_config_path,
-    probe_throughput,
-    read_model_dims,
-    served_model_root,
-)
-from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.graph.report_html.plan_accuracy import format_minutes, format_ratio, phase_times
+from eyas.graph.report_html.record import load_record
 
-WORKLOADS = Path(__file__).resolve().parents[2] / "tools" / "workloads"
-SAMPLES, MAX_TOKENS, CONCURRENCY = 48, 64, 16
+AIM = (0.67, 1.5)
+
+
+def run_demo(runs: Path) -> tuple[Path, float]:
+    env = {**os.environ, "EYAS_RUNS_DIR": str(runs)}
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "eyas", "demo"], env=env, check=True, stdin=subprocess.DEVNULL)
+    (run,) = [path for path in runs.iterdir() if (path / "transcript.jsonl").exists()]
+    return run, time.monotonic() - started
+
+
+def report(run: Path) -> None:
+    record = load_record(run)
+    print(f"run {record.run_id}: sizes {record.state.get('sizes')}")
+    sources = (record.state.get("plan") or {}).get("sources") or {}
+    for name in ("throughput", "extraction", "training"):
+        if name in sources:
+            print(f"  {name}: {sources[name]}")
+    print(f"{'phase':<10}{'planned':>12}{'took':>12}{'planned/took':>14}  within {AIM[0]}-{AIM[1]}")
+    for timing in phase_times(record):
+        ratio = timing.ratio
+        within = "-" if ratio is None else ("yes" if AIM[0] <= ratio <= AIM[1] else "NO")
+        print(
+            f"{timing.phase:<10}{format_minutes(timing.planned_s):>12}{format_minutes(timing.actual_s):>12}"
+            f"{format_ratio(ratio):>14}  {within}"
+        )
+    if record.started is not None and record.ended is not None:
+        print(f"pipeline (first node to last): {(record.ended - record.started) / 60:.1f} min")
 
 
 def main() -> None:
-    target = EmbeddedTarget.from_env()
-    config, http, host = target.config(), HttpClient(), LocalHost()
-    dims = read_model_dims(host, model_config_path(host, served_model_root(http, config.target)))
-    probe = probe_throughput(http, config.target, concurrency=CONCURRENCY)
-    prompt_tokens = measure_prompt_tokens(http, config.target) or 0.0
-    print(
-        f"probe: {probe.tokens_per_s:.1f} tokens/s decoding + {probe.overhead_s:.3f} s per request "
-        f"({probe.requests} requests at concurrency {CONCURRENCY}, {probe.wall_s:.1f} s)"
-    )
-
-    with tempfile.TemporaryDirectory() as tmp:
-        directory = Path(tmp)
-        single_turn = [line for line in PROMPT_SET.read_text().splitlines() if '"prompt"' in line][:SAMPLES]
-        (directory / "in.jsonl").write_text("\n".join(single_turn) + "\n")
-        out = directory / "out.jsonl"
-        subprocess.run(
-            [
-                str(target.python), str(WORKLOADS / "generate.py"), "--input", str(directory / "in.jsonl"),
-                "--output", str(out), "--base-url", config.target.base_url, "--model", config.target.model,
-                "--concurrency", str(CONCURRENCY), "--max-tokens", str(MAX_TOKENS), "--temperature", "0",
-            ],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        summary = json.loads(out.with_suffix(".summary.json").read_text())
-        subprocess.run(
-            [
-                str(target.python), str(WORKLOADS / "extract.py"), "--model", str(target.model_dir),
-                "--input", str(out), "--out", str(directory / "hs"), "--backend", "hf",
-            ],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        written = sum(path.stat().st_size for path in (directory / "hs").glob("hs_*.safetensors"))
-        files = len(list((directory / "hs").glob("hs_*.safetensors")))
-        stats = token_stats(out.read_text().splitlines())
-        assert stats is not None
-
-    common = {"model": dims, "samples": SAMPLES, "generation_tok_s": probe.tokens_per_s, "free_disk_bytes": 10**12}
-    common["generation_overhead_s"] = probe.overhead_s
-    before = estimate(PlanInputs(max_tokens=MAX_TOKENS, prompt_tokens=prompt_tokens, **common))
-    after = estimate(PlanInputs(max_tokens=MAX_TOKENS, measured=stats, **common))
-    measured_s = summary["wall_s"]
-    print(f"run: {SAMPLES} single-turn prompts, max_tokens {MAX_TOKENS}, concurrency {CONCURRENCY}: {measured_s:.1f} s")
-    print(f"  {summary['tokens_per_s']:.1f} tokens/s; per sample {stats.avg_completion_tokens:.1f} answer tokens")
-    print(f"  and {stats.avg_sequence_tokens:.1f} tokens in all; {files} hidden-state files, {written:,} bytes")
-    print(f"{'':<36}{'predicted':>12}{'measured':>12}{'ratio':>8}")
-    rows = [
-        ("generation time, before (s)", before.generation_hours * 3600, measured_s),
-        ("generation time, after (s)", after.generation_hours * 3600, measured_s),
-        ("hidden-state bytes, before", before.hidden_state_bytes, written),
-        ("hidden-state bytes, after", after.hidden_state_bytes, written),
-    ]
-    for name, predicted, actual in rows:
-        print(f"{name:<36}{predicted:>12,.0f}{actual:>12,.0f}{predicted / actual:>8.3f}")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", type=Path, help="a finished run's folder to read instead of running the demo")
+    args = parser.parse_args()
+    if args.run:
+        report(args.run)
+        return
+    with tempfile.TemporaryDirectory(prefix="eyas-bench-plan-") as scratch:
+        run, seconds = run_demo(Path(scratch))
+        report(run)
+        print(f"eyas demo, start to end (set-up included): {seconds / 60:.1f} min")
 
 
 if __name__ == "__main__":
