@@ -4,9 +4,13 @@ process of the target environment. Every phase's wall time is kept, for the benc
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,26 @@ class Sizes:
     eval_tokens: int  # tokens generated per evaluation prompt
     eval_concurrency: int
     lr: float = 1e-3
+
+
+def add_size_options(parser: argparse.ArgumentParser, defaults: Sizes) -> None:
+    """One --flag per size, defaulting to the benchmark's own."""
+    for name, value in vars(defaults).items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+    parser.add_argument("--keep", type=Path, help="work here and keep everything (default: a temporary directory)")
+
+
+def sizes_from(args: argparse.Namespace, defaults: Sizes) -> Sizes:
+    return Sizes(**{name: getattr(args, name) for name in vars(defaults)})
+
+
+@contextmanager
+def work_root(keep: Path | None, prefix: str) -> Iterator[Path]:
+    """`keep` (created) when given, else a temporary directory removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
+        root = keep or Path(scratch)
+        root.mkdir(parents=True, exist_ok=True)
+        yield root
 
 
 @dataclass

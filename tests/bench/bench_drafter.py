@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drafter_corpus import split_prompt_set
-from drafter_pipeline import Pipeline, Sizes
+from drafter_pipeline import Pipeline, Sizes, add_size_options, sizes_from, work_root
 from eyas.tools.jobs.data import PROMPT_SET
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 
@@ -36,17 +35,13 @@ DEFAULTS = Sizes(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for name, value in vars(DEFAULTS).items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+    add_size_options(parser, DEFAULTS)
     parser.add_argument("--held-out", type=int, default=16, help="prompts kept for evaluation (default 16)")
     parser.add_argument("--port", type=int, default=8872, help="evaluate.py's servers, one at a time")
-    parser.add_argument("--keep", type=Path, help="work here and keep everything (default: a temporary directory)")
     args = parser.parse_args()
-    sizes = Sizes(**{name: getattr(args, name) for name in vars(DEFAULTS)})
+    sizes = sizes_from(args, DEFAULTS)
     target = EmbeddedTarget.from_env()
-    with tempfile.TemporaryDirectory(prefix="eyas-bench-drafter-") as scratch:
-        root = args.keep or Path(scratch)
-        root.mkdir(parents=True, exist_ok=True)
+    with work_root(args.keep, "eyas-bench-drafter-") as root:
         prompts, held_out = root / "prompts.jsonl", root / "held_out.jsonl"
         split_prompt_set(PROMPT_SET, prompts, held_out, args.held_out)
         run = Pipeline(target, target.base_url, SERVED_MODEL, root, sizes, args.port, prompts, held_out)

@@ -19,14 +19,13 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from drafter_pipeline import Pipeline, Sizes
+from drafter_pipeline import Pipeline, Sizes, add_size_options, sizes_from, work_root
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 
@@ -87,19 +86,15 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for name, value in vars(DEFAULTS).items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+    add_size_options(parser, DEFAULTS)
     parser.add_argument("--held-out", type=int, default=32, help="held-out ShareGPT prompts measured (default 32)")
     parser.add_argument("--experiments", nargs="+", choices=sorted(EXPERIMENTS), default=list(EXPERIMENTS))
     parser.add_argument("--port", type=int, default=8873, help="evaluate.py's servers, one at a time")
-    parser.add_argument("--keep", type=Path, help="work here and keep everything (default: a temporary directory)")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-drafter" / "evaluation.json")
     args = parser.parse_args()
-    sizes = Sizes(**{name: getattr(args, name) for name in vars(DEFAULTS)})
+    sizes = sizes_from(args, DEFAULTS)
     target = EmbeddedTarget.from_env()
-    with tempfile.TemporaryDirectory(prefix="eyas-bench-quality-") as scratch:
-        root = args.keep or Path(scratch)
-        root.mkdir(parents=True, exist_ok=True)
+    with work_root(args.keep, "eyas-bench-quality-") as root:
         prompts, held_out = split_prompts(target, root, sizes.conversations, args.held_out)
         run = Pipeline(target, target.base_url, SERVED_MODEL, root, sizes, args.port, prompts, held_out)
         run.prepare_data()
