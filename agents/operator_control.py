@@ -27,8 +27,8 @@ class BoundaryControl:
     def status(self) -> str:
         return self._call("status")
 
-    def start_phase(self, phase: str) -> str:
-        return self._call("start_phase", phase=phase)
+    def start_run(self, sizes: dict[str, int]) -> str:
+        return self._call("start_run", sizes=sizes)
 
     def resume(self) -> str:
         return self._call("resume")

@@ -7,9 +7,10 @@ pipeline itself (graph/) is reached only through `PipelineControl`, which the CL
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -21,6 +22,7 @@ from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.jobs.detached import Jobs
+from eyas.tools.planning.sizes import Sizes
 
 if TYPE_CHECKING:
     CheckName = str  # the names are known only at run time
@@ -38,8 +40,9 @@ class PipelineControl(Protocol):
         """Where the run stands: its phase, its jobs, and the pending gate with its plan, if any."""
         ...
 
-    def start_phase(self, phase: str) -> str:
-        """Start the run at `phase` (or restart it there); unknown phases are an EyasError naming the known ones."""
+    def start_run(self, sizes: dict[str, int]) -> str:
+        """Start the whole pipeline run in the background with these sizes (the rest: the target's defaults);
+        it stops at its first gate. An EyasError when it has started already."""
         ...
 
     def resume(self) -> str:
@@ -95,13 +98,34 @@ class Research(BaseModel):
 
 
 class RunStatus(BaseModel):
-    """Where the pipeline run stands: phase, jobs, and the pending approval gate with its plan."""
+    """Where the pipeline run stands: its phase and jobs, the gate it waits at with what the gate shows, the
+    plan's verdict, the last training loss, the drafter's measurements and where its report is."""
 
 
-class StartPhase(BaseModel):
-    """Start the pipeline run at a phase (data, extract, vocab, train, evaluate)."""
+def _size(name: str) -> Any:
+    return Field(None, gt=0, description=f"{Sizes.model_fields[name].description}; default: the target's")
 
-    phase: str = Field(min_length=1, max_length=64)
+
+class StartRun(BaseModel):
+    """Start the whole pipeline run in the background: verify, plan, then data, extract, vocab, train and
+    evaluate, each behind its approval gate (it stops at the first one for an answer). Sizes not given take the
+    defaults that fit the target. Asks the operator first, showing the exact command."""
+
+    samples: int | None = _size("samples")
+    max_tokens: int | None = _size("max_tokens")
+    max_seq_len: int | None = _size("max_seq_len")
+    concurrency: int | None = _size("concurrency")
+    draft_vocab_size: int | None = _size("draft_vocab_size")
+    epochs: int | None = _size("epochs")
+    held_out: int | None = _size("held_out")
+
+    def sizes(self) -> dict[str, int]:
+        return {name: value for name, value in self.model_dump().items() if value is not None}
+
+
+def size_flags(sizes: dict[str, int]) -> list[str]:
+    """The `eyas run` flags for chosen sizes (each size's flag is its name with dashes)."""
+    return [part for name, value in sizes.items() for part in (f"--{name.replace('_', '-')}", str(value))]
 
 
 class ResumeRun(BaseModel):
@@ -176,7 +200,15 @@ def operator_tools(env: OperatorEnv) -> list[ToolDef]:
         control = env.control
         defs += [
             ToolDef(RunStatus, lambda a: control.status()),
-            ToolDef(StartPhase, lambda a: control.start_phase(a.phase), lambda a: f"start the {a.phase} phase"),
+            ToolDef(
+                StartRun,
+                lambda a: control.start_run(a.sizes()),
+                lambda a: (
+                    "start the pipeline run in the background, stopping at its first gate: "
+                    + shlex.join(["eyas", "run", *size_flags(a.sizes())])
+                    + ("" if a.sizes() else " (every size at the target's default)")
+                ),
+            ),
             ToolDef(ResumeRun, lambda a: control.resume(), lambda a: "resume the pipeline run"),
             ToolDef(
                 AnswerGate,

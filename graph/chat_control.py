@@ -7,18 +7,22 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
+from pydantic import ValidationError
+
+from eyas.agents.operator_tools import size_flags
 from eyas.graph.answers import pending_view, record_gate_answer
 from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir, run_dir
 from eyas.graph.state import Action, GateAnswer
-from eyas.tools.config import EyasConfig
+from eyas.tools.config import EyasConfig, format_validation_error
 from eyas.tools.errors import EyasError
+from eyas.tools.planning.sizes import starting_sizes
 from eyas.tools.private_files import open_private
 
 # The same interpreter and package as this process, wherever (and however) eyas is installed.
 EYAS = [sys.executable, "-m", "eyas"]
-STARTABLE = ("pipeline",)
 
 
 class ChatPipeline:
@@ -28,6 +32,7 @@ class ChatPipeline:
         attached = chat_run.meta().get("kind") != "chat"
         self.run = chat_run if attached else run_dir(f"{chat_run.run_id}-pipeline")
         self.config_path = chat_run.meta().get("config")
+        self.embedded = chat_run.meta().get("embedded") is not None
         self.config = config
 
     def _started(self) -> bool:
@@ -35,7 +40,7 @@ class ChatPipeline:
 
     def status(self) -> str:
         if not self._started():
-            return f"No pipeline run yet ({self.run.run_id}); start_phase('pipeline') starts one."
+            return f"No pipeline run yet ({self.run.run_id}); start_run starts one."
         stored = read_run(self.run)
         state, pending = stored.state, stored.pending
         lines = [
@@ -45,18 +50,46 @@ class ChatPipeline:
             lines.append(f"{phase}: jobs {', '.join(ids)}")
         if pending:
             view = pending[1]
-            lines.append(f"waiting at the {view.get('kind')} gate of {view.get('phase')}: {json.dumps(view)[:1500]}")
+            kind = "failure" if view.get("kind") == "failure" else "approval"
+            lines.append(f"waiting at the {kind} gate of {view.get('phase')}: {json.dumps(view)[:1500]}")
         if state.get("stopped"):
             lines.append(f"stopped: {state['stopped']}")
-        return "\n".join(lines)
+        return "\n".join([*lines, *self._progress(state)])
 
-    def start_phase(self, phase: str) -> str:
-        if phase not in STARTABLE:
-            raise EyasError(f"Unknown phase {phase!r}: the chat starts the whole pipeline ('pipeline').")
+    def _progress(self, state: dict[str, Any]) -> list[str]:
+        """What a person would look at: the plan's verdict, the last training loss, the measurements, the report
+        (read from the run's state and folder; the jobs' live progress is `eyas status RUN`'s)."""
+        lines = []
+        if verdict := state.get("plan", {}).get("verdict"):
+            lines.append(f"plan: {verdict}")
+        if train := (state.get("training") or {}).get("train"):
+            lines.append(f"training: step {train[-1].get('step')}, loss {train[-1].get('loss')}")
+        if evaluation := state.get("evaluation"):
+            lines.append(
+                f"evaluation: mean acceptance length {evaluation.get('mean_acceptance_length')} at "
+                f"k={evaluation.get('k')}, speedup {evaluation.get('speedup')}"
+            )
+        reports = [path for path in (self.run.root / "report.html", self.run.report) if path.exists()]
+        if reports:
+            lines.append("report: " + ", ".join(str(path) for path in reports))
+        lines.append(f"live job progress and ETA: eyas status {self.run.run_id}")
+        return lines
+
+    def start_argv(self, sizes: dict[str, int]) -> list[str]:
+        """The `eyas run` arguments start_run spawns: this run's id and config, and the chosen sizes' flags
+        (the same flags the chat's confirmation shows)."""
+        config = ["--config", self.config_path] if self.config_path else []
+        return ["run", "--run-id", self.run.run_id, *config, *size_flags(sizes)]
+
+    def start_run(self, sizes: dict[str, int]) -> str:
         if self._started():
             raise EyasError(f"Run {self.run.run_id} has started already; resume it or answer its gate.")
-        args = ["run", "--run-id", self.run.run_id, *(["--config", self.config_path] if self.config_path else [])]
-        return self._spawn(args, "started")
+        try:  # a bad size is the agent's to fix, said before anything starts
+            chosen = starting_sizes(self.embedded, **sizes)
+        except ValidationError as exc:
+            raise EyasError("Those sizes are not valid: " + "; ".join(format_validation_error(exc))) from None
+        started = self._spawn(self.start_argv(sizes), "started")
+        return f"{started} Sizes: {json.dumps(chosen.model_dump())}."
 
     def resume(self) -> str:
         if not self._started():

@@ -1,6 +1,6 @@
 """`eyas chat`'s terminal program with a stand-in for the pipeline's controls (graph/ wires the real ones).
 
-Stand-in: starting a phase launches a real detached job on this machine (`sleep`), named after the phase,
+Stand-in: starting the run launches a real detached job on this machine (`sleep`, job `pipeline-run`),
 so a test can see whether, and when, anything was launched.
 
     python chat_driver.py CONFIG
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Literal
 
+from eyas.agents.operator_tools import GateAction
 from eyas.graph.cli.chat import converse, open_chat
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobSpec
@@ -24,14 +24,14 @@ class LaunchingControls:
     def status(self) -> str:
         return "\n".join(f"{state.job_id}: {state.describe()}" for state in self.jobs.list()) or "no phase started"
 
-    def start_phase(self, phase: str) -> str:
-        state = self.jobs.launch(JobSpec(job_id=f"phase-{phase}", argv=["/bin/sleep", "120"]))
-        return f"phase {phase} launched: job {state.job_id} {state.describe()} (pid {state.pid})"
+    def start_run(self, sizes: dict[str, int]) -> str:
+        state = self.jobs.launch(JobSpec(job_id="pipeline-run", argv=["/bin/sleep", "120"]))
+        return f"run launched with {sizes}: job {state.job_id} {state.describe()} (pid {state.pid})"
 
     def resume(self) -> str:
         return "nothing to resume"
 
-    def answer_gate(self, action: Literal["approve", "reject"], reason: str) -> str:
+    def answer_gate(self, action: GateAction, reason: str) -> str:
         return "no gate is pending"
 
 

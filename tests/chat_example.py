@@ -48,7 +48,7 @@ def script(request: Request, stub: OpenAIStub) -> Reply:
         "verify the disk and the binaries": ("verify", {"checks": ["disk", "binaries"]}),
         "list the jobs": ("list_jobs", {}),
         "where is the run?": ("run_status", {}),
-        "start the pipeline": ("start_phase", {"phase": "pipeline"}),
+        "start the pipeline": ("start_run", {"samples": 5000, "max_tokens": 1024}),
     }
     if said in wanted:
         if results:

@@ -10,6 +10,7 @@ included, is the program's own.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from scripted_llm import ResearchTeam
 from terminal import Terminal
 
 DRIVER = Path(__file__).resolve().parent / "chat_driver.py"
+STARTING = "start the pipeline run in the background, stopping at its first gate: eyas run --samples 5000"
 
 
 def script(request: Request, stub: OpenAIStub) -> Reply:
@@ -41,10 +43,10 @@ def script(request: Request, stub: OpenAIStub) -> Reply:
         if results:
             return s.answer(body, "Checked: " + " | ".join(results[0].splitlines()[:2]))
         return s.calls(body, ("verify", {"checks": ["disk", "packages"]}))
-    if s.operator_said(body) == "start the data phase":
+    if s.operator_said(body) == "start a run of 5000 samples":
         if results:
             return s.answer(body, f"Result: {results[0]}")
-        return s.calls(body, ("start_phase", {"phase": "data"}))
+        return s.calls(body, ("start_run", {"samples": 5000}))
     return s.answer(body, "I can verify the host, read files, list jobs and start phases.")
 
 
@@ -91,19 +93,19 @@ def test_the_chat_verifies_then_launches_only_after_yes(tmp_path: Path) -> None:
             terminal.expect(r"eyas: Checked: disk: " + disk.group(1), 30)
             terminal.expect(r"you> ", 30)
 
-            terminal.send("start the data phase")
-            terminal.expect(r"  -> start_phase\(phase='data'\)", 30)
-            terminal.expect(r"eyas wants to:\n  - start the data phase\nProceed\? \[yes/no\]\nconfirm> ", 30)
-            assert jobs.status("phase-data").status is JobStatus.ABSENT  # asked, not launched
+            terminal.send("start a run of 5000 samples")
+            terminal.expect(r"  -> start_run\(samples=5000\)", 30)
+            terminal.expect(r"eyas wants to:\n  - " + re.escape(STARTING) + r"\nProceed\? \[yes/no\]\nconfirm> ", 30)
+            assert jobs.status("pipeline-run").status is JobStatus.ABSENT  # asked, not launched
             terminal.send("yes")
-            terminal.expect(r"eyas: Result: phase data launched: job phase-data running", 60)
-            assert jobs.status("phase-data").status is JobStatus.RUNNING
+            terminal.expect(r"eyas: Result: run launched with \{'samples': 5000\}: job pipeline-run running", 60)
+            assert jobs.status("pipeline-run").status is JobStatus.RUNNING
             terminal.expect(r"you> ", 30)
             terminal.send("exit")
             assert terminal.proc.wait(timeout=30) == 0
         finally:
             terminal.close()
-            jobs.cancel("phase-data", grace_s=1)
+            jobs.cancel("pipeline-run", grace_s=1)
 
     (run,) = (tmp_path / "runs").iterdir()
     assert (run / "chat.sqlite").exists()
@@ -111,7 +113,7 @@ def test_the_chat_verifies_then_launches_only_after_yes(tmp_path: Path) -> None:
     kinds = {event.kind for event in events}
     assert {"llm", "command", "approval", "node"} <= kinds
     (approval,) = [event for event in events if isinstance(event, ApprovalEvent)]
-    assert (approval.decision, approval.plan) == ("approve", ["start the data phase"])
+    assert (approval.decision, approval.plan) == ("approve", [STARTING])
 
 
 def talk(chat: Chat, *lines: str) -> list[str]:

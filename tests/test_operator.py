@@ -8,6 +8,7 @@ they run at the same time). The tools themselves run for real on LocalHost.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import sys
 import threading
@@ -49,9 +50,9 @@ class Controls:
             self.barrier.wait()
         return "phase plan, waiting at the data gate"
 
-    def start_phase(self, phase: str) -> str:
-        self.started.append(phase)
-        return f"{phase} started"
+    def start_run(self, sizes: dict[str, int]) -> str:
+        self.started.append(json.dumps(sizes))
+        return f"started with {json.dumps(sizes)}"
 
     def resume(self) -> str:
         return "resumed"
@@ -126,23 +127,26 @@ def test_independent_tool_calls_run_at_the_same_time_on_the_real_host(tmp_path: 
     assert updates[-1][1].startswith("Seen 4 results; disk: disk: ")
 
 
+STARTING = "start the pipeline run in the background, stopping at its first gate: eyas run --samples 5000"
+
+
 @pytest.mark.parametrize("native", [True, False], ids=["native-tools", "guided-json"])
 def test_launching_waits_for_yes_and_the_refusal_reaches_the_agent(tmp_path: Path, native: bool) -> None:
     def script(body: dict[str, Any]) -> Reply:
         results = s.last_tool_results(body)
         if results:
             return s.answer(body, f"Outcome: {results[-1]}")
-        return s.calls(body, ("start_phase", {"phase": "data"}))
+        return s.calls(body, ("start_run", {"samples": 5000}))
 
     controls = Controls()
     path = tmp_path / "transcript.jsonl"
     recorder = Recorder.open(path)
     with session(tmp_path, script, controls, native=native, boundary=recorder) as chat:
-        assert said(chat.send("start the data phase")) == [
-            ("call", "start_phase(phase='data')"),
-            ("confirm", "start the data phase"),
+        assert said(chat.send("start a run of 5000 samples")) == [
+            ("call", "start_run(samples=5000)"),
+            ("confirm", STARTING),
         ]
-        assert chat.pending() == ["start the data phase"] and controls.started == []
+        assert chat.pending() == [STARTING] and controls.started == []
         declined = said(chat.answer("no, not yet"))
         assert controls.started == []
         assert declined[-1] == (
@@ -150,14 +154,14 @@ def test_launching_waits_for_yes_and_the_refusal_reaches_the_agent(tmp_path: Pat
             "Outcome: Not done: the operator did not confirm (they answered 'no, not yet').",
         )
         said(chat.send("now start it"))
-        assert chat.pending() == ["start the data phase"]
-        assert said(chat.answer("yes"))[-1] == ("assistant", "Outcome: data started")
-        assert controls.started == ["data"] and chat.pending() is None
+        assert chat.pending() == [STARTING]
+        assert said(chat.answer("yes"))[-1] == ("assistant", 'Outcome: started with {"samples": 5000}')
+        assert controls.started == ['{"samples": 5000}'] and chat.pending() is None
     recorder.close()
     approvals = [e for e in read_transcript(path).events if isinstance(e, ApprovalEvent)]
     assert [(a.decision, a.reason, a.plan) for a in approvals] == [
-        ("reject", "no, not yet", ["start the data phase"]),
-        ("approve", "yes", ["start the data phase"]),
+        ("reject", "no, not yet", [STARTING]),
+        ("approve", "yes", [STARTING]),
     ]
 
 

@@ -1,0 +1,104 @@
+"""Each operator tool does what its description tells the agent: the tools that change anything ask for "yes"
+first and show the exact effect; the pipeline tools, against a real stored run waiting at its data gate."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from eyas.agents.operator_tools import AnswerGate, OperatorEnv, RunStatus, StartRun, operator_tools
+from eyas.agents.structured import tool_name
+from eyas.agents.toolbox import ToolDef
+from eyas.graph.chat_control import ChatPipeline
+from eyas.graph.cli.run import run_command
+from eyas.graph.runs import RunDir
+from eyas.tools.config import EyasConfig, HostConfig, TargetConfig
+from eyas.tools.errors import EyasError
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from gated_runs import run_at_data_gate
+
+# What each tool may do without asking: read. Everything else changes the host or the run.
+READS = {"verify", "read_file", "list_jobs", "tail_log", "research", "run_status"}
+CHANGES = {"cancel_job", "start_run", "resume_run", "answer_gate"}
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> RunDir:
+    return run_at_data_gate(tmp_path / "runs", "asked")
+
+
+def config(tmp_path: Path) -> EyasConfig:
+    return EyasConfig(
+        hosts={"local": HostConfig(address="local", python=sys.executable, workdir=str(tmp_path / "work"))},
+        target=TargetConfig(base_url="http://127.0.0.1:9", model="target"),
+    )
+
+
+def control(tmp_path: Path, run: RunDir) -> ChatPipeline:
+    """The chat's real pipeline controls, attached to the stored run."""
+    return ChatPipeline(run, config(tmp_path))
+
+
+def tools(tmp_path: Path, pipeline: ChatPipeline) -> dict[str, ToolDef]:
+    env = OperatorEnv(
+        config(tmp_path), lambda name: LocalHost(), HttpClient(), SYSTEM_CLOCK, research=lambda b: "", control=pipeline
+    )
+    return {tool_name(tool.model): tool for tool in operator_tools(env)}
+
+
+def test_every_tool_that_changes_anything_asks_first_and_no_read_does(tmp_path: Path, gated: RunDir) -> None:
+    defined = tools(tmp_path, control(tmp_path, gated))
+    assert set(defined) == READS | CHANGES
+    for name in READS:
+        assert defined[name].confirm is None, name
+    for name in CHANGES:
+        assert defined[name].confirm is not None, name
+
+
+def test_start_run_shows_the_exact_command_it_runs(tmp_path: Path, gated: RunDir) -> None:
+    pipeline = control(tmp_path, gated)
+    start = tools(tmp_path, pipeline)["start_run"]
+    assert "per-phase" not in (StartRun.__doc__ or "") and "defaults that fit the target" in (StartRun.__doc__ or "")
+    args = StartRun(samples=5000, max_tokens=1024, epochs=2)
+    assert start.confirm is not None
+    asked = start.confirm(args)
+    assert asked.endswith("eyas run --samples 5000 --max-tokens 1024 --epochs 2")
+    argv = pipeline.start_argv(args.sizes())
+    assert argv[:3] == ["run", "--run-id", gated.run_id]
+    assert " ".join(argv).endswith("--samples 5000 --max-tokens 1024 --epochs 2")
+    # Every size the tool offers is a flag `eyas run` takes.
+    app = typer.Typer()
+    app.command()(run_command)
+    flags = {opt for param in typer.main.get_command(app).params for opt in getattr(param, "opts", [])}
+    for name in StartRun.model_fields:
+        assert f"--{name.replace('_', '-')}" in flags, name
+    # The run has started (it waits at its gate): a second start is refused in words, nothing is spawned.
+    with pytest.raises(EyasError, match="has started already"):
+        pipeline.start_run(args.sizes())
+
+
+def test_answer_gate_takes_what_the_gate_takes_once(tmp_path: Path, gated: RunDir) -> None:
+    pipeline = control(tmp_path, gated)
+    doc = AnswerGate.__doc__ or ""
+    assert "retry" in doc and "abort" in doc and "failure gate" in doc and "answered first" in doc
+    with pytest.raises(EyasError, match="An approval gate takes one of: approve, reject, edit; not retry"):
+        pipeline.answer_gate("retry", "")
+    with gated.driving():  # as if `eyas run` waited at the gate: the answer is recorded, nothing is spawned
+        assert pipeline.answer_gate("approve", "fits") == "approve recorded; the running eyas continues."
+        with pytest.raises(EyasError, match=r"already answered by operator \(chat\) at .*: approve \(fits\)"):
+            pipeline.answer_gate("reject", "too late")
+
+
+def test_run_status_says_what_its_description_promises(tmp_path: Path, gated: RunDir) -> None:
+    doc = RunStatus.__doc__ or ""
+    assert all(word in doc for word in ("phase", "gate", "verdict", "report"))
+    said = control(tmp_path, gated).status()
+    assert f"run {gated.run_id}: phase " in said
+    assert "waiting at the approval gate of data" in said
+    assert "plan: Fits: 1 MB of 100 GB free" in said
+    assert f"eyas status {gated.run_id}" in said
