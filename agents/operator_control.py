@@ -30,6 +30,9 @@ class BoundaryControl:
     def start_run(self, sizes: dict[str, int]) -> str:
         return self._call("start_run", sizes=sizes)
 
+    def plan(self, sizes: dict[str, int]) -> str:
+        return self._call("plan", sizes=sizes)
+
     def resume(self) -> str:
         return self._call("resume")
 

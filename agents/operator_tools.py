@@ -45,6 +45,10 @@ class PipelineControl(Protocol):
         it stops at its first gate. An EyasError when it has started already."""
         ...
 
+    def plan(self, sizes: dict[str, int]) -> str:
+        """`eyas plan` for these sizes: hours and disk per phase, whether it fits, the ways out; starts nothing."""
+        ...
+
     def resume(self) -> str:
         """Continue the run from its last checkpoint."""
         ...
@@ -128,6 +132,18 @@ def size_flags(sizes: dict[str, int]) -> list[str]:
     return [part for name, value in sizes.items() for part in (f"--{name.replace('_', '-')}", str(value))]
 
 
+class ShowPlan(BaseModel):
+    """Plan a run before anything starts, as `eyas plan` does: measure the target and the host, estimate the hours
+    and the disk of each phase for these sizes, and say whether it fits, with the ways out when it does not.
+    Re-plan by calling it again with other sizes. Starts nothing, so it asks nothing."""
+
+    samples: int | None = _size("samples")
+    max_tokens: int | None = _size("max_tokens")
+
+    def sizes(self) -> dict[str, int]:
+        return {name: value for name, value in self.model_dump().items() if value is not None}
+
+
 class ResumeRun(BaseModel):
     """Continue the pipeline run from its last checkpoint."""
 
@@ -200,6 +216,7 @@ def operator_tools(env: OperatorEnv) -> list[ToolDef]:
         control = env.control
         defs += [
             ToolDef(RunStatus, lambda a: control.status()),
+            ToolDef(ShowPlan, lambda a: control.plan(a.sizes())),
             ToolDef(
                 StartRun,
                 lambda a: control.start_run(a.sizes()),

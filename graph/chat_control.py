@@ -23,6 +23,7 @@ from eyas.tools.private_files import open_private
 
 # The same interpreter and package as this process, wherever (and however) eyas is installed.
 EYAS = [sys.executable, "-m", "eyas"]
+PLAN_TIMEOUT_S = 900  # the throughput probe runs real completions on the target
 
 
 class ChatPipeline:
@@ -90,6 +91,19 @@ class ChatPipeline:
             raise EyasError("Those sizes are not valid: " + "; ".join(format_validation_error(exc))) from None
         started = self._spawn(self.start_argv(sizes), "started")
         return f"{started} Sizes: {json.dumps(chosen.model_dump())}."
+
+    def plan(self, sizes: dict[str, int]) -> str:
+        """`eyas plan --json` in its own process (it measures the target and the host), summed up for the agent."""
+        config = ["--config", self.config_path] if self.config_path else []
+        argv = [*EYAS, "plan", "--json", *config, *size_flags(sizes)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=PLAN_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        try:
+            plan = json.loads(done.stdout)
+        except json.JSONDecodeError:
+            problem = " ".join((done.stderr or done.stdout).split())[-800:]
+            raise EyasError(f"eyas plan could not plan {sizes or 'the default sizes'}: {problem}") from None
+        fits = "fits" if plan.get("fits") else "does NOT fit"
+        return f"The plan for {sizes or 'the default sizes'} {fits}.\n{json.dumps(plan)[:3000]}"
 
     def resume(self) -> str:
         if not self._started():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from eyas.agents.operator_tools import AnswerGate, OperatorEnv, RunStatus, StartRun, operator_tools
+from eyas.agents.operator_tools import AnswerGate, OperatorEnv, RunStatus, ShowPlan, StartRun, operator_tools
 from eyas.agents.structured import tool_name
 from eyas.agents.toolbox import ToolDef
 from eyas.graph.chat_control import ChatPipeline
@@ -23,7 +23,7 @@ from eyas.tools.hosts.local import LocalHost
 from gated_runs import run_at_data_gate
 
 # What each tool may do without asking: read. Everything else changes the host or the run.
-READS = {"verify", "read_file", "list_jobs", "tail_log", "research", "run_status"}
+READS = {"verify", "read_file", "list_jobs", "tail_log", "research", "run_status", "show_plan"}
 CHANGES = {"cancel_job", "start_run", "resume_run", "answer_gate"}
 
 
@@ -102,3 +102,30 @@ def test_run_status_says_what_its_description_promises(tmp_path: Path, gated: Ru
     assert "waiting at the approval gate of data" in said
     assert "plan: Fits: 1 MB of 100 GB free" in said
     assert f"eyas status {gated.run_id}" in said
+
+
+def test_show_plan_runs_eyas_plan_with_the_sizes_and_says_why_it_could_not(tmp_path: Path) -> None:
+    """Against a config whose target cannot be reached: the plan's own reason comes back as a readable error
+    (the agent tells the operator), not a traceback; nothing is started."""
+    path = tmp_path / "eyas.toml"
+    path.write_text(
+        f"""
+[hosts.local]
+address = "local"
+python = "{sys.executable}"
+workdir = "{tmp_path / "work"}"
+
+[target]
+host = "local"
+base_url = "http://127.0.0.1:9"
+model = "target"
+"""
+    )
+    chat = RunDir(tmp_path / "runs" / "chat")
+    chat.write_meta({"config": str(path), "embedded": None, "kind": "chat"})
+    pipeline = control(tmp_path, chat)
+    assert "Starts nothing" in (ShowPlan.__doc__ or "") and "Re-plan" in (ShowPlan.__doc__ or "")
+    with pytest.raises(EyasError, match=r"eyas plan could not plan \{'samples': 100\}: .*127\.0\.0\.1:9") as caught:
+        pipeline.plan({"samples": 100})
+    assert "Traceback" not in str(caught.value)
+    assert not pipeline.run.root.exists()  # no run was started
