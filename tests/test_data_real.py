@@ -181,7 +181,8 @@ def test_the_planner_measures_the_live_target(data_server_url: str, tmp_path: Pa
     inputs, throughput = measured.inputs, measured.throughput
     assert (inputs.model.hidden_size, inputs.model.num_layers, inputs.model.vocab_size) == (576, 30, 49152)
     assert measured.sources["model"].endswith("SmolLM2-135M-Instruct/config.json")
-    assert throughput is not None and throughput.completion_tokens == 4 * (8 + 40)  # ignore_eos: all full length
+    assert throughput is not None and throughput.completion_tokens == 4 * (8 + 40) + 40  # ignore_eos: all full length
+    assert throughput.single_tok_s is not None and 0 < throughput.single_tok_s < throughput.tokens_per_s
     assert inputs.generation_tok_s == throughput.tokens_per_s > 0
     assert inputs.generation_overhead_s == throughput.overhead_s >= 0
     assert 20 < inputs.prompt_tokens < 200 and measured.sources["prompt_tokens"].startswith("tokenized by the server")

@@ -72,6 +72,7 @@ class Figures(BaseModel):
 class Throughput(BaseModel):
     tokens_per_s: float  # decoding, all requests in flight together
     overhead_s: float  # per request beyond decoding (prefill, scheduling), amortized over the concurrency
+    single_tok_s: float | None = None  # one request alone, as the evaluation sends them (prefill included)
     requests: int
     completion_tokens: int
     wall_s: float
@@ -125,7 +126,8 @@ def probe_throughput(
 ) -> Throughput:
     """Two waves of `concurrency` real requests, each generating exactly the given number of tokens
     (ignore_eos). A wave takes a + b x length: b is the decoding step, a the prefill and handling, which a
-    single short wave would count as decoding and so underestimate the throughput of long answers."""
+    single short wave would count as decoding and so underestimate the throughput of long answers. Then one
+    request alone: the evaluation sends its prompts one at a time, far slower in tokens/s than a batch."""
     headers, url = auth_headers(target), f"{target.base_url}/v1/chat/completions"
 
     def one(prompt: str, max_tokens: int) -> int:
@@ -155,6 +157,9 @@ def probe_throughput(
             futures = [submit_in_task(pool, f"probe-{wave}-{i}", one, p, length) for i, p in enumerate(batch)]
             tokens = sum(future.result() for future in futures)
             waves.append((tokens, clock.monotonic() - started))
+        started = clock.monotonic()
+        alone = submit_in_task(pool, "probe-alone", one, prompts[0], lengths[1]).result()
+        single_s = clock.monotonic() - started
     (short_tokens, short_s), (long_tokens, long_s) = waves
     step = (long_s - short_s) / (lengths[1] - lengths[0])
     if step > 0:
@@ -164,9 +169,10 @@ def probe_throughput(
     return Throughput(
         tokens_per_s=tokens_per_s,
         overhead_s=overhead_s,
-        requests=len(prompts),
-        completion_tokens=short_tokens + long_tokens,
-        wall_s=short_s + long_s,
+        single_tok_s=alone / single_s if single_s > 0 else None,
+        requests=len(prompts) + 1,
+        completion_tokens=short_tokens + long_tokens + alone,
+        wall_s=short_s + long_s + single_s,
         concurrency=concurrency,
     )
 
