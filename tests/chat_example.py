@@ -57,7 +57,7 @@ def script(request: Request, stub: OpenAIStub) -> Reply:
     return s.answer(body, "I can verify the host, read files, list jobs and drive the pipeline run.")
 
 
-def config_text(workdir: Path, agent_url: str) -> str:
+def config_text(workdir: Path, agent_url: str, model: str = MODEL) -> str:
     target = EmbeddedTarget.from_env()
     return f"""
 [hosts.local]
@@ -72,15 +72,16 @@ model = "SmolLM2-135M-Instruct"
 
 [agent]
 base_url = "{agent_url}"
-model = "{MODEL}"
+model = "{model}"
 api_key_env = "EYAS_TEST_NO_AGENT_KEY"
 """
 
 
-def record(run_id: str = RUN_ID, typed: list[str] = LINES) -> RunDir:
+def record(run_id: str = RUN_ID, typed: list[str] = LINES, model: str = MODEL) -> RunDir:
     """Record the session into <runs folder>/<run_id>/transcript.jsonl (EYAS_RUNS_DIR); the chat's checkpoints
     and the config (a temporary file) are not kept: the transcript holds all a replay needs. A README.md
-    already there is kept. When `typed` runs out before an "exit", the operator leaves with Ctrl-D."""
+    already there is kept. When `typed` runs out before an "exit", the operator leaves with Ctrl-D. `model` is
+    the name the [agent] section gives the stand-in (it answers the same whatever the name)."""
     lines = iter(typed)
 
     def read(prompt: str) -> str:
@@ -91,7 +92,7 @@ def record(run_id: str = RUN_ID, typed: list[str] = LINES) -> RunDir:
 
     with tempfile.TemporaryDirectory(prefix="eyas-chat-example-") as scratch, OpenAIStub(script) as stub:
         config = Path(scratch) / "eyas.toml"
-        config.write_text(config_text(Path(scratch) / "work", stub.url))
+        config.write_text(config_text(Path(scratch) / "work", stub.url, model))
         run = create_run(ConfigSource(config, "the example's"), None, None, run_id=run_id, kind="chat")
         with open_chat(run_id, False, None, control_for=ChatPipeline) as chat:
             converse(chat, read, print)

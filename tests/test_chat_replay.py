@@ -69,3 +69,14 @@ def test_the_chat_names_its_model_and_warns_when_it_is_too_small() -> None:
     large = AgentConfig(base_url="https://api.example.com/v1", model="Qwen/Qwen2.5-72B-Instruct", api_key_env=None)
     assert model_notice(large, configured=True).warning is None
     assert parameters("Qwen3-30B-A3B") == 30e9 and parameters("gpt-5.1") is None
+
+
+def test_a_chat_with_a_tiny_model_warns_once_and_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("EYAS_RUNS_DIR", str(tmp_path / "runs"))
+    chat_example.record("tiny", typed=["list the jobs", "list the jobs", "exit"], model="SmolLM2-135M-Instruct")
+    shown = capsys.readouterr().out
+    assert "talking to SmolLM2-135M-Instruct at http://127.0.0.1:" in shown
+    assert shown.count("warning: SmolLM2-135M-Instruct has about 135M parameters, too few to use tools well") == 1
+    assert "set an [agent] section in the config" in shown
