@@ -14,13 +14,20 @@ from eyas.agents.structured import tool_name
 from eyas.agents.toolbox import ToolDef
 from eyas.graph.chat_control import ChatPipeline
 from eyas.graph.cli.run import run_command
+from eyas.graph.context import RunContext
+from eyas.graph.pipeline import build_graph
+from eyas.graph.runner import checkpointer, drive, thread
 from eyas.graph.runs import RunDir
+from eyas.graph.session import run_meta
 from eyas.tools.config import EyasConfig, HostConfig, TargetConfig
+from eyas.tools.config_source import ConfigSource
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
-from gated_runs import run_at_data_gate
+from eyas.tools.planning.sizes import DEMO
+from eyas.tools.target.embedded import EmbeddedTarget
+from gated_runs import PLAN, run_at_data_gate
 
 # What each tool may do without asking: read. Everything else changes the host or the run.
 READS = {"verify", "read_file", "list_jobs", "tail_log", "research", "run_status", "show_plan"}
@@ -129,3 +136,38 @@ model = "target"
         pipeline.plan({"samples": 100})
     assert "Traceback" not in str(caught.value)
     assert not pipeline.run.root.exists()  # no run was started
+
+
+def run_at_failure_gate(runs: Path, run_id: str) -> tuple[RunDir, RunContext]:
+    """runs/<run_id>, stopped at the failure gate of its data phase (the job failed), with the real graph."""
+    target = EmbeddedTarget(runs.parent / "cache", port=9)
+    run = RunDir(runs / run_id)
+    run.write_meta(run_meta(ConfigSource(None, "a test", target), None, DEMO))
+    ctx = RunContext(config=target.config(), host=LocalHost(), http=HttpClient(), clock=SYSTEM_CLOCK, run=run)
+    failure = {"phase": "data", "job_id": "data-generate", "status": "failed (rc 1)", "log_tail": "boom",
+               "diagnosis": "the generation script exited 1"}  # fmt: skip
+    values = {"run_id": run_id, "sizes": DEMO.model_dump(), "plan": PLAN, "decisions": [], "failure": failure,
+              "jobs": {"data": ["data-generate"]}}  # fmt: skip
+    with checkpointer(run) as saver:
+        graph = build_graph(saver)
+        graph.update_state(thread(run), values, as_node="monitor_data")
+        outcome = drive(graph, ctx, None, ask=None, on_update=lambda update: None)
+    assert outcome.gate is not None and outcome.gate["kind"] == "failure", outcome
+    return run, ctx
+
+
+def test_a_failure_gate_takes_retry_or_abort_from_the_chat_and_the_run_goes_on(tmp_path: Path) -> None:
+    run, ctx = run_at_failure_gate(tmp_path / "runs", "failed")
+    pipeline = control(tmp_path, run)
+    assert "waiting at the failure gate of data" in pipeline.status()
+    # "approve" here used to reach the driver and crash it; now the chat is told what the gate takes.
+    with pytest.raises(EyasError, match="A failure gate takes one of: retry, abort; not approve"):
+        pipeline.answer_gate("approve", "")
+    with run.driving():
+        assert pipeline.answer_gate("abort", "not worth it") == "abort recorded; the running eyas continues."
+    # The driver takes the chat's answer from the run folder, as a waiting `eyas run` does.
+    with checkpointer(run) as saver:
+        outcome = drive(build_graph(saver), ctx, None, ask=None, on_update=lambda update: None)
+    assert outcome.finished
+    assert outcome.state["stopped"] == "aborted after data-generate failed (rc 1)"
+    assert outcome.state["decisions"][-1]["who"] == "operator (chat)"
