@@ -72,3 +72,22 @@ def production_estimate(view: dict[str, Any]) -> dict[str, Any]:
     hours = [entry.get("downtime_hours") for entry in stops]
     total = None if None in hours else sum(h for h in hours if h is not None)
     return {"production_action": "stop", "downtime_hours": total}
+
+
+def production_lines(production: dict[str, Any]) -> list[str]:
+    """A gate's production section as lines: per phase what happens to production and for how long, the
+    commands that stop and start it, what eyas's servers inherit, and each server's argv."""
+    lines = []
+    for phase, entry in production.items():
+        action, hours = entry.get("action", "?"), entry.get("downtime_hours")
+        downtime = (
+            "" if action != "stop" else f", down for {hours:.2f} h" if hours is not None else ", downtime unknown"
+        )
+        lines.append(f"{phase}: {action}{downtime}; GPUs {entry.get('gpus', [])}: {entry.get('reason', '')}")
+        lines += [f"{phase}: $ {command}" for command in entry.get("commands", [])]
+        servers = entry.get("servers") or {}
+        for key in ("inherited", "overridden", "dropped"):
+            if servers.get(key):
+                lines.append(f"{phase} servers {key}: {', '.join(servers[key])}")
+        lines += [f"{phase} server {name}: {shlex.join(argv)}" for name, argv in servers.get("servers", {}).items()]
+    return lines

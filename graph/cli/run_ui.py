@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import select
-import shlex
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +15,7 @@ from rich.prompt import IntPrompt, Prompt
 from rich.table import Table
 
 from eyas.graph.cli.console import console
+from eyas.graph.gate_production import production_lines
 from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, GateAnswer
 from eyas.tools.config import format_validation_error
 from eyas.tools.jobs.detached import JobState
@@ -155,22 +155,3 @@ def gate_panel(view: dict[str, Any]) -> Panel:
     if policy and not policy["approve"]:
         table.add_row("[bold red]policy stop[/]", escape(policy["reasons"]))
     return Panel(table, title=f"gate: {view['phase']}", border_style="cyan")
-
-
-def production_lines(production: dict[str, Any]) -> list[str]:
-    """A gate's production section as lines: per phase what happens to production and for how long, the
-    commands that stop and start it, what eyas's servers inherit, and each server's argv."""
-    lines = []
-    for phase, entry in production.items():
-        action, hours = entry.get("action", "?"), entry.get("downtime_hours")
-        downtime = (
-            "" if action != "stop" else f", down for {hours:.2f} h" if hours is not None else ", downtime unknown"
-        )
-        lines.append(f"{phase}: {action}{downtime}; GPUs {entry.get('gpus', [])}: {entry.get('reason', '')}")
-        lines += [f"{phase}: $ {command}" for command in entry.get("commands", [])]
-        servers = entry.get("servers") or {}
-        for key in ("inherited", "overridden", "dropped"):
-            if servers.get(key):
-                lines.append(f"{phase} servers {key}: {', '.join(servers[key])}")
-        lines += [f"{phase} server {name}: {shlex.join(argv)}" for name, argv in servers.get("servers", {}).items()]
-    return lines

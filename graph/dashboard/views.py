@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from eyas.graph.dashboard.forms import SIZE_PREFIX
+from eyas.graph.gate_production import production_lines
 from eyas.graph.report_html.page import STYLE, navigation, report_body
 from eyas.graph.report_html.record import RunRecord
 from eyas.graph.report_html.sections import fmt, h, last_value, missing, section, table
@@ -140,6 +141,9 @@ def approval_view(view: dict[str, Any]) -> str:
         if commands
         else missing("a command: this phase launches none")
     )
+    production = production_lines(view.get("production", {}))
+    if production:
+        body += "<h3>Production</h3>" + "".join(f'<p><code class="command">{h(line)}</code></p>' for line in production)
     return body
 
 
