@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pydantic import BaseModel
 
 from eyas.tools.checks.binaries import check_binaries
+from eyas.tools.checks.compat import check_compat
 from eyas.tools.checks.disk import check_disk
 from eyas.tools.checks.drafter import check_drafter
 from eyas.tools.checks.gpus import check_gpus
@@ -29,6 +30,7 @@ CHECKS: dict[str, Check] = {
     "binaries": check_binaries,
     "packages": check_packages,
     "drafter": check_drafter,
+    "compat": check_compat,
 }
 # Checks that only run when their subject is configured, so a run without one records no trace of them.
 APPLIES: dict[str, Callable[[CheckContext], bool]] = {"drafter": lambda ctx: ctx.drafter_base is not None}
@@ -62,9 +64,14 @@ def _timed(name: str, check: Check, ctx: CheckContext, clock: Clock) -> CheckRes
     return result.model_copy(update={"duration_s": round(clock.monotonic() - started, 3)})
 
 
+def applicable(ctx: CheckContext) -> list[str]:
+    """The checks a full verify runs for this context: all, less those whose subject is not configured."""
+    return [name for name in CHECKS if APPLIES.get(name, lambda _: True)(ctx)]
+
+
 def verify(ctx: CheckContext, names: list[str] | None = None, clock: Clock = SYSTEM_CLOCK) -> VerifyReport:
     """Run the named checks (all by default) concurrently and collect their results in order."""
-    selected = names or [name for name in CHECKS if APPLIES.get(name, lambda _: True)(ctx)]
+    selected = names or applicable(ctx)
     unknown = sorted(set(selected) - set(CHECKS))
     if unknown:
         raise EyasError(f"Unknown check(s) {', '.join(unknown)}; the checks are: {', '.join(CHECKS)}.")

