@@ -16,6 +16,7 @@ from rich.markup import escape
 import eyas
 from eyas.graph.cli.chat import chat_command
 from eyas.graph.cli.console import console, notice, print_error, verify_table
+from eyas.graph.cli.deploy import deploy_command, rollback_command
 from eyas.graph.cli.options import ConfigOption, announce, demo_size_option, use_config
 from eyas.graph.cli.plan import plan_command
 from eyas.graph.cli.replay import replay_command
@@ -89,6 +90,8 @@ app.command("plan")(plan_command)
 app.command("research")(research_command)
 app.command("chat")(chat_command)
 app.command("ui")(ui_command)
+app.command("deploy")(deploy_command)
+app.command("rollback")(rollback_command)
 
 HostOption = Annotated[str | None, typer.Option("--host", help="host name from [hosts]; default: the target's host")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]

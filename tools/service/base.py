@@ -14,8 +14,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from eyas.tools.checks.result import CheckResult, Status
+from eyas.tools.checks.unit_file import UnitFile
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import Clock
+from eyas.tools.hosts.host import Host
 
 Backend = Literal["systemd", "stand-in"]
 HealthCheck = Callable[[], CheckResult]
@@ -42,6 +44,7 @@ class Service(ABC):
 
     backend: Backend
     name: str
+    host: Host
 
     def __init__(self, health: HealthCheck, clock: Clock) -> None:
         self._health = health
@@ -58,6 +61,10 @@ class Service(ABC):
 
     @abstractmethod
     def _start(self) -> None: ...
+
+    @abstractmethod
+    def effective_unit(self) -> UnitFile:
+        """The unit with its drop-ins applied: the command line the next start runs."""
 
     @abstractmethod
     def log_tail(self, lines: int = 25) -> str: ...

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 
+from eyas.tools.checks.unit_file import UnitFile, parse_unit_file
 from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.service.base import DROP_IN, HealthCheck, Service, ServiceError, ServiceStatus
@@ -59,6 +60,12 @@ class SystemdService(Service):
 
     def _start(self) -> None:
         self._ctl("start", "--no-block", self.name)
+
+    def effective_unit(self) -> UnitFile:
+        try:
+            return parse_unit_file(self._ctl("cat", "--no-pager", self.name, timeout=15))
+        except ValueError as exc:
+            raise ServiceError(f"systemctl cat {self.name}: {exc}") from None
 
     def log_tail(self, lines: int = 25) -> str:
         command = shlex.join([self._journalctl, "--unit", self.name, "--lines", str(lines), "--no-pager"])

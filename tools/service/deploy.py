@@ -1,0 +1,206 @@
+"""Put a trained drafter into production, and take it out again.
+
+Deploy adds one drop-in to the production unit that replaces its ExecStart with the same command plus
+`--speculative-config` (method eagle3, the drafter, k), restarts the service, waits for the deep health check,
+then sends probe requests and reads acceptance from production's own /metrics counters. The drafter stays when
+acceptance and tokens/s pass the thresholds; otherwise, and whenever the new service fails to come up, rollback
+removes exactly that drop-in, restarts, and checks that production is healthy with its old command line.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from eyas.tools.checks.unit_file import UnitFile
+from eyas.tools.checks.vllm_metrics import SpecDecodeCounters, summarize_vllm_metrics
+from eyas.tools.config import TargetConfig
+from eyas.tools.hosts.clock import Clock
+from eyas.tools.hosts.http import HttpClient, HttpError
+from eyas.tools.service.base import Service, ServiceError
+
+Progress = Callable[[str], None]
+PROBE_PROMPTS = (
+    "Explain how a lighthouse works in three sentences.",
+    "Write a short list of tips for keeping houseplants alive.",
+    "What is the difference between weather and climate?",
+    "Describe how bread rises.",
+    "Give three reasons to learn a second language.",
+    "Summarize how vaccines train the immune system.",
+    "Write two sentences about the history of maps.",
+    "Why do leaves change colour in autumn?",
+)
+
+
+class Thresholds(BaseModel):
+    """What a deployed drafter must reach on production's own counters to stay."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_acceptance_length: float = Field(1.2, ge=1.0, description="mean tokens per target step with the drafter")
+    min_speedup: float | None = Field(None, gt=0, description="tokens/s with the drafter over tokens/s before")
+    probe_requests: int = Field(8, gt=0, description="probe requests per measurement")
+    probe_max_tokens: int = Field(32, gt=0, description="longest probe answer, in tokens")
+    probe_timeout_s: float = Field(300.0, gt=0, description="deadline of one probe request")
+    ready_timeout_s: float = Field(3600.0, gt=0, description="how long a restart may take to pass the health check")
+
+
+class Probe(BaseModel):
+    """Production measured over one window of probe traffic (temperature 0)."""
+
+    requests: int
+    completion_tokens: int
+    seconds: float
+    tokens_per_s: float
+    mean_acceptance_length: float | None = None
+    acceptance_rate: float | None = None
+    drafts: float | None = None
+
+
+class DeployResult(BaseModel):
+    kept: bool
+    reason: str
+    drop_in: str
+    drop_in_text: str
+    argv_before: list[str]
+    argv_deployed: list[str]
+    before: Probe | None = None
+    after: Probe | None = None
+    speedup: float | None = None
+    restart_s: float | None = None
+    rollback_restart_s: float | None = None
+
+
+def speculative_config(drafter_dir: str, k: int) -> dict[str, Any]:
+    return {"method": "eagle3", "model": drafter_dir, "num_speculative_tokens": k}
+
+
+def drop_in_text(unit: UnitFile, drafter_dir: str, k: int) -> tuple[str, list[str]]:
+    """The drop-in (an empty ExecStart= clears the old one, systemd.service(5)) and the argv it makes."""
+    if unit.vllm is not None and unit.vllm.speculative_config is not None:
+        raise ServiceError(
+            "The production unit already passes --speculative-config; eyas adds a drafter only to a service that "
+            "has none. Remove it from the unit (or run `eyas rollback RUN` if eyas added it), then deploy again."
+        )
+    config = json.dumps(speculative_config(drafter_dir, k), separators=(",", ":"))
+    argv = [*unit.exec_start, "--speculative-config", config]
+    if any(ch in drafter_dir for ch in "%$\n"):
+        raise ServiceError(f"The drafter path {drafter_dir!r} has a character systemd expands (%, $) or a newline.")
+    text = (
+        "# Written by eyas deploy: the production command plus its trained drafter. `eyas rollback RUN` removes it.\n"
+        "[Service]\nExecStart=\n"
+        f"ExecStart={shlex.join(argv)}\n"
+    )
+    return text, argv
+
+
+def probe(http: HttpClient, target: TargetConfig, clock: Clock, thresholds: Thresholds) -> Probe:
+    """Send the probe requests one by one and read the spec-decode counters before and after them."""
+    base = str(target.base_url).rstrip("/")
+    before = _counters(http, base)
+    tokens, started = 0, clock.monotonic()
+    for index in range(thresholds.probe_requests):
+        prompt = PROBE_PROMPTS[index % len(PROBE_PROMPTS)]
+        body = {"model": target.model, "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": thresholds.probe_max_tokens, "temperature": 0}  # fmt: skip
+        try:
+            answer = http.post_json(f"{base}/v1/chat/completions", body, timeout=thresholds.probe_timeout_s)
+        except HttpError as exc:
+            raise ServiceError(f"A probe request to production got no answer ({exc}).") from None
+        if answer.status != 200:
+            raise ServiceError(f"A probe request to production answered HTTP {answer.status}: {answer.body[:300]!r}")
+        tokens += int(answer.json().get("usage", {}).get("completion_tokens", 0))
+    seconds = max(clock.monotonic() - started, 1e-6)
+    after = _counters(http, base)
+    measured = after.minus(before) if after is not None and before is not None else None
+    return Probe(
+        requests=thresholds.probe_requests, completion_tokens=tokens, seconds=round(seconds, 3),
+        tokens_per_s=round(tokens / seconds, 3),
+        mean_acceptance_length=measured.mean_acceptance_length if measured else None,
+        acceptance_rate=measured.acceptance_rate if measured else None,
+        drafts=measured.num_drafts if measured else None,
+    )  # fmt: skip
+
+
+def _counters(http: HttpClient, base: str) -> SpecDecodeCounters | None:
+    try:
+        scraped = http.get(f"{base}/metrics")
+    except HttpError as exc:
+        raise ServiceError(f"Production's /metrics did not answer ({exc}).") from None
+    return summarize_vllm_metrics(scraped.body).spec_decode if scraped.status == 200 else None
+
+
+def judge(before: Probe | None, after: Probe, thresholds: Thresholds) -> tuple[bool, str, float | None]:
+    """Keep the drafter only when production's own counters show it accepted often enough (and fast enough)."""
+    speedup = after.tokens_per_s / before.tokens_per_s if before and before.tokens_per_s else None
+    if after.mean_acceptance_length is None:
+        return False, "production exported no speculative-decoding counters: the drafter is not in use", speedup
+    if after.mean_acceptance_length < thresholds.min_acceptance_length:
+        return False, (
+            f"mean acceptance length {after.mean_acceptance_length:.2f} is under the threshold "
+            f"{thresholds.min_acceptance_length:g}"
+        ), speedup  # fmt: skip
+    if thresholds.min_speedup is not None and (speedup is None or speedup < thresholds.min_speedup):
+        return False, f"speedup {speedup or 0:.2f}x is under the threshold {thresholds.min_speedup:g}x", speedup
+    return True, f"mean acceptance length {after.mean_acceptance_length:.2f}" + (
+        f", speedup {speedup:.2f}x" if speedup else ""
+    ), speedup  # fmt: skip
+
+
+def deploy(
+    service: Service, target: TargetConfig, http: HttpClient, clock: Clock, drafter_dir: str, k: int,
+    thresholds: Thresholds, progress: Progress = print,
+) -> DeployResult:  # fmt: skip
+    """Measure production, add the drafter, restart, measure again; roll back unless the drafter passes."""
+    unit = service.effective_unit()
+    path = service.drop_in_path()
+    if service.host.exists(path):
+        raise ServiceError(f"{path} exists: a drafter is deployed already. Run `eyas rollback RUN` first.")
+    text, argv = drop_in_text(unit, drafter_dir, k)
+    progress(f"deploy: measuring production before ({thresholds.probe_requests} probe requests)")
+    before = probe(http, target, clock, thresholds)
+    result = DeployResult(kept=False, reason="", drop_in=path, drop_in_text=text, argv_before=unit.exec_start,
+                          argv_deployed=argv, before=before)  # fmt: skip
+    progress(f"deploy: writing {path} and restarting {service.name}")
+    service.host.write_text(path, text)
+    service.reload()
+    service.restart()
+    try:
+        service.wait_healthy(thresholds.ready_timeout_s, progress)
+    except ServiceError as exc:
+        result = result.model_copy(update={"reason": f"production did not come up with the drafter: {exc}"})
+        return rollback(service, thresholds, progress, result)
+    result.restart_s = service.last_start_s
+    progress(f"deploy: {service.name} is healthy with the drafter; measuring ({thresholds.probe_requests} requests)")
+    try:
+        after = probe(http, target, clock, thresholds)
+    except ServiceError as exc:
+        result = result.model_copy(update={"reason": f"production with the drafter failed the probe: {exc}"})
+        return rollback(service, thresholds, progress, result)
+    kept, reason, speedup = judge(before, after, thresholds)
+    result = result.model_copy(update={"after": after, "speedup": speedup, "reason": reason, "kept": kept})
+    return result if kept else rollback(service, thresholds, progress, result)
+
+
+def rollback(
+    service: Service, thresholds: Thresholds, progress: Progress = print, result: DeployResult | None = None
+) -> DeployResult:
+    """Remove exactly the drop-in deploy added, restart, and wait for health with the old command line."""
+    path = service.drop_in_path()
+    progress(f"rollback: removing {path} and restarting {service.name}")
+    service.host.run(f"rm -f -- {shlex.quote(path)}", timeout=30).check(f"removing {path}")
+    service.reload()
+    service.restart()
+    service.wait_healthy(thresholds.ready_timeout_s, progress)
+    argv = service.effective_unit().exec_start
+    if result is None:
+        result = DeployResult(kept=False, reason="rolled back by hand", drop_in=path, drop_in_text="",
+                              argv_before=argv, argv_deployed=[])  # fmt: skip
+    if argv != result.argv_before:
+        raise ServiceError(f"After the rollback {service.name} runs {shlex.join(argv)}, not its old command line.")
+    progress(f"rollback: {service.name} healthy again with its old command line")
+    return result.model_copy(update={"kept": False, "rollback_restart_s": service.last_start_s})
