@@ -17,11 +17,12 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Iterable
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from eyas.tools.checks.unit_file import UnitFile, VllmInvocation
-from eyas.tools.workloads.vllm_server import BASE_FLAGS, flag_name, merge_flags
+from eyas.tools.workloads.vllm_server import BASE_FLAGS, flag_name, merge_flags, server_argv
 
 # Left out of every server eyas starts, with the reason the gate shows.
 DROPPED = {
@@ -53,9 +54,8 @@ class InheritedLaunch(BaseModel):
 
     def server_argv(self, python: str, model: str, port: int, *own: str) -> list[str]:
         """The argv a workload builds from this launch and its own flags (the dry run and the gates show it)."""
-        base = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", "127.0.0.1",
-                "--port", str(port), "--api-server-count", "1"]  # fmt: skip
-        return [*base, *merge_flags([list(pair) for pair in self.flags], *own)]
+        inherited: list[list[str | None]] = [list(pair) for pair in self.flags]
+        return server_argv(python, Path(model), port, *merge_flags(inherited, *own))
 
     def summary(self) -> dict[str, list[str] | str]:
         """For a gate: what was inherited, overridden and dropped."""
