@@ -39,7 +39,9 @@ def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         "extract": plan.extraction_hours,
         "train": plan.training_hours,
     }
-    production = production_plan(ctx, state, measured.inputs.model, hours, measured.inputs.generation_tok_s)
+    # The evaluation sends one prompt at a time: the probe's request alone, else (a figure given) the batch rate.
+    single = measured.throughput.single_tok_s if measured.throughput else None
+    production = production_plan(ctx, state, measured.inputs.model, hours, single or measured.inputs.generation_tok_s)
     phases: dict[str, dict[str, Any]] = {
         "data": {"phase_hours": plan.generation_hours, "disk_bytes": plan.data_bytes},
         "extract": {"phase_hours": plan.extraction_hours, "disk_bytes": plan.hidden_state_bytes},

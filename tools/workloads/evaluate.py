@@ -239,13 +239,16 @@ def metrics(base_url: str) -> Counters:
     return scrape(fetch(f"{base_url}/metrics", deadline_s=LISTING_DEADLINE_S).decode())
 
 
-def cpu_dtype_args() -> list[str]:
-    """`--dtype float32` for a vLLM without CUDA, whatever the CPU: in bf16, verifying a draft in one batch rounds
-    differently from decoding token by token, so greedy outputs with and without the drafter differed; in fp32
-    they must be identical, and `outputs_identical` checks it. None on a GPU host (the model's own dtype)."""
+def cpu_server_args() -> list[str]:
+    """What a vLLM without CUDA needs here, whatever the CPU. `--dtype float32`: in bf16, verifying a draft in one
+    batch rounds differently from decoding token by token, so greedy outputs with and without the drafter
+    differed; in fp32 they must be identical, and `outputs_identical` checks it. `--enforce-eager`: these servers
+    live for a few hundred tokens, and torch.compile's minute of start-up per server costs more than it saves
+    (decoding a small model one request at a time is bound by reading the weights, not by Python). None on a GPU
+    host (the model's own dtype, and CUDA graphs)."""
     import torch
 
-    return [] if torch.cuda.is_available() else ["--dtype", "float32"]
+    return [] if torch.cuda.is_available() else ["--dtype", "float32", "--enforce-eager"]
 
 
 @contextmanager
@@ -254,7 +257,7 @@ def vllm_server(args: argparse.Namespace, name: str, speculative: dict[str, Any]
     flags = ["--seed", "0"]
     if speculative:
         flags += ["--speculative-config", json.dumps(speculative)]
-    flags += cpu_dtype_args()  # before --vllm-args, so a --dtype there wins
+    flags += cpu_server_args()  # before --vllm-args, so a --dtype there wins
     flags += shlex.split(args.vllm_args)
     argv = server_argv(sys.executable, args.model, args.port, *merge_flags(args.inherit, *flags))
     log_path = (args.logs or args.out.parent) / f"{name}.log"
