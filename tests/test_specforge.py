@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,9 +18,10 @@ from typer.testing import CliRunner
 
 from extraction import differing_tensors, prepared_target, run_python
 from eyas.graph.cli.plan import plan_command
+from eyas.graph.phases.extract import drafter_layers
 from eyas.tools.checks.drafter import check_drafter
 from eyas.tools.checks.result import CheckContext, Status
-from eyas.tools.config import LOCAL, HostConfig, TargetConfig
+from eyas.tools.config import LOCAL, EyasConfig, HostConfig, PipelineConfig, TargetConfig
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.upload import WORKLOADS_DIR
@@ -103,6 +105,20 @@ def test_verify_and_plan_refuse_a_drafter_that_does_not_fit(plan_cli: typer.Type
     refused = CliRunner().invoke(plan_cli, ["plan", "--config", str(config), *figures])
     assert refused.exit_code == 1 and "width 640, the target's are 576" in refused.output
     assert "Traceback" not in refused.output
+
+
+def test_extraction_captures_the_layers_the_drafter_to_finetune_reads(tmp_path: Path) -> None:
+    drafter = write_config(tmp_path / "kimi-drafter", specforge_config(
+        eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 57]}))  # fmt: skip
+    config = EyasConfig(
+        hosts={LOCAL: HostConfig(address=LOCAL, python=sys.executable, workdir=str(tmp_path))},
+        target=TargetConfig(base_url="http://127.0.0.1:9", model="m"),
+        pipeline=PipelineConfig(drafter_base=str(drafter)),
+    )
+    ctx = SimpleNamespace(config=config, host=LocalHost())  # the two parts of a RunContext it reads
+    assert drafter_layers(ctx) == [1, 29, 57]  # type: ignore[arg-type]
+    ctx.config = config.model_copy(update={"pipeline": PipelineConfig()})
+    assert drafter_layers(ctx) is None  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from eyas.graph.context import RunContext
+from eyas.graph.phases.data import drafter_base_dir
 from eyas.graph.phases.servers import EXTRACT_OWN, on_gpu, production_launch, ready_timeout
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.drafter import ExtractionRequest, extract_job
+from eyas.tools.workloads.drafter_format import shape
 
 
 def trusts_remote_code(ctx: RunContext, state: RunState) -> bool:
     """As verify resolved it from the unit and the config; the config alone for a run checkpointed before that."""
     return state.get("trust_remote_code", bool(ctx.config.target.trust_remote_code))
+
+
+def drafter_layers(ctx: RunContext) -> list[int] | None:
+    """The target layers a drafter to finetune reads (downloaded by now): extraction captures exactly those."""
+    if not ctx.config.pipeline.drafter_base:
+        return None
+    return shape(json.loads(ctx.host.read_text(f"{drafter_base_dir(ctx)}/config.json"))).aux_layer_ids
 
 
 def vllm_backend(ctx: RunContext, state: RunState) -> dict[str, Any]:
@@ -35,6 +45,7 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         out_dir=ctx.artifact("hidden_states"),
         max_tokens=run_sizes(state).max_seq_len,
         trust_remote_code=trusts_remote_code(ctx, state),
+        layers=drafter_layers(ctx),
         **vllm_backend(ctx, state),
     )
     return [extract_job(f"{ctx.run.run_id}.extract", ctx.host_config, ctx.workloads_dir, request)]
