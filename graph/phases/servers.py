@@ -45,7 +45,8 @@ def ready_timeout(state: RunState) -> float | None:
 
 
 def evaluation_servers(ctx: RunContext, state: RunState, launch: InheritedLaunch) -> dict[str, list[str]]:
-    """The argv of each server evaluate.py starts on a GPU host (a CPU-only vLLM adds --dtype float32 --enforce-eager)."""
+    """The argv of each server evaluate.py starts on a GPU host (on a CPU, evaluate.py adds --dtype float32
+    --enforce-eager)."""
     python, model = ctx.host_config.python, ctx.model_dir
     k = run_sizes(state).num_speculative_tokens
     speculative = {"method": "eagle3", "model": ctx.artifact("drafter"), "num_speculative_tokens": k}
