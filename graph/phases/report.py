@@ -123,6 +123,34 @@ def production_lines(production: dict[str, Any]) -> list[str]:
     return lines
 
 
+DEPLOY_HEADING = "## Deploy"
+
+
+def deploy_lines(deploy: dict[str, Any]) -> list[str]:
+    """Production before and after the drafter, as its own /metrics and probe requests measured it."""
+    verdict = "kept" if deploy["kept"] else "rolled back"
+    lines = [DEPLOY_HEADING, "", f"**Drafter {verdict}:** {deploy['reason']}", ""]
+    lines += [
+        "| production | tokens/s | mean acceptance length | acceptance rate | probe requests |",
+        "|---|---|---|---|---|",
+    ]
+    for label, probe in (("before", deploy.get("before")), ("with the drafter", deploy.get("after"))):
+        if probe:
+            lines.append(
+                f"| {label} | {_fmt(probe['tokens_per_s'])} | {_fmt(probe.get('mean_acceptance_length'))} | "
+                f"{_fmt(probe.get('acceptance_rate'))} | {probe['requests']} |"
+            )
+    lines += ["", f"Drop-in `{deploy['drop_in']}`" + (" (removed by the rollback)" if not deploy["kept"] else "") + ":"]
+    lines += ["", "```", deploy.get("drop_in_text", "").rstrip(), "```"]
+    return lines
+
+
+def with_deploy(report: str, deploy: dict[str, Any]) -> str:
+    """The report with its deploy section replaced by this one (a later deploy or rollback supersedes it)."""
+    kept = report.split(f"\n{DEPLOY_HEADING}\n", 1)[0].rstrip("\n")
+    return kept + "\n\n" + "\n".join(deploy_lines(deploy)) + "\n"
+
+
 def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
     update: dict[str, Any] = {"phase": "report"}
