@@ -1,0 +1,47 @@
+"""Which measured drafters stay in production, and the drop-in that adds one: pure functions, no server."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from eyas.tools.checks.unit_file import parse_unit_file
+from eyas.tools.service.base import ServiceError
+from eyas.tools.service.deploy import Probe, Thresholds, drop_in_text, judge
+
+UNIT = """[Service]
+Environment="NCCL_P2P_DISABLE=1"
+ExecStart=/opt/venv/bin/vllm serve /models/kimi --tensor-parallel-size 8 --trust-remote-code --port 8000
+"""
+
+
+def probe(tokens_per_s: float, acceptance: float | None) -> Probe:
+    return Probe(requests=4, completion_tokens=100, seconds=10.0, tokens_per_s=tokens_per_s,
+                 mean_acceptance_length=acceptance)  # fmt: skip
+
+
+def test_under_the_acceptance_threshold_or_without_counters_is_rolled_back() -> None:
+    thresholds = Thresholds(min_acceptance_length=1.5, min_speedup=1.1)
+    before = probe(10.0, None)
+    assert judge(before, probe(20.0, 2.1), thresholds)[0] is True
+    kept, reason, _ = judge(before, probe(20.0, 1.2), thresholds)
+    assert not kept and "1.20 is under the threshold 1.5" in reason
+    kept, reason, _ = judge(before, probe(10.5, 2.1), thresholds)
+    assert not kept and "speedup 1.05x is under the threshold 1.1x" in reason
+    kept, reason, _ = judge(before, probe(20.0, None), thresholds)
+    assert not kept and "no speculative-decoding counters" in reason
+
+
+def test_the_drop_in_clears_exec_start_and_adds_only_the_speculative_config() -> None:
+    unit = parse_unit_file(UNIT)
+    text, argv = drop_in_text(unit, "/data/drafter one", 3)
+    effective = parse_unit_file(UNIT + text)
+    assert effective.exec_start == argv == [*unit.exec_start, "--speculative-config",
+        '{"method":"eagle3","model":"/data/drafter one","num_speculative_tokens":3}']  # fmt: skip
+    assert effective.environment == unit.environment
+    assert "ExecStart=\n" in text and shlex.split(text.splitlines()[-1].removeprefix("ExecStart=")) == argv
+    with pytest.raises(ServiceError, match="already passes --speculative-config"):
+        drop_in_text(effective, "/data/other", 3)
+    with pytest.raises(ServiceError, match="systemd expands"):
+        drop_in_text(unit, "/data/%i", 3)
