@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import pytest
 
+from eyas.graph.phases.report import with_deploy
+from eyas.graph.report_html.page import render_html
 from eyas.tools.checks.unit_file import parse_unit_file
 from eyas.tools.service.base import ServiceError
-from eyas.tools.service.deploy import Probe, Thresholds, drop_in_text, judge
+from eyas.tools.service.deploy import DeployResult, Probe, Thresholds, drop_in_text, judge
 
 UNIT = """[Service]
 Environment="NCCL_P2P_DISABLE=1"
@@ -45,3 +48,18 @@ def test_the_drop_in_clears_exec_start_and_adds_only_the_speculative_config() ->
         drop_in_text(effective, "/data/other", 3)
     with pytest.raises(ServiceError, match="systemd expands"):
         drop_in_text(unit, "/data/%i", 3)
+
+
+def test_the_reports_show_production_before_and_with_the_drafter(tmp_path: Path) -> None:
+    unit = parse_unit_file(UNIT)
+    text, argv = drop_in_text(unit, "/data/drafter", 3)
+    result = DeployResult(kept=False, reason="mean acceptance length 1.06 is under the threshold 1.2",
+                          drop_in="/etc/systemd/system/vllm.service.d/eyas-drafter.conf", drop_in_text=text,
+                          argv_before=unit.exec_start, argv_deployed=argv, before=probe(4.8, None),
+                          after=probe(3.9, 1.06))  # fmt: skip
+    (tmp_path / "run.json").write_text("{}")
+    (tmp_path / "deploy.json").write_text(result.model_dump_json())
+    page = render_html(tmp_path)
+    assert "Drafter rolled back:</strong> mean acceptance length 1.06" in page and "eyas-drafter.conf" in page
+    markdown = with_deploy(with_deploy("# eyas run x\n\n## Gates\n", result.model_dump()), result.model_dump())
+    assert markdown.count("## Deploy") == 1 and "| with the drafter | 3.900 | 1.060 |" in markdown

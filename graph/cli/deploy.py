@@ -15,6 +15,7 @@ from rich.markup import escape
 from eyas.graph.cli.console import console
 from eyas.graph.phases.report import with_deploy
 from eyas.graph.policy import Policy
+from eyas.graph.report_html.page import write_html_report
 from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir, open_run
 from eyas.graph.session import run_source
@@ -34,6 +35,8 @@ def save(run: RunDir, result: DeployResult) -> None:
     write_private(run.root / DEPLOY_FILE, result.model_dump_json(indent=2) + "\n")
     report = run.report.read_text() if run.report.exists() else f"# eyas run {run.run_id}\n"
     run.write_report(with_deploy(report, result.model_dump()))
+    view = read_run(run)
+    write_html_report(run.root, view.state if view.started else None)
 
 
 def print_result(result: DeployResult) -> None:

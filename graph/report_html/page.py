@@ -34,6 +34,7 @@ SECTIONS = (
     ("extraction", "Extraction", sections.extraction),
     ("training", "Training", sections.training),
     ("evaluation", "Evaluation", sections.evaluation),
+    ("production", "Production", sections.production),
     ("plan", "Plan", sections.plan_against_actual),
     ("verification", "Verification", sections.verification),
     ("decisions", "Decisions", sections.decisions),

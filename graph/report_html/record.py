@@ -52,6 +52,7 @@ class RunRecord(BaseModel):
     started: float | None = None
     ended: float | None = None
     missing: list[str] = Field(default_factory=list, description="what the run folder lacks, said in the report")
+    deploy: dict[str, Any] | None = Field(None, description="deploy.json: the drafter put into production, or not")
 
     def job_progress(self, phase: str) -> list[dict[str, Any]]:
         """The progress rows of a phase's jobs (a retried phase has several), in time order."""
@@ -84,6 +85,7 @@ def load_record(run_root: Path, state: dict[str, Any] | None = None) -> RunRecor
         started=min(times, default=None),
         ended=max(times, default=None),
         missing=missing,
+        deploy=_read_json(run_root / "deploy.json", []) if (run_root / "deploy.json").exists() else None,
     )
     return RunRecord.model_validate(Redactor().value(record.model_dump()))
 

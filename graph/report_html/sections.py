@@ -311,6 +311,31 @@ def evaluation(record: RunRecord) -> str:
     return section("evaluation", "Evaluation", body)
 
 
+def production(record: RunRecord) -> str:
+    """What the run did to production: each stop and its downtime, and the deploy with production before and after."""
+    stops = (record.state.get("production") or {}).get("stops", [])
+    deploy = record.deploy
+    if not stops and not deploy:
+        return section("production", "Production", "<p>The run neither stopped production nor deployed to it.</p>")
+    body = ""
+    if stops:
+        rows = [[h(stop["phase"]), h(f"{stop['service']} ({stop['backend']})"), h(f"{stop['downtime_s']:.0f} s"),
+                 h(f"{stop['load_s']:.0f} s" if stop.get("load_s") is not None else "?"),
+                 h(stop["restarted_because"])] for stop in stops]  # fmt: skip
+        body += table(["phase", "service", "downtime", "load", "restarted because"], rows)
+    if deploy:
+        verdict = "kept" if deploy["kept"] else "rolled back"
+        body += f"<p><strong>Drafter {verdict}:</strong> {h(deploy['reason'])}</p>"
+        rows = [
+            [h(label), fmt(probe["tokens_per_s"]), fmt(probe.get("mean_acceptance_length")),
+             fmt(probe.get("acceptance_rate")), h(probe["requests"])]
+            for label, probe in (("before", deploy.get("before")), ("with the drafter", deploy.get("after"))) if probe
+        ]  # fmt: skip
+        body += table(["production", "tokens/s", "mean acceptance length", "acceptance rate", "probe requests"], rows)
+        body += f"<p>Drop-in {h(deploy['drop_in'])}:</p><pre>{h(deploy.get('drop_in_text', ''))}</pre>"
+    return section("production", "Production", body)
+
+
 def _padded(values: list[float], length: int) -> list[float]:
     return [float(value) for value in values] + [0.0] * (length - len(values))
 
