@@ -14,13 +14,18 @@ import pytest
 from drafter_corpus import write_prompts
 from drafter_pipeline import Pipeline, Sizes
 from extraction import prepared_target
+from eyas.tools.checks.result import Status
 from eyas.tools.config import HostConfig
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
+from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs
 from eyas.tools.jobs.train import EvaluateRequest, evaluate_job
 from eyas.tools.jobs.upload import upload_workloads
+from eyas.tools.service.deploy import Thresholds, deploy, rollback
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.workloads.progress import TAG
+from production_target import server_argv, service
 from waiting import wait_for
 
 # About 5 minutes on 2 idle cores (three vLLM starts are half of it); the limit leaves room for a busy machine.
@@ -137,3 +142,27 @@ def test_running_servers_mode_refuses_a_server_without_a_drafter(pipeline: Pipel
             "--prompts", pipeline.held_out, "--out", out, "--max-tokens", "8",
         )  # fmt: skip
     assert not out.exists()
+
+
+def test_deploy_keeps_a_drafter_production_serves_and_rollback_restores_the_old_argv(
+    untrained: Path, production_target: EmbeddedTarget
+) -> None:
+    """Deploy on the target that plays production (tests/production_target.py): the drafter is loaded, production's
+    own /metrics count its drafts, and `rollback` brings back exactly the old command line. The threshold is 1.0 on
+    purpose: an untrained drafter is what this module has, and acceptance under a threshold is test_deploy_judge's."""
+    unit = service(production_target)
+    argv_before = server_argv(production_target)
+    thresholds = Thresholds(min_acceptance_length=1.0, probe_requests=2, probe_max_tokens=16)
+    config = production_target.config().target
+    result = deploy(unit, config, HttpClient(), SYSTEM_CLOCK, str(untrained), 3, thresholds, lambda message: None)
+    assert result.kept, result.reason
+    assert result.after is not None and result.after.drafts and result.after.mean_acceptance_length is not None
+    assert server_argv(production_target) == result.argv_deployed == [*argv_before, "--speculative-config",
+                                                                         result.argv_deployed[-1]]  # fmt: skip
+    assert json.loads(result.argv_deployed[-1]) == {"method": "eagle3", "model": str(untrained),
+                                                    "num_speculative_tokens": 3}  # fmt: skip
+    assert "speculative decoding counters present" in unit.health().message
+
+    rolled = rollback(unit, thresholds, lambda message: None, result)
+    assert not rolled.kept and unit.health().status is Status.OK
+    assert server_argv(production_target) == argv_before
