@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated
@@ -242,7 +243,11 @@ def demo(
     target = EmbeddedTarget.from_env()
     source = ConfigSource(None, "`eyas demo` always runs on it", target)
     config = announce(source)
-    bring_up(target, eager=False)
+    started = time.monotonic()
+    # Eager: on a CPU, torch.compile adds minutes to every start (this one, and the deploy's restart with the
+    # drafter) and buys little, since decoding a small model is bound by reading its weights.
+    bring_up(target, eager=True)
+    set_up_s = time.monotonic() - started
     try:
         sizes = Sizes.model_validate(
             {**DEMO.model_dump(), "samples": samples, "epochs": epochs, "prompt_source": prompt_source}
@@ -257,6 +262,12 @@ def demo(
         console.print("[bold]deploy[/]: the drafter into production, measured by production's own /metrics")
         thresholds = Thresholds(probe_requests=4, probe_max_tokens=32)
         deploy_run(open_run(outcome.state["run_id"]), drafter, sizes.num_speculative_tokens, thresholds, replace=True)
+    pipeline_s = time.monotonic() - started - set_up_s
+    console.print(
+        f"set-up (target venv, model, server start) {set_up_s / 60:.1f} min; pipeline and deploy "
+        f"{pipeline_s / 60:.1f} min",
+        markup=False,
+    )
     finish(outcome)
 
 

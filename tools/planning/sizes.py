@@ -52,6 +52,7 @@ DEMO = Sizes(
     draft_vocab_size=8192,
     epochs=4,
     num_speculative_tokens=3,
+    eval_max_tokens=64,
     prompt_source="sharegpt",
     held_out=16,
 )
