@@ -45,7 +45,7 @@ DEFAULT_SIZES = Sizes()
 # Small enough for a laptop CPU, large enough to beat an untrained drafter, and within the embedded SmolLM2's
 # 2048-token context. Measured on 2 quiet cores (tests/bench/bench_plan.py) at 120 samples and 4 epochs: the
 # pipeline took 17.7 min (generation 3.0, extraction 1.5, vocab and training 7.9, evaluation 4.1) and the
-# deploy 2.1 more; 100 samples and 3 epochs cut training by 38% to bring the pipeline under 15 minutes.
+# deploy 2.1 more; 100 samples and 3 epochs should bring the pipeline to about 14 minutes (estimated from those).
 DEMO = Sizes(
     samples=100,
     max_tokens=192,
