@@ -2,10 +2,12 @@
 
 import itertools
 import re
-from collections.abc import Iterable
-from typing import Literal, TypedDict
+from collections.abc import Callable, Iterable
+from typing import Literal, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict
+
+T = TypeVar("T")
 
 GPU_QUERY = "index,name,memory.total,memory.used,utilization.gpu"
 NVIDIA_SMI_QUERY_ARGS = ["--query-gpu=" + GPU_QUERY, "--format=csv,noheader,nounits"]
@@ -55,35 +57,41 @@ class Topology(TypedDict):
     interconnect: Interconnect
 
 
+def _parse_csv(text: str, min_fields: int, build: Callable[[list[str]], T], kind: str, expected: str) -> list[T]:
+    """One `build(fields)` per non-empty line ("No running ..." lines skipped); a line that has fewer than
+    `min_fields` fields or that `build` rejects raises one ValueError naming the line and what was expected."""
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.strip().startswith("No running"):
+            continue
+        fields = [field.strip() for field in line.split(",")]
+        try:
+            if len(fields) < min_fields:
+                raise ValueError(f"{len(fields)} field(s), need at least {min_fields}")
+            rows.append(build(fields))
+        except ValueError as error:
+            raise ValueError(f"line {number} is not {kind} ({error}): {line.strip()!r}; {expected}") from None
+    return rows
+
+
+def _gpu(fields: list[str]) -> GpuInfo:
+    utilization = fields[-1]
+    return GpuInfo(
+        index=int(fields[0]),
+        name=", ".join(fields[1:-3]),
+        memory_total_mib=int(fields[-3]),
+        memory_used_mib=int(fields[-2]),
+        utilization_pct=None if utilization in _NOT_AVAILABLE else int(utilization),
+    )
+
+
 def parse_gpu_csv(text: str) -> list[GpuInfo]:
     """Parse `nvidia-smi` output for NVIDIA_SMI_QUERY_ARGS; raise ValueError on anything else.
 
     The name is everything between the first field and the last three, so a comma in it cannot shift
     the numbers. Driver errors ("NVIDIA-SMI has failed ...") come out as a ValueError naming the line.
     """
-    gpus = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        fields = [field.strip() for field in line.split(",")]
-        try:
-            if len(fields) < 5:
-                raise ValueError(f"{len(fields)} field(s), need at least 5")
-            utilization = fields[-1]
-            gpus.append(
-                GpuInfo(
-                    index=int(fields[0]),
-                    name=", ".join(fields[1:-3]),
-                    memory_total_mib=int(fields[-3]),
-                    memory_used_mib=int(fields[-2]),
-                    utilization_pct=None if utilization in _NOT_AVAILABLE else int(utilization),
-                )
-            )
-        except ValueError as error:
-            raise ValueError(
-                f"line {number} is not nvidia-smi GPU CSV ({error}): {line.strip()!r}; {_EXPECTED_CSV}"
-            ) from None
-    return gpus
+    return _parse_csv(text, 5, _gpu, "nvidia-smi GPU CSV", _EXPECTED_CSV)
 
 
 def parse_gpu_uuids(text: str) -> dict[str, int]:
@@ -99,35 +107,24 @@ def parse_gpu_uuids(text: str) -> dict[str, int]:
     return found
 
 
+def _process(fields: list[str]) -> GpuProcess:
+    used = fields[-2]
+    return GpuProcess(
+        pid=int(fields[0]),
+        name=", ".join(fields[1:-2]),
+        used_mib=None if used in _NOT_AVAILABLE else int(used.removesuffix(" MiB")),
+        gpu_uuid=fields[-1],
+    )
+
+
 def parse_compute_apps(text: str) -> list[GpuProcess]:
     """Parse `nvidia-smi` NVIDIA_SMI_APPS_ARGS output ("4242, /usr/bin/python3, 42845, GPU-5f0c...").
 
     No output means no compute process. The name is everything between the pid and the last two fields, so a
     comma in a path cannot shift them; memory is None where the driver says [N/A] (e.g. inside some containers).
     """
-    processes = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.strip().startswith("No running"):
-            continue
-        fields = [field.strip() for field in line.split(",")]
-        try:
-            if len(fields) < 4:
-                raise ValueError(f"{len(fields)} field(s), need 4")
-            used = fields[-2]
-            processes.append(
-                GpuProcess(
-                    pid=int(fields[0]),
-                    name=", ".join(fields[1:-2]),
-                    used_mib=None if used in _NOT_AVAILABLE else int(used.removesuffix(" MiB")),
-                    gpu_uuid=fields[-1],
-                )
-            )
-        except ValueError as error:
-            raise ValueError(
-                f"line {number} is not nvidia-smi compute-apps CSV ({error}): {line.strip()!r}; expected "
-                f"'{APPS_QUERY}' as printed by nvidia-smi {' '.join(NVIDIA_SMI_APPS_ARGS)}"
-            ) from None
-    return processes
+    expected = f"expected '{APPS_QUERY}' as printed by nvidia-smi {' '.join(NVIDIA_SMI_APPS_ARGS)}"
+    return _parse_csv(text, 4, _process, "nvidia-smi compute-apps CSV", expected)
 
 
 def parse_topology(text: str) -> Topology:
