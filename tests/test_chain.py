@@ -117,14 +117,15 @@ def test_a_resumed_transcript_continues_the_chain_past_a_torn_line(tmp_path: Pat
 
 
 def test_an_old_transcript_reads_as_unchained_and_still_replays(tmp_path: Path) -> None:
-    old = read_transcript(EXAMPLE)  # recorded before the chain existed
-    assert old.chain.status == "unchained" and old.chain.intact
-    assert "unchained: recorded by an eyas without the hash chain" in old.chain.describe(str(EXAMPLE))
+    example = read_transcript(EXAMPLE).chain  # `make examples` records with the chain
+    assert (example.status, example.intact) == ("chained", True)
 
     path = tmp_path / "t.jsonl"
     record(path)
     rewrite(path, lambda events: [{k: v for k, v in event.items() if k != "prev"} for event in events])
-    assert read_transcript(path).chain.status == "unchained" and replay_report(path).ok
+    old = read_transcript(path).chain  # as an eyas from before the chain wrote it
+    assert old.status == "unchained" and old.intact and replay_report(path).ok
+    assert "unchained: recorded by an eyas without the hash chain" in old.describe(str(path))
 
     # Resumed by an eyas with the chain: the new events link on, the old ones are said to be unchained.
     recorder = Recorder.open(path)
