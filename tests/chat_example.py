@@ -57,12 +57,13 @@ def script(request: Request, stub: OpenAIStub) -> Reply:
     return s.answer(body, "I can verify the host, read files, list jobs and drive the pipeline run.")
 
 
-def config_text(workdir: Path, agent_url: str, model: str = MODEL) -> str:
+def config_text(workdir: Path, agent_url: str, model: str = MODEL, python: str | None = None) -> str:
+    """A chat's config: the embedded target on this machine (through `python`, default its venv's) and the agent."""
     target = EmbeddedTarget.from_env()
     return f"""
 [hosts.local]
 address = "local"
-python = "{target.python}"
+python = "{python or target.python}"
 workdir = "{workdir}"
 
 [target]

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import scripted_llm as s
+from chat_example import config_text
 from eyas.graph.cli.chat import Chat, converse, open_chat
 from eyas.graph.runs import RunDir
 from eyas.graph.session import run_meta
@@ -26,7 +27,7 @@ from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobStatus
 from eyas.tools.recording.transcript import ApprovalEvent, read_transcript
 from eyas.tools.target.embedded import EmbeddedTarget
-from openai_stub import MODEL, OpenAIStub, Reply, Request
+from openai_stub import OpenAIStub, Reply, Request
 from scripted_llm import ResearchTeam
 from terminal import Terminal
 
@@ -51,25 +52,7 @@ def script(request: Request, stub: OpenAIStub) -> Reply:
 
 
 def write_config(path: Path, workdir: Path, agent_url: str, python: str | None = None) -> None:
-    target = EmbeddedTarget.from_env()
-    path.write_text(
-        f"""
-[hosts.local]
-address = "local"
-python = "{python or target.python}"
-workdir = "{workdir}"
-
-[target]
-host = "local"
-base_url = "{target.base_url}"
-model = "SmolLM2-135M-Instruct"
-
-[agent]
-base_url = "{agent_url}"
-model = "{MODEL}"
-api_key_env = "EYAS_TEST_NO_AGENT_KEY"
-"""
-    )
+    path.write_text(config_text(workdir, agent_url, python=python))
 
 
 def test_the_chat_verifies_then_launches_only_after_yes(tmp_path: Path) -> None:
