@@ -159,8 +159,8 @@ def cli() -> typer.Typer:
     return app
 
 
-def test_eyas_plan_json_for_a_host_that_is_never_contacted(cli: typer.Typer, tmp_path: Path) -> None:
-    """The config names an SSH host at a TEST-NET address: a plan from given figures must not connect."""
+def unreachable_host_config(tmp_path: Path) -> Path:
+    """A config whose SSH host is a TEST-NET address: any attempt to reach it fails."""
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text("")
     config = tmp_path / "eyas.toml"
@@ -168,6 +168,12 @@ def test_eyas_plan_json_for_a_host_that_is_never_contacted(cli: typer.Typer, tmp
         f'[hosts.gpu]\naddress = "203.0.113.7"\nknown_hosts = "{known_hosts}"\npython = "/opt/venv/bin/python"\n'
         'workdir = "/data/eyas"\n\n[target]\nhost = "gpu"\nbase_url = "http://203.0.113.7:8000"\nmodel = "kimi"\n'
     )
+    return config
+
+
+def test_eyas_plan_json_for_a_host_that_is_never_contacted(cli: typer.Typer, tmp_path: Path) -> None:
+    """The config names an SSH host at a TEST-NET address: a plan from given figures must not connect."""
+    config = unreachable_host_config(tmp_path)
     figures = ["--hidden-size", "7168", "--num-layers", "61", "--vocab-size", "163840", "--samples", "25000"]
     figures += ["--max-tokens", "4096", "--free-disk", "2.9TB", "--throughput", "1500"]
     result = CliRunner().invoke(cli, ["plan", "--config", str(config), "--json", *figures])
@@ -188,3 +194,20 @@ def test_eyas_plan_json_for_a_host_that_is_never_contacted(cli: typer.Typer, tmp
 
     bad = CliRunner().invoke(cli, ["plan", "--config", str(config), *figures[:-4], "--free-disk", "lots"])
     assert bad.exit_code == 2 and "--free-disk" in bad.output
+
+
+def test_eyas_plan_takes_the_training_shapes_the_run_will_use(cli: typer.Typer, tmp_path: Path) -> None:
+    """--epochs and --draft-vocab-size (and --max-seq-len, the speed probe's row length) reach the plan, so a plan
+    made before `eyas run --epochs 6 ...` estimates that run, not the defaults."""
+    config = unreachable_host_config(tmp_path)
+    figures = ["--hidden-size", "4096", "--num-layers", "32", "--vocab-size", "128000", "--samples", "1000"]
+    figures += ["--max-tokens", "1024", "--free-disk", "8TB", "--throughput", "1500", "--json"]
+
+    def training_hours(*shapes: str) -> float:
+        result = CliRunner().invoke(cli, ["plan", "--config", str(config), *figures, *shapes])
+        assert result.exit_code == 0, result.output
+        return float(json.loads(result.stdout)["training_hours"])
+
+    three = training_hours("--epochs", "3", "--draft-vocab-size", "32000", "--max-seq-len", "2048")
+    assert training_hours("--epochs", "6", "--draft-vocab-size", "32000") == pytest.approx(2 * three)
+    assert training_hours("--epochs", "3", "--draft-vocab-size", "8000") < three  # a smaller head trains faster

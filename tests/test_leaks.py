@@ -212,7 +212,7 @@ def test_no_planted_secret_leaves_eyas(embedded_target: EmbeddedTarget, tmp_path
             assert rc != 0 and "holds credentials" in out, out
         rc, out = eyas("verify", "--config", config, "--json")
         assert '"name": "service"' in out, out
-        rc, out = eyas("plan", "--config", config, *SIZES[:4])
+        rc, out = eyas("plan", "--config", config, *SIZES[:6])  # the run's shapes: its speed probe is reused
         assert "hidden" in out.lower(), out
         rc, out = eyas("run", "--config", config, "--policy", policy, "--run-id", "leak", *SIZES)
         assert rc == 3 and "over the budget" in out, out  # the data phase ran; stopped at the extract gate

@@ -57,6 +57,9 @@ def plan_command(
     vocab_size: Annotated[int | None, typer.Option(help="target vocabulary (default: its config.json)")] = None,
     samples: Annotated[int | None, size_option("samples")] = None,
     max_tokens: Annotated[int | None, size_option("max_tokens")] = None,
+    max_seq_len: Annotated[int | None, size_option("max_seq_len")] = None,
+    epochs: Annotated[int | None, size_option("epochs")] = None,
+    draft_vocab_size: Annotated[int | None, size_option("draft_vocab_size")] = None,
     prompt_tokens: Annotated[
         float | None,
         typer.Option(help="average prompt in tokens, chat template included (default: the server tokenizes a sample)"),
@@ -75,14 +78,23 @@ def plan_command(
 ) -> None:
     """Estimate generation, extraction and training time and the disk the hidden states need, and say whether it
     fits. Figures not given are measured: the model's config.json where the server loaded it, df where the data
-    goes, a short burst of real completions. Give them all to plan for a host that cannot be reached. Exits 1
+    goes, a short burst of real completions; on a host without GPUs, extraction and training are timed at the run's
+    shapes (--max-seq-len, --draft-vocab-size) and kept for a week. Give them all to plan for a host that cannot be
+    reached. Exits 1
     when the plan does not fit, and names the ways out (fewer or shorter samples, online extraction, another path)."""
     try:
         free_bytes = parse_size(free_disk) if free_disk else None
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--free-disk") from None
     cfg, source = use_config(config)
-    sizes = starting_sizes(source.path is None, samples=samples, max_tokens=max_tokens)
+    sizes = starting_sizes(
+        source.path is None,
+        samples=samples,
+        max_tokens=max_tokens,
+        max_seq_len=max_seq_len,
+        epochs=epochs,
+        draft_vocab_size=draft_vocab_size,
+    )
     figures = Figures(
         hidden_size=hidden_size,
         num_layers=num_layers,
