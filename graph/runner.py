@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from eyas.graph.pipeline import build_graph
 from eyas.graph.production import restore
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
+from eyas.tools.notify import send_notice
 from eyas.tools.private_files import touch_private
 from eyas.tools.recording.redact import Redactor
 
@@ -197,10 +196,7 @@ def notify(ctx: RunContext, outcome: Outcome, report: Path) -> None:
     on stdin and in $EYAS_MESSAGE, with $EYAS_RUN, $EYAS_REPORT and, at a gate, $EYAS_GATE."""
     message = Redactor().text(end_message(ctx.run, outcome, report))
     ctx.on_note(message)
-    command = ctx.policy.notify_command if ctx.policy else None
-    if command:
-        env = {**os.environ, "EYAS_MESSAGE": message, "EYAS_RUN": ctx.run.run_id, "EYAS_REPORT": str(report)}
-        if outcome.gate_id is not None:
-            env["EYAS_GATE"] = outcome.gate_id
-        # The operator's own command on the operator's machine, like a git hook.
-        subprocess.run(["/bin/sh", "-c", command], input=message, text=True, env=env, timeout=60, check=False)
+    env = {"EYAS_RUN": ctx.run.run_id, "EYAS_REPORT": str(report)}
+    if outcome.gate_id is not None:
+        env["EYAS_GATE"] = outcome.gate_id
+    send_notice(ctx.policy.notify_command if ctx.policy else None, message, env)
