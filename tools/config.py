@@ -6,7 +6,7 @@ import os
 import posixpath
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -123,6 +123,11 @@ class PipelineConfig(_Section):
     )
     drafter_base: str | None = Field(
         None, description="a drafter to finetune from: hub repo id (downloaded beside generation) or host directory"
+    )
+    extraction_backend: Literal["auto", "hf", "vllm"] | None = Field(
+        None,
+        description="the run size extraction_backend for every run of this config (default: auto, the plan "
+        "chooses); `eyas run --extraction-backend` and an edit at the gate override it",
     )
 
 

@@ -117,6 +117,7 @@ def run_command(
     eval_max_tokens: Annotated[int | None, size_option("eval_max_tokens")] = None,
     prompt_source: Annotated[str | None, size_option("prompt_source", "--prompts")] = None,
     held_out: Annotated[int | None, size_option("held_out")] = None,
+    extraction_backend: Annotated[str | None, size_option("extraction_backend")] = None,
     poll_interval: Annotated[float, typer.Option(help="seconds between job polls")] = 10.0,
     run_id: Annotated[str | None, typer.Option(help=f"name the run: {RUN_ID_RULE} (default: run-<time>-<hex>)")] = None,
     dry_run: Annotated[
@@ -140,6 +141,7 @@ def run_command(
             concurrency=concurrency, draft_vocab_size=draft_vocab_size, epochs=epochs,
             num_speculative_tokens=num_speculative_tokens, eval_max_tokens=eval_max_tokens,
             prompt_source=prompt_source or cfg.pipeline.prompts, held_out=held_out,
+            extraction_backend=extraction_backend or cfg.pipeline.extraction_backend,
         )  # fmt: skip
     except ValidationError as exc:
         raise typer.BadParameter("; ".join(format_validation_error(exc))) from None

@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SizeValue = int | str  # a size as JSON keeps it: a count, or a choice such as the prompt source
 PROMPT_SOURCES = ("sharegpt", "shipped")
+EXTRACTION_BACKENDS = ("auto", "hf", "vllm")
 
 
 class Sizes(BaseModel):
@@ -31,6 +32,11 @@ class Sizes(BaseModel):
         "`shipped` (eyas's own 313 prompts), or a JSONL file on the host (an absolute path)",
     )
     held_out: int = Field(64, gt=0, description="held-out prompts the drafter is measured on, never trained on")
+    extraction_backend: str = Field(
+        "auto",
+        description="how hidden states are extracted: `vllm` (a vLLM server with production's parallel layout), "
+        "`hf` (transformers, no server), or `auto` (the plan chooses, and the extraction gate says why)",
+    )
 
     @field_validator("prompt_source")
     @classmethod
@@ -38,6 +44,13 @@ class Sizes(BaseModel):
         if source not in PROMPT_SOURCES and not source.startswith("/"):
             raise ValueError(f"must be {' or '.join(PROMPT_SOURCES)}, or an absolute path to a JSONL file on the host")
         return source
+
+    @field_validator("extraction_backend")
+    @classmethod
+    def _known_backend(cls, backend: str) -> str:
+        if backend not in EXTRACTION_BACKENDS:
+            raise ValueError(f"must be one of {', '.join(EXTRACTION_BACKENDS)}")
+        return backend
 
 
 DEFAULT_SIZES = Sizes()
