@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 
 $(BIN)/eyas: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev]'
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev,ray]'
 	touch $@
 
 setup: $(BIN)/eyas

@@ -131,11 +131,57 @@ class PipelineConfig(_Section):
     )
 
 
+JOB_KINDS = ("generate", "download", "extract", "vocab", "train", "evaluate")  # a job id ends in .<kind>
+
+
+class JobResources(_Section):
+    """What one job asks of a Ray cluster (its entrypoint's resources); unset asks nothing, and Ray then runs the
+    job on its head node."""
+
+    num_cpus: float | None = Field(None, ge=0, description="entrypoint_num_cpus")
+    num_gpus: float | None = Field(None, ge=0, description="entrypoint_num_gpus")
+    memory: int | None = Field(None, ge=0, description="entrypoint_memory, in bytes")
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="node labels the job must run on (`ray start --labels`), e.g. role=gpu"
+    )
+
+
+class ClusterConfig(_Section):
+    """Where jobs run: detached jobs on the target's host (the default), or Ray jobs on a cluster."""
+
+    executor: Literal["detached", "ray"] = Field(
+        "detached", description='"detached": setsid jobs on the host; "ray": Ray jobs submitted to ray_address'
+    )
+    ray_address: HttpUrl | None = Field(
+        None, description="the Ray job server (the dashboard's HTTP address, e.g. http://10.0.0.5:8265)"
+    )
+    runtime_env: dict[str, object] = Field(
+        default_factory=dict,
+        description="Ray runtime_env entries every job gets (e.g. env_vars); eyas sets working_dir to its workloads",
+    )
+    resources: dict[str, JobResources] = Field(
+        default_factory=dict,
+        description="per job kind (generate, download, extract, vocab, train, evaluate): what each job asks of Ray",
+    )
+
+    @model_validator(mode="after")
+    def _ray_needs_an_address(self) -> ClusterConfig:
+        if self.executor == "ray" and self.ray_address is None:
+            raise ValueError('executor = "ray" needs ray_address, the job server, e.g. "http://10.0.0.5:8265"')
+        unknown = sorted(set(self.resources) - set(JOB_KINDS))
+        if unknown:
+            raise ValueError(f"resources names job kinds {unknown}; the kinds are {', '.join(JOB_KINDS)}")
+        if "working_dir" in self.runtime_env:
+            raise ValueError("runtime_env.working_dir is eyas's own (its workload scripts); remove it")
+        return self
+
+
 class EyasConfig(_Section):
     hosts: dict[str, HostConfig]
     target: TargetConfig
     agent: AgentConfig | None = None
     pipeline: PipelineConfig = PipelineConfig()
+    cluster: ClusterConfig = ClusterConfig()
 
     @model_validator(mode="after")
     def _target_host_is_defined(self) -> EyasConfig:
