@@ -35,6 +35,14 @@ class Policy(BaseModel):
     notify_command: str | None = Field(
         None, description="run locally when a gate stops; the message is on stdin and in $EYAS_MESSAGE"
     )
+    # A host that stops answering while jobs run there (an SSH outage): the monitor keeps trying, waiting twice as
+    # long after each failure, up to host_retry_max_s, and gives up (the driver stops with a message) after this.
+    host_outage_hours: float = Field(
+        12.0, gt=0, description="how long the monitor waits for an unreachable host (its jobs keep running there)"
+    )
+    host_retry_max_s: float = Field(
+        300.0, gt=0, description="longest wait between tries to reach an unreachable host (the waits double up to it)"
+    )
 
 
 class PhaseEstimate(BaseModel):
