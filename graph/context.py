@@ -38,6 +38,8 @@ class RunContext:
     # The terminal shows job progress through this; nothing of it enters the checkpoint.
     on_progress: Callable[[str, list[JobState], dict[str, dict[str, Any]]], None] = field(default=_ignore)
     on_note: Callable[[str], None] = field(default=_ignore)
+    # Told when the host stops answering (its name, since when) and when it answers again (None).
+    on_host_outage: Callable[[str, float | None], None] = field(default=_ignore)
 
     @property
     def host_config(self) -> HostConfig:

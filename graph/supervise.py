@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, TypeVar
 
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from eyas.graph.context import Node, RunContext
 from eyas.graph.gates import SpecBuilder
+from eyas.graph.policy import Policy
 from eyas.graph.state import FAILURE_ACTIONS, Failure, GateAnswer, RunState
+from eyas.tools.hosts.patience import Backoff, patiently, stamp
 from eyas.tools.jobs.detached import JobState, JobStatus
 from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.workloads.progress import last_progress
 
+T = TypeVar("T")
 Setup = Callable[[RunContext, RunState], dict[str, Any]]  # a state update (e.g. what the setup found)
 
 
@@ -55,13 +59,17 @@ def make_monitor(phase: str) -> Node:
         ctx = runtime.context
         jobs = ctx.jobs
         ids = state["jobs"][phase]
-        while True:
+
+        def poll() -> tuple[list[JobState], dict[str, dict[str, Any]]]:
             states = jobs.statuses(ids)
-            progress = {s.job_id: last_progress(jobs.tail(s.job_id, 20)) or {} for s in states}
+            return states, {s.job_id: last_progress(jobs.tail(s.job_id, 20)) or {} for s in states}
+
+        while True:
+            states, progress = patient(ctx, poll)
             ctx.on_progress(phase, states, progress)
             broken = next((s for s in states if s.status in (JobStatus.FAILED, JobStatus.LOST)), None)
             if broken is not None:
-                tail = jobs.tail(broken.job_id, 40)
+                tail = patient(ctx, partial(jobs.tail, broken.job_id, 40))
                 return {"failure": Failure(phase=phase, job_id=broken.job_id, status=broken.describe(),
                                            log_tail=tail, diagnosis=diagnose(broken, tail))}  # fmt: skip
             if all(s.status is JobStatus.SUCCEEDED for s in states):
@@ -70,6 +78,27 @@ def make_monitor(phase: str) -> Node:
 
     monitor.__name__ = f"monitor_{phase}"
     return monitor
+
+
+def patient(ctx: RunContext, read: Callable[[], T]) -> T:
+    """`read()` from the host, waiting out an outage with backoff (the policy's bounds, else their defaults): the
+    jobs keep running there, and once the host answers the monitor carries on where it was."""
+    policy = ctx.policy or Policy()
+    backoff = Backoff(first_s=ctx.poll_interval_s, cap_s=policy.host_retry_max_s,
+                      give_up_s=policy.host_outage_hours * 3600)  # fmt: skip
+    name = ctx.host.name
+
+    def on_outage(since: float | None, wait: float) -> None:
+        ctx.on_host_outage(name, since)
+        if since is not None:
+            ctx.on_note(
+                f"host {name} unreachable since {stamp(since)}; trying again in {wait:.3g} s (its jobs keep running)"
+            )
+        else:
+            ctx.on_note(f"host {name} answers again; re-attached to its jobs")
+
+    after = f"Its jobs may still be running: once it answers, `eyas resume {ctx.run.run_id}` re-attaches to them."
+    return patiently(read, backoff=backoff, clock=ctx.clock, host=name, on_outage=on_outage, after=after)
 
 
 def diagnose(state: JobState, tail: str) -> str:
