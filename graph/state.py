@@ -67,6 +67,9 @@ class RunState(TypedDict, total=False):
     free_disk_bytes: int
     gpus: dict[str, Any]  # graph/phases/verify.gpu_summary: each GPU's memory and whether production holds it
     trust_remote_code: bool  # the target runs its own code (the unit's --trust-remote-code or the config's)
+    compat: dict[str, Any]  # verify's compat facts: installed versions and the table of paths
+    server_flags: dict[str, Any]  # verify's server_flags facts: per server of eyas, the flags the host's vLLM lacks
+    research_summary: dict[str, Any]  # the research's summary and its unchecked claims, for the gates
     plan: dict[str, Any]
     jobs: dict[str, list[str]]  # phase -> job ids (the job registry)
     artifacts: dict[str, str]  # name -> path on the host
