@@ -17,7 +17,9 @@ from eyas.tools.errors import ConfigError
 from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
-from eyas.tools.jobs.detached import Jobs, JobState
+from eyas.tools.jobs.detached import JobState
+from eyas.tools.jobs.executor import JobExecutor, executor_for
+from eyas.tools.jobs.upload import remote_workloads_dir
 from eyas.tools.recording.boundary import Boundary
 
 
@@ -38,6 +40,7 @@ class RunContext:
     # The terminal shows job progress through this; nothing of it enters the checkpoint.
     on_progress: Callable[[str, list[JobState], dict[str, dict[str, Any]]], None] = field(default=_ignore)
     on_note: Callable[[str], None] = field(default=_ignore)
+    _jobs: JobExecutor | None = field(default=None, init=False, repr=False)
     # Told when the host stops answering (its name, since when) and when it answers again (None).
     on_host_outage: Callable[[str, float | None], None] = field(default=_ignore)
 
@@ -46,8 +49,11 @@ class RunContext:
         return self.config.host()
 
     @property
-    def jobs(self) -> Jobs:
-        return Jobs(self.host, self.host_config.workdir)
+    def jobs(self) -> JobExecutor:
+        """Where the run's jobs execute: detached on the host, or on a Ray cluster ([cluster] executor)."""
+        if self._jobs is None:
+            self._jobs = executor_for(self.config, self.host)
+        return self._jobs
 
     @property
     def remote_run_dir(self) -> str:
@@ -57,7 +63,7 @@ class RunContext:
     @property
     def workloads_dir(self) -> str:
         """Where `upload_workloads` puts the scripts on the host."""
-        return f"{self.host_config.workdir.rstrip('/')}/workloads"
+        return remote_workloads_dir(self.host_config.workdir)
 
     def artifact(self, name: str) -> str:
         """Where an artifact of this run lives on the host; fixed per run, so a resumed run finds it."""

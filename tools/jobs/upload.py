@@ -19,9 +19,14 @@ def workload_path(name: str) -> Path:
     return path
 
 
+def remote_workloads_dir(workdir: str) -> str:
+    """Where the workload scripts live on a host, below eyas's work directory there."""
+    return f"{workdir.rstrip('/')}/workloads"
+
+
 def upload_workloads(host: Host, workdir: str) -> str:
     """Copy the workload scripts to the host (only those that changed); returns their directory there."""
-    remote = f"{workdir.rstrip('/')}/workloads"
+    remote = remote_workloads_dir(workdir)
     scripts = sorted(path for path in WORKLOADS_DIR.glob("*.py") if path.name != "__init__.py")
     listing = host.run(f"mkdir -p {shlex.quote(remote)} && cd {shlex.quote(remote)} && sha256sum *.py 2>/dev/null")
     lines = (line.split(maxsplit=1) for line in listing.stdout.splitlines() if line.strip())

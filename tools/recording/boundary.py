@@ -19,7 +19,8 @@ from pydantic_core import to_jsonable_python
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import CommandResult, Host
 from eyas.tools.hosts.http import HttpClient, HttpResponse
-from eyas.tools.jobs.detached import Jobs, JobSpec, JobState
+from eyas.tools.jobs.detached import JobSpec, JobState
+from eyas.tools.jobs.executor import JobExecutor
 from eyas.tools.recording.task_scope import task_scope
 from eyas.tools.recording.transcript import MAX_CONTENT, ErrorInfo, file_facts
 
@@ -56,8 +57,8 @@ class Boundary:
             self.note("node", {"node": name, "phase": "end", "output": to_jsonable_python(output, fallback=repr)})
             return output
 
-    def launch_job(self, jobs: Jobs, spec: JobSpec) -> JobState:
-        """Launch a detached job (its commands cross the host as usual) and note the launch and its state."""
+    def launch_job(self, jobs: JobExecutor, spec: JobSpec) -> JobState:
+        """Launch a job (a detached job's commands cross the host as usual) and note the launch and its state."""
         state = jobs.launch(spec)
         self.note(
             "job_launch",

@@ -1,0 +1,54 @@
+"""Where a run's jobs execute: detached jobs on the target's host (the default), or Ray jobs on a cluster.
+
+Both give the same states (running, succeeded, failed with its exit code, lost, absent), logs, cancel and
+idempotency by job id, so the phases and the monitor never ask which one runs their jobs. Ray is imported only
+when a config asks for it (`pip install eyas[ray]`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from eyas.tools.config import ClusterConfig, EyasConfig, JobResources
+from eyas.tools.hosts.host import Host
+from eyas.tools.jobs.detached import Jobs, JobSpec, JobState
+
+
+class JobExecutor(Protocol):
+    """What the phases, the monitor and the boundary need of an engine that runs jobs."""
+
+    host: Host  # where the job's records (and its secrets file) live
+
+    def launch(self, spec: JobSpec) -> JobState: ...
+
+    def statuses(self, job_ids: list[str]) -> list[JobState]: ...
+
+    def status(self, job_id: str) -> JobState: ...
+
+    def list(self) -> list[JobState]: ...
+
+    def tail(self, job_id: str, lines: int = 50) -> str: ...
+
+    def cancel(self, job_id: str, grace_s: float = 10.0) -> JobState: ...
+
+    def forget(self, job_id: str) -> None: ...
+
+
+def job_kind(job_id: str) -> str:
+    """The kind a job id names: `<run>.<kind>` or, for a shard, `<run>.<kind>-<n>`."""
+    return job_id.rsplit(".", 1)[-1].split("-", 1)[0]
+
+
+def job_resources(cluster: ClusterConfig, job_id: str) -> JobResources:
+    """What a job asks of the cluster: its kind's entry of `[cluster.resources]`, else nothing."""
+    return cluster.resources.get(job_kind(job_id), JobResources())
+
+
+def executor_for(config: EyasConfig, host: Host) -> JobExecutor:
+    """The executor the config chooses; jobs' records live in the target host's work directory."""
+    workdir = config.host().workdir
+    if config.cluster.executor == "detached":
+        return Jobs(host, workdir)
+    from eyas.tools.jobs.ray_jobs import RayJobs  # only here: ray is an optional extra
+
+    return RayJobs(host, workdir, config.cluster)
