@@ -60,6 +60,7 @@ def plan_command(
     max_seq_len: Annotated[int | None, size_option("max_seq_len")] = None,
     epochs: Annotated[int | None, size_option("epochs")] = None,
     draft_vocab_size: Annotated[int | None, size_option("draft_vocab_size")] = None,
+    prompt_source: Annotated[str | None, size_option("prompt_source", "--prompts")] = None,
     prompt_tokens: Annotated[
         float | None,
         typer.Option(help="average prompt in tokens, chat template included (default: the server tokenizes a sample)"),
@@ -94,6 +95,7 @@ def plan_command(
         max_seq_len=max_seq_len,
         epochs=epochs,
         draft_vocab_size=draft_vocab_size,
+        prompt_source=prompt_source or cfg.pipeline.prompts,
     )
     figures = Figures(
         hidden_size=hidden_size,
@@ -104,6 +106,7 @@ def plan_command(
         max_seq_len=sizes.max_seq_len,
         epochs=sizes.epochs,
         draft_vocab_size=sizes.draft_vocab_size,
+        prompt_source=sizes.prompt_source,
         free_disk_bytes=free_bytes,
         generation_tok_s=throughput,
         prompt_tokens=prompt_tokens,

@@ -10,12 +10,14 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
+from eyas.graph.phases.servers import on_gpu
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.checks.health import check_health
 from eyas.tools.checks.loading import wait_until_loaded
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.checks.service import read_unit
 from eyas.tools.launch.inherited import inherit_launch
+from eyas.tools.planning.backend import choose_backend
 from eyas.tools.planning.estimate import ModelDims, estimate, verdict
 from eyas.tools.planning.gpu_budget import (
     GpuBudgetInputs,
@@ -26,6 +28,9 @@ from eyas.tools.planning.gpu_budget import (
     weights_bytes,
 )
 from eyas.tools.planning.measure import Figures, Measured, MeasureError, measure_inputs
+from eyas.tools.planning.paths import phase_paths
+
+VLLM_PATH = ("extract", "vllm")  # the compat table's rows for the vllm extraction backend
 
 
 def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -53,6 +58,7 @@ def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     return {
         "phase": "plan",
         "plan": {
+            **checked_paths(state, production),
             "fits": plan.fits,
             "verdict": text,
             "needed_bytes": plan.needed_bytes,
@@ -84,6 +90,7 @@ def _measure(ctx: RunContext, state: RunState) -> Measured:
         max_seq_len=sizes.max_seq_len,
         epochs=sizes.epochs,
         draft_vocab_size=sizes.draft_vocab_size,
+        prompt_source=sizes.prompt_source,
         free_disk_bytes=state.get("free_disk_bytes"),
         generated_file=state.get("artifacts", {}).get("conversations"),
     )
@@ -156,11 +163,31 @@ def production_plan(
     impacts = budget(inputs)
     for phase, impact in impacts.items():
         ctx.on_note(f"plan {phase}: production {impact.action}: {impact.reason}")
+    choice = choose_backend(run_sizes(state).extraction_backend, inputs, impacts["extract"], vllm_extraction(state))
+    ctx.on_note(f"plan extract: backend {choice.reason}")
     return {
         "phases": {phase: impact.model_dump() for phase, impact in impacts.items()},
         "load": {"load_s": load_s, "source": source},
         "evaluate_hours": evaluate_h,
+        "extraction": choice.model_dump(),
     }
+
+
+def vllm_extraction(state: RunState) -> bool | None:
+    """Whether verify's compat table says the vllm extraction path works here (None: not known)."""
+    rows = [row for row in (state.get("compat") or {}).get("table", []) if (row["phase"], row["path"]) == VLLM_PATH]
+    if any(row["works"] is False for row in rows):
+        return False
+    return True if rows and all(row["works"] is True for row in rows) else None
+
+
+def checked_paths(state: RunState, production: dict[str, Any]) -> dict[str, Any]:
+    """The plan's extraction backend and, per phase, whether its chosen path works here (plan["paths"])."""
+    extraction = production["extraction"]
+    paths = phase_paths(
+        state.get("compat") or {}, state.get("server_flags") or {}, extraction["backend"], on_gpu(state)
+    )
+    return {"extraction": extraction, "paths": {phase: path.model_dump() for phase, path in paths.items()}}
 
 
 def _weights_on_disk(ctx: RunContext) -> int | None:

@@ -24,6 +24,7 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient, HttpError
 from eyas.tools.jobs.data import PROMPT_SET
+from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.planning.estimate import (
     CPU_CORE_TRAINING_FLOPS,
     GPU_TRAINING_FLOPS,
@@ -37,6 +38,7 @@ from eyas.tools.planning.host_probe import SpeedRequest, probe_speeds, sample_bu
 from eyas.tools.planning.sizes import DEFAULT_SIZES
 from eyas.tools.recording.task_scope import submit_in_task
 
+PROMPT_SAMPLE = 32  # prompts of the run's source whose average length the plan uses
 PSEUDO_FILESYSTEMS = ("tmpfs", "devtmpfs", "squashfs", "efivarfs", "proc", "sysfs")
 
 
@@ -61,6 +63,7 @@ class Figures(BaseModel):
     epochs: int = Field(DEFAULT_SIZES.epochs, gt=0)
     draft_vocab_size: int = Field(DEFAULT_SIZES.draft_vocab_size, gt=0)
     probe_speeds: bool = Field(True, description="on a host without GPUs, measure extraction and training speed")
+    prompt_source: str = Field(DEFAULT_SIZES.prompt_source, description="the run's prompts, whose length is measured")
 
     @property
     def complete(self) -> bool:
@@ -81,14 +84,44 @@ class Throughput(BaseModel):
 
 def probe_prompts(count: int) -> list[str]:
     """The first single-turn prompts of the shipped prompt set."""
+    return first_turns(PROMPT_SET.read_text().splitlines(), count)
+
+
+def first_turns(lines: list[str], count: int) -> list[str]:
+    """The opening user turn of each prompt row (`prompt`, ShareGPT `conversations` or chat `messages`), the
+    first `count` that have one. A multi-turn row counts as its opening turn: a lower bound on its length."""
     prompts: list[str] = []
-    for line in PROMPT_SET.read_text().splitlines():
+    for line in lines:
         if len(prompts) == count:
             break
-        prompt = json.loads(line).get("prompt")
-        if prompt:
-            prompts.append(prompt)
+        row = json.loads(line) if line.strip() else {}
+        turns = row.get("conversations") or row.get("messages") or [{"value": row.get("prompt")}]
+        first = turns[0] if isinstance(turns, list) and turns and isinstance(turns[0], dict) else {}
+        text = first.get("value", first.get("content"))
+        if isinstance(text, str) and text.strip():
+            prompts.append(text)
     return prompts
+
+
+def source_prompts(ctx: CheckContext, source: str, count: int) -> list[str] | None:
+    """The first training prompts of the run's own source, split on the host by prompt_split.py as the data
+    phase will split them (ShareGPT's first turns are three times the shipped set's: 147 against 47 tokens
+    with SmolLM2's template); None when the host cannot split it (the data phase will then say why)."""
+    if source == "shipped":
+        return probe_prompts(count)
+    workloads = upload_workloads(ctx.host, ctx.host_config.workdir)
+    made = ctx.host.run("mktemp -d", timeout=15)
+    if not made.ok:
+        return None
+    directory = made.stdout.strip()
+    argv = [
+        ctx.host_config.python, f"{workloads}/prompt_split.py", "--source", source, "--train", str(count),
+        "--held-out", "0", "--train-out", f"{directory}/prompts.jsonl", "--held-out-out", "/dev/null",
+    ]  # fmt: skip
+    split = ctx.host.run(shlex.join(argv), timeout=120)
+    rows = ctx.host.read_text(f"{directory}/prompts.jsonl") if split.ok else ""
+    ctx.host.run(f"rm -rf {shlex.quote(directory)}", timeout=15)
+    return first_turns(rows.splitlines(), count) or None
 
 
 def auth_headers(target: TargetConfig) -> dict[str, str] | None:
@@ -96,9 +129,9 @@ def auth_headers(target: TargetConfig) -> dict[str, str] | None:
     return {"Authorization": f"Bearer {key}"} if key else None
 
 
-def measure_prompt_tokens(http: HttpClient, target: TargetConfig, count: int = 32) -> float | None:
-    """The average prompt of the shipped set's first prompts, chat template included, tokenized by the server
-    itself (vLLM's /tokenize); None when the server cannot tokenize."""
+def measure_prompt_tokens(http: HttpClient, target: TargetConfig, prompts: list[str]) -> float | None:
+    """The average of `prompts`, chat template included, tokenized by the server itself (vLLM's /tokenize);
+    None when the server cannot tokenize."""
 
     def one(prompt: str) -> int | None:
         body = {"model": target.model, "messages": [{"role": "user", "content": prompt}], "add_generation_prompt": True}
@@ -110,7 +143,7 @@ def measure_prompt_tokens(http: HttpClient, target: TargetConfig, count: int = 3
 
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="tokenize") as pool:
         # One task per request, so a replay matches each to its own recorded answer whatever the order.
-        futures = [submit_in_task(pool, f"tokenize-{i}", one, prompt) for i, prompt in enumerate(probe_prompts(count))]
+        futures = [submit_in_task(pool, f"tokenize-{i}", one, prompt) for i, prompt in enumerate(prompts)]
         counts = [future.result() for future in futures]
     valid = [count for count in counts if count is not None]
     return sum(valid) / len(valid) if valid and len(valid) == len(counts) else None
@@ -313,8 +346,10 @@ def measure_inputs(
             sources["tokens"] = f"averages of {stats.samples} samples of {figures.generated_file}"
     prompt_tokens = figures.prompt_tokens
     if prompt_tokens is None and host is not None and stats is None:
-        prompt_tokens = measure_prompt_tokens(http, config.target)
-        sources["prompt_tokens"] = "tokenized by the server: prompts of the shipped set" if prompt_tokens else "unknown"
+        prompts = source_prompts(ctx, figures.prompt_source, PROMPT_SAMPLE)
+        prompt_tokens = measure_prompt_tokens(http, config.target, prompts) if prompts else None
+        counted = f"{len(prompts or [])} prompts of the {figures.prompt_source} source, tokenized by the server"
+        sources["prompt_tokens"] = counted if prompt_tokens else f"unknown: the {figures.prompt_source} source"
     if figures.generation_tok_s is None and host is not None:
         throughput = probe_throughput(http, config.target, concurrency=probe_concurrency, clock=clock)
         tok_s, overhead = throughput.tokens_per_s, throughput.overhead_s
