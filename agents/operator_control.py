@@ -38,3 +38,15 @@ class BoundaryControl:
 
     def answer_gate(self, action: GateAction, reason: str) -> str:
         return self._call("answer_gate", action=action, reason=reason)
+
+    def deploy_effect(self, drafter: str | None, k: int | None) -> str:
+        return self._call("deploy_effect", drafter=drafter, k=k)
+
+    def deploy(self, drafter: str | None, k: int | None) -> str:
+        return self._call("deploy", drafter=drafter, k=k)
+
+    def rollback_effect(self) -> str:
+        return self._call("rollback_effect")
+
+    def rollback(self) -> str:
+        return self._call("rollback")

@@ -1,8 +1,9 @@
 """What the operator's agent can do: the same tools as the pipeline, behind pydantic argument models.
 
-Reads (verify, read a file, list jobs, tail a log, research) run at once; anything that launches,
-cancels or answers a gate carries a confirmation question, asked in the chat before it runs. The
-pipeline itself (graph/) is reached only through `PipelineControl`, which the CLI passes in.
+Reads (verify, read a file, list jobs, tail a log, research, the run's status and plan, the service's status, a
+wait for a loading server) run at once; anything that launches, cancels, answers a gate, restarts production or
+deploys a drafter carries a confirmation question, asked in the chat before it runs (service_tools.py has the
+service's). The pipeline itself (graph/) is reached only through `PipelineControl`, which the CLI passes in.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from eyas.agents.service_tools import service_tools
 from eyas.agents.toolbox import ToolDef
 from eyas.tools.checks.result import CheckContext
 from eyas.tools.checks.verify import CHECKS, verify
@@ -56,6 +58,23 @@ class PipelineControl(Protocol):
     def answer_gate(self, action: GateAction, reason: str) -> str:
         """Answer the gate the run waits at (approve/reject at an approval gate, retry/abort at a failure gate);
         an EyasError when none is pending, the action does not fit the gate, or someone answered it first."""
+        ...
+
+    def deploy_effect(self, drafter: str | None, k: int | None) -> str:
+        """What deploying the run's drafter (or `drafter`) would change: production's command line before and after,
+        and the downtime; changes nothing."""
+        ...
+
+    def deploy(self, drafter: str | None, k: int | None) -> str:
+        """`eyas deploy` for the run: the drafter stays in production only when it passes the thresholds."""
+        ...
+
+    def rollback_effect(self) -> str:
+        """What taking the deployed drafter out would change; changes nothing."""
+        ...
+
+    def rollback(self) -> str:
+        """`eyas rollback` for the run: production back on its old command line."""
         ...
 
 
@@ -165,6 +184,7 @@ class OperatorEnv:
     clock: Clock
     research: Callable[[str], str] | None = None  # brief -> where the report is, and its summary
     control: PipelineControl | None = None
+    progress: Callable[[str], None] = lambda line: None  # a long tool's progress lines, as they happen
 
 
 def operator_tools(env: OperatorEnv) -> list[ToolDef]:
@@ -209,6 +229,7 @@ def operator_tools(env: OperatorEnv) -> list[ToolDef]:
         ToolDef(TailLog, tail_log),
         ToolDef(CancelJob, cancel_job, lambda a: f"cancel job {a.job_id} on host '{where(a.host)}'"),
     ]
+    defs += service_tools(env.config, lambda: env.host_for(None), env.http, env.clock, env.progress, env.control)
     if env.research is not None:
         research = env.research
         defs.append(ToolDef(Research, lambda a: research(a.brief)))

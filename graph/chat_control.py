@@ -12,18 +12,27 @@ from typing import Any
 from pydantic import ValidationError
 
 from eyas.agents.operator_tools import size_flags
+from eyas.agents.service_tools import command_change, downtime
 from eyas.graph.answers import pending_view, record_gate_answer
+from eyas.graph.cli.deploy import DEPLOY_FILE
+from eyas.graph.policy import Policy
 from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir, run_dir
 from eyas.graph.state import Action, GateAnswer
 from eyas.tools.config import EyasConfig, format_validation_error
 from eyas.tools.errors import EyasError
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
+from eyas.tools.hosts.connect import open_host
+from eyas.tools.hosts.http import HttpClient
 from eyas.tools.planning.sizes import starting_sizes
 from eyas.tools.private_files import open_private
+from eyas.tools.service.deploy import DeployResult, Thresholds, drop_in_text
+from eyas.tools.service.production import production_service
 
 # The same interpreter and package as this process, wherever (and however) eyas is installed.
 EYAS = [sys.executable, "-m", "eyas"]
 PLAN_TIMEOUT_S = 900  # the throughput probe runs real completions on the target
+DEPLOY_TIMEOUT_S = 3 * Thresholds().ready_timeout_s  # a deploy restarts production twice at worst, and probes
 
 
 class ChatPipeline:
@@ -95,8 +104,7 @@ class ChatPipeline:
     def plan(self, sizes: dict[str, int]) -> str:
         """`eyas plan --json` in its own process (it measures the target and the host), summed up for the agent."""
         config = ["--config", self.config_path] if self.config_path else []
-        argv = [*EYAS, "plan", "--json", *config, *size_flags(sizes)]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=PLAN_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        done = self._eyas(["plan", "--json", *config, *size_flags(sizes)], PLAN_TIMEOUT_S)
         try:
             plan = json.loads(done.stdout)
         except json.JSONDecodeError:
@@ -122,6 +130,75 @@ class ChatPipeline:
         if self.run.is_driven():
             return f"{action} recorded; the running eyas continues."
         return f"{action} recorded; " + self._spawn(["resume", self.run.run_id], "resumed")
+
+    def _drafter(self, drafter: str | None, k: int | None) -> tuple[str, int]:
+        """The drafter directory and k a deploy uses: the ones asked for, else the run's trained drafter and its k."""
+        if not self._started():
+            raise EyasError(f"There is no pipeline run ({self.run.run_id}) whose drafter to deploy; start one first.")
+        state = read_run(self.run).state
+        chosen = drafter or state.get("artifacts", {}).get("drafter")
+        if not chosen:
+            raise EyasError(
+                f"Run {self.run.run_id} has no trained drafter yet: pass drafter (a directory on the target host)."
+            )
+        return chosen, k or int(state.get("sizes", {}).get("num_speculative_tokens", 3))
+
+    def deploy_effect(self, drafter: str | None, k: int | None) -> str:
+        """Production's command line now and with the drafter (read from its unit), the thresholds, the downtime."""
+        drafter_dir, spec_k = self._drafter(drafter, k)
+        policy = Policy.model_validate(self.run.meta().get("policy") or {})
+        with open_host(self.config.target.host, self.config.host()) as host:
+            service = production_service(self.config, host, HttpClient(SYSTEM_CLOCK), SYSTEM_CLOCK)
+            if host.exists(service.drop_in_path()):
+                raise EyasError(f"{service.drop_in_path()} exists: a drafter is deployed already; roll it back first.")
+            unit = service.effective_unit()
+            _, argv = drop_in_text(unit, drafter_dir, spec_k)
+        return (
+            f"deploy {drafter_dir} (k={spec_k}) into production for run {self.run.run_id}: restart it, send "
+            f"{policy.deploy_probe_requests} probe requests, keep the drafter only at a mean acceptance length of "
+            f"{policy.deploy_min_acceptance_length:g} or more, else roll back (a second restart)\n"
+            f"    {command_change(unit.exec_start, argv)}\n"
+            f"    expected downtime: {downtime(self.config, None)} per restart"
+        )
+
+    def deploy(self, drafter: str | None, k: int | None) -> str:
+        drafter_dir, spec_k = self._drafter(drafter, k)
+        done = self._eyas(["deploy", self.run.run_id, "--drafter", drafter_dir, "--k", str(spec_k)], DEPLOY_TIMEOUT_S)
+        return self._outcome("deploy", done, {0: "kept in production", 4: "rolled back"})
+
+    def rollback_effect(self) -> str:
+        """From the run's deploy.json: production's command line with the drafter, and without it again."""
+        path = self.run.root / DEPLOY_FILE
+        if not path.exists():
+            raise EyasError(f"Run {self.run.run_id} has deployed no drafter ({path} is absent): nothing to roll back.")
+        deployed = DeployResult.model_validate_json(path.read_text())
+        if not deployed.kept:
+            raise EyasError(
+                f"Run {self.run.run_id}'s drafter is not in production (rolled back: {deployed.reason}); production "
+                "runs its old command line."
+            )
+        return (
+            f"remove {deployed.drop_in} from production and restart it\n"
+            f"    {command_change(deployed.argv_deployed, deployed.argv_before)}\n"
+            f"    expected downtime: {downtime(self.config, None)}"
+        )
+
+    def rollback(self) -> str:
+        return self._outcome("rollback", self._eyas(["rollback", self.run.run_id], DEPLOY_TIMEOUT_S), {0: "done"})
+
+    def _outcome(self, what: str, done: subprocess.CompletedProcess[str], meanings: dict[int, str]) -> str:
+        """eyas's own last lines, with what its exit status means; a failure is the agent's to explain."""
+        said = "\n".join((done.stdout + done.stderr).strip().splitlines()[-12:])
+        if done.returncode not in meanings:
+            raise EyasError(f"eyas {what} for run {self.run.run_id} failed (exit {done.returncode}): {said}")
+        return f"eyas {what} for run {self.run.run_id}: {meanings[done.returncode]}.\n{said}"
+
+    def _eyas(self, args: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+        """`eyas ARGS` in its own process, this run's folder as its runs folder, its output captured."""
+        env = {**os.environ, "EYAS_RUNS_DIR": str(self.run.root.parent), "COLUMNS": "200"}
+        return subprocess.run(
+            [*EYAS, *args], capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, env=env
+        )
 
     def _spawn(self, args: list[str], what: str) -> str:
         """Drive the run in its own process, detached, logging to the run folder (it stops at the next gate)."""

@@ -34,6 +34,18 @@ class LaunchingControls:
     def answer_gate(self, action: GateAction, reason: str) -> str:
         return "no gate is pending"
 
+    def deploy_effect(self, drafter: str | None, k: int | None) -> str:
+        return "this stand-in has no drafter to deploy"
+
+    def deploy(self, drafter: str | None, k: int | None) -> str:
+        return "this stand-in has no drafter to deploy"
+
+    def rollback_effect(self) -> str:
+        return "this stand-in deployed nothing"
+
+    def rollback(self) -> str:
+        return "this stand-in deployed nothing"
+
 
 def main() -> None:
     config_path = Path(sys.argv[1])

@@ -31,6 +31,11 @@ def server_argv(target: EmbeddedTarget) -> list[str]:
     """The real argv of the server process: the child of the stand-in job's wrapper (its pid file)."""
     pid = service(target).status().main_pid
     assert pid is not None, "the production target does not run"
+    return child_argv(pid)
+
+
+def child_argv(pid: int) -> list[str]:
+    """The argv of the one child of a stand-in job's wrapper (`pid`): the unit's own process."""
     children = [
         int(entry.name) for entry in Path("/proc").iterdir()
         if entry.name.isdigit() and _parent(int(entry.name)) == pid

@@ -3,16 +3,28 @@ first and show the exact effect; the pipeline tools, against a real stored run w
 
 from __future__ import annotations
 
+import shlex
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import typer
 
 from eyas.agents.operator_tools import AnswerGate, OperatorEnv, RunStatus, ShowPlan, StartRun, operator_tools
+from eyas.agents.service_tools import (
+    DeployDrafter,
+    RestartService,
+    RollbackDrafter,
+    ServiceStatus,
+    WaitForServer,
+    service_tools,
+)
 from eyas.agents.structured import tool_name
 from eyas.agents.toolbox import ToolDef
 from eyas.graph.chat_control import ChatPipeline
+from eyas.graph.cli.deploy import DEPLOY_FILE
 from eyas.graph.cli.run import run_command
 from eyas.graph.context import RunContext
 from eyas.graph.pipeline import build_graph
@@ -25,13 +37,20 @@ from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import Jobs
 from eyas.tools.planning.sizes import DEMO
+from eyas.tools.service.deploy import DeployResult
 from eyas.tools.target.embedded import EmbeddedTarget
 from gated_runs import PLAN, run_at_data_gate
+from production_target import child_argv
+from stub_http import stub_server
+from test_wait_for_load import HEALTHY, MODEL
 
 # What each tool may do without asking: read. Everything else changes the host or the run.
-READS = {"verify", "read_file", "list_jobs", "tail_log", "research", "run_status", "show_plan"}
-CHANGES = {"cancel_job", "start_run", "resume_run", "answer_gate"}
+READS = {"verify", "read_file", "list_jobs", "tail_log", "research", "run_status", "show_plan", "service_status",
+         "wait_for_server"}  # fmt: skip
+CHANGES = {"cancel_job", "start_run", "resume_run", "answer_gate", "restart_service", "deploy_drafter",
+           "rollback_drafter"}  # fmt: skip
 
 
 @pytest.fixture
@@ -171,3 +190,83 @@ def test_a_failure_gate_takes_retry_or_abort_from_the_chat_and_the_run_goes_on(t
     assert outcome.finished
     assert outcome.state["stopped"] == "aborted after data-generate failed (rc 1)"
     assert outcome.state["decisions"][-1]["who"] == "operator (chat)"
+
+
+@pytest.fixture
+def production(tmp_path: Path) -> Iterator[tuple[EyasConfig, list[str]]]:
+    """A production unit run by the stand-in service manager (a real detached process), whose HTTP side is the
+    scripted stand-in of tests/stub_http.py: these tests are about the tools, not vLLM (the pty session
+    restarts and deploys on the real embedded target)."""
+    argv = [sys.executable, "-c", "import time; time.sleep(600)"]
+    unit = tmp_path / "prod.service"
+    unit.write_text(f"[Service]\nExecStart={shlex.join(argv)}\n")
+    with stub_server(HEALTHY) as url:
+        cfg = config(tmp_path).model_copy(
+            update={"target": TargetConfig(base_url=url, model=MODEL, unit_file=str(unit), load_time_s=42.0)}
+        )
+        yield cfg, argv
+        Jobs(LocalHost(), str(tmp_path / "work")).cancel(f"target-server-{urlsplit(url).port}", grace_s=1)
+
+
+def service_tools_of(cfg: EyasConfig, pipeline: ChatPipeline | None = None) -> dict[str, ToolDef]:
+    defs = service_tools(cfg, LocalHost, HttpClient(), SYSTEM_CLOCK, lambda line: None, pipeline)
+    return {tool_name(tool.model): tool for tool in defs}
+
+
+def test_restart_asks_with_the_command_line_and_downtime_then_restarts_and_status_shows_it(
+    production: tuple[EyasConfig, list[str]],
+) -> None:
+    cfg, argv = production
+    defined = service_tools_of(cfg)
+    doc = " ".join((RestartService.__doc__ or "").split())
+    assert "Asks the operator first" in doc and "downtime" in doc and "command line" in doc
+    restart = defined["restart_service"]
+    assert restart.confirm is not None
+    asked = restart.confirm(RestartService())
+    assert f"command line (unchanged): {shlex.join(argv)}" in asked
+    assert "expected downtime: about 42 s (target.load_time_s)" in asked
+
+    assert "NOT running" in defined["service_status"].run(ServiceStatus())
+    said = restart.run(RestartService(max_wait_s=60))
+    assert "restarted and healthy after" in said
+    status = defined["service_status"].run(ServiceStatus())
+    pid = int(status.split("main pid ")[1].split(";")[0])
+    assert child_argv(pid) == argv  # the process the unit names runs
+    assert f"next start runs: {shlex.join(argv)}" in status and "health: ok" in status
+    # The next confirmation uses the load time this restart measured.
+    assert "(its last restart from this chat)" in restart.confirm(RestartService())
+    assert "nothing to wait for" in defined["wait_for_server"].run(WaitForServer(max_wait_s=30))
+
+
+def test_deploy_and_rollback_ask_with_the_command_line_before_and_after(
+    tmp_path: Path, gated: RunDir, production: tuple[EyasConfig, list[str]]
+) -> None:
+    cfg, argv = production
+    pipeline = ChatPipeline(gated, cfg)
+    defined = service_tools_of(cfg, pipeline)
+    for tool in (DeployDrafter, RollbackDrafter):
+        doc = " ".join((tool.__doc__ or "").split())
+        assert "Asks the operator first" in doc and "command line before and after" in doc and "downtime" in doc
+    deploy = defined["deploy_drafter"]
+    assert deploy.confirm is not None
+    # The run at its data gate has trained nothing: the agent is told to name a drafter.
+    with pytest.raises(EyasError, match="has no trained drafter yet: pass drafter"):
+        deploy.confirm(DeployDrafter())
+    asked = deploy.confirm(DeployDrafter(drafter="/models/drafter", k=2))
+    spec = '{"method":"eagle3","model":"/models/drafter","num_speculative_tokens":2}'
+    assert (
+        f"command line before: {shlex.join(argv)}\n    after: {shlex.join([*argv, '--speculative-config', spec])}"
+        in (asked)
+    )
+    assert "expected downtime: about 42 s (target.load_time_s) per restart" in asked
+
+    rollback = defined["rollback_drafter"]
+    assert rollback.confirm is not None
+    with pytest.raises(EyasError, match="has deployed no drafter"):
+        rollback.confirm(RollbackDrafter())
+    deployed = DeployResult(kept=True, reason="fits", drop_in="/x/eyas-drafter.conf", drop_in_text="",
+                            argv_before=argv, argv_deployed=[*argv, "--speculative-config", spec])  # fmt: skip
+    (gated.root / DEPLOY_FILE).write_text(deployed.model_dump_json())
+    asked = rollback.confirm(RollbackDrafter())
+    assert asked.startswith("remove /x/eyas-drafter.conf from production and restart it")
+    assert f"before: {shlex.join(deployed.argv_deployed)}\n    after: {shlex.join(argv)}" in asked

@@ -87,11 +87,16 @@ def open_chat(
         start = chat_start(run.run_id, cfg, thread, resumed=resume, attached=attached, control=control is not None)
         recorder.note("run", start)
         wired = BoundaryControl(recorder, control) if control is not None else None
-        yield assemble(cfg, recorder, hosts, run, wired, redacted_saver(connection), thread, resume)
+        yield assemble(cfg, recorder, hosts, run, wired, redacted_saver(connection), thread, resume, shown_now)
     finally:
         connection.close()
         hosts.close()
         recorder.close()
+
+
+def shown_now(line: str) -> None:
+    """A long tool's progress line (waiting for a server to load), shown while the tool still runs."""
+    print(f"  .. {line}", flush=True)
 
 
 def chat_start(run_id: str, cfg: EyasConfig, thread: str, **meta: bool) -> dict[str, Any]:
@@ -109,6 +114,7 @@ def assemble(
     checkpointer: BaseCheckpointSaver,
     thread: str,
     resumed: bool,
+    progress: Callable[[str], None] = lambda line: None,
 ) -> Chat:
     """The operator session, every crossing through `boundary`: live and recorded, or answered by a replay."""
     llm = open_llm(cfg, boundary=boundary)
@@ -129,7 +135,7 @@ def assemble(
         summary = report.synthesis.summary if report.synthesis else "; ".join(report.notes)
         return f"Report: {report.path} ({len(report.sources)} sources, web {report.web}).\n{summary}"
 
-    env = OperatorEnv(cfg, hosts, http, boundary.clock(), research=research, control=control)
+    env = OperatorEnv(cfg, hosts, http, boundary.clock(), research=research, control=control, progress=progress)
     toolbox = Toolbox(operator_tools(env))
     system = prompt(
         "operator",
