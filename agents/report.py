@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from eyas.tools.checks.host_facts import HostFacts
+from eyas.tools.checks.host_facts import HostFacts, found_in
 from eyas.tools.web.search import Origin
 
 _CITATION = re.compile(r"\[(\d{1,3})\]")
@@ -162,12 +162,23 @@ def host_checks(texts: list[str], facts: HostFacts) -> list[HostCheck]:
     checks = []
     for item in items:
         if item.startswith("--"):
-            pattern = re.compile(rf"(?<![\w-]){re.escape(item)}(?![\w-])")
-            found = [command for command, text in facts.help.items() if pattern.search(text)]
+            found = found_in(item, facts.help)
         else:
             found = [command for command in facts.help if command == f"{item} --help"]
         checks.append(HostCheck(item=item, found_in=found))
     return checks
+
+
+def short_summary(report: ResearchReport, chars: int = 600) -> dict[str, Any]:
+    """What a gate shows of the research: the start of its synthesis, each flag or command it names and whether
+    the host's --help has it, and where the whole report is."""
+    summary = report.synthesis.summary if report.synthesis else ""
+    checks = [
+        f"{check.item}: in `{check.found_in[0]}`" if check.found_in else f"{check.item}: NOT in the installed --help"
+        for check in report.host_checks
+    ]
+    clipped = summary if len(summary) <= chars else summary[: chars - 1].rstrip() + "…"
+    return {"summary": clipped, "checks": checks, "path": report.path}
 
 
 def describe_checks(checks: list[HostCheck], facts: HostFacts) -> str:

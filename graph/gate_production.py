@@ -8,15 +8,15 @@ from typing import Any
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases.servers import (
-    EVALUATE_OWN,
-    EXTRACT_OWN,
     evaluation_servers,
+    extraction_backend,
     extraction_server,
     launch_view,
     on_gpu,
     production_launch,
 )
 from eyas.graph.state import RunState
+from eyas.tools.checks.server_flags import EVALUATE_OWN, EXTRACT_OWN
 
 # The phases each gate asks about: the training gate approves vocab, training and the evaluation after it.
 GATE_PHASES = {"data": ("data",), "extract": ("extract",), "train": ("train", "evaluate")}
@@ -40,7 +40,7 @@ def phase_servers(phase: str, ctx: RunContext, state: RunState) -> dict[str, Any
         own = EVALUATE_OWN if on_gpu(state) else (*EVALUATE_OWN, "--dtype")
         launch = production_launch(ctx, own)
         return launch_view(launch, evaluation_servers(ctx, state, launch))
-    if phase == "extract" and on_gpu(state):
+    if phase == "extract" and extraction_backend(state) == "vllm":
         launch = production_launch(ctx, EXTRACT_OWN)
         return launch_view(launch, {"extraction": extraction_server(ctx, state, launch)})
     return None
@@ -81,7 +81,11 @@ def production_lines(production: dict[str, Any]) -> list[str]:
     for phase, entry in production.items():
         action, hours = entry.get("action", "?"), entry.get("downtime_hours")
         downtime = (
-            "" if action != "stop" else f", down for {hours:.2f} h" if hours is not None else ", downtime unknown"
+            ""
+            if action not in ("stop", "restart")
+            else f", down for {hours:.2f} h"
+            if hours is not None
+            else ", downtime unknown"
         )
         lines.append(f"{phase}: {action}{downtime}; GPUs {entry.get('gpus', [])}: {entry.get('reason', '')}")
         lines += [f"{phase}: $ {command}" for command in entry.get("commands", [])]

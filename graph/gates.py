@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from eyas.graph.context import Node, RunContext
+from eyas.graph.gate_paths import blocked_stop, paths_view
 from eyas.graph.gate_production import production_estimate, production_view
 from eyas.graph.policy import PhaseEstimate, judge
 from eyas.graph.state import APPROVAL_ACTIONS, Decision, GateAnswer, RunState, run_sizes
@@ -44,9 +45,14 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
     }
     if production:
         view["production"] = production
+    view.update(paths_view(phase, state))
     if ctx.policy is not None:
         verdict = judge(ctx.policy, phase, estimate, view["verification"])
-        view["policy"] = {"approve": verdict.approve, "reasons": verdict.summary}
+        blocked = [f"cannot run here: {reason}" for reason in view.get("blocked", [])]
+        view["policy"] = {
+            "approve": verdict.approve and not blocked,
+            "reasons": "; ".join([*blocked, verdict.summary]),
+        }
     return view
 
 
@@ -59,15 +65,16 @@ def make_gate(phase: str, build: SpecBuilder) -> Node:
         policy = view.get("policy")
         if policy and policy["approve"]:
             return {"decisions": [Decision(gate=phase, action="approve", reason=policy["reasons"], who="policy")]}
-        return apply_answer(phase, run_sizes(state), interrupt(view))
+        return apply_answer(phase, run_sizes(state), interrupt(view), blocked=view.get("blocked", []))
 
     gate.__name__ = f"gate_{phase}"
     return gate
 
 
-def apply_answer(phase: str, sizes: Sizes, resumed: object) -> dict[str, Any]:
+def apply_answer(phase: str, sizes: Sizes, resumed: object, *, blocked: list[str] | None = None) -> dict[str, Any]:
     """The state update for the answer the gate was resumed with. An edit changes the sizes it names and is
-    validated with the rest, so a run never continues with sizes that `eyas run` would have refused."""
+    validated with the rest, so a run never continues with sizes that `eyas run` would have refused. An approval
+    of a phase whose path cannot work here (`blocked`) ends the run instead: it is never launched."""
     answer = GateAnswer.model_validate(resumed)
     if answer.action not in APPROVAL_ACTIONS:
         raise ValueError(f"A gate answer must be one of {', '.join(APPROVAL_ACTIONS)}, got {answer.action!r}.")
@@ -76,11 +83,13 @@ def apply_answer(phase: str, sizes: Sizes, resumed: object) -> dict[str, Any]:
         update["sizes"] = Sizes.model_validate({**sizes.model_dump(), **(answer.sizes or {})}).model_dump()
     if answer.action == "reject":
         update["stopped"] = f"rejected at the {phase} gate: {answer.reason or 'no reason given'}"
+    if answer.action == "approve" and blocked:
+        update["stopped"] = blocked_stop(phase, blocked)
     return update
 
 
 def after_gate(state: RunState) -> Literal["launch", "replan", "stop"]:
     action = state["decisions"][-1]["action"]
     if action == "approve":
-        return "launch"
+        return "stop" if state.get("stopped") else "launch"
     return "replan" if action == "edit" else "stop"

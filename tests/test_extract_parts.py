@@ -12,7 +12,7 @@ from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.workloads.hidden_states_file import formula_bytes, is_complete, remove_partial, sample_files
 
 sys.path.insert(0, str(WORKLOADS_DIR))
-from extract_plan import UsageError, parse_reserve, resolve_layers
+from extract_plan import LayerCountMismatch, UsageError, check_layer_count, parse_reserve, resolve_layers
 
 
 def test_default_layers_are_speculators_and_the_last_layer_is_always_captured() -> None:
@@ -71,3 +71,17 @@ def test_sample_files_are_in_index_order_and_leftovers_are_removed(tmp_path: Pat
         "hs_10.safetensors",
     ]
     assert remove_partial(tmp_path) == 1 and not list(tmp_path.glob(".hs_*"))
+
+
+def test_the_vllm_backend_stops_when_vllm_returns_another_number_of_layers() -> None:
+    """What a vLLM that cannot hand out the last layer returns (three states for four ids): a readable stop,
+    raised where each received file is read (extract_vllm.VllmBackend), which extract.py turns into exit 1."""
+    check_layer_count(4, [2, 30, 58, 61], "s0")
+    with pytest.raises(LayerCountMismatch) as stopped:
+        check_layer_count(3, [2, 30, 58, 61], "sharegpt-17")
+    assert isinstance(stopped.value, UsageError)
+    assert str(stopped.value).startswith(
+        "vLLM returned hidden states of 3 layer(s) for sample sharegpt-17, but 4 were asked for (layer ids "
+        "[2, 30, 58, 61])"
+    )
+    assert "rerun with --backend hf, or upgrade vLLM" in str(stopped.value)

@@ -18,9 +18,10 @@ import pytest
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases import evaluate
-from eyas.graph.phases.servers import EXTRACT_OWN, production_launch
+from eyas.graph.phases.servers import production_launch
 from eyas.graph.runs import RunDir
 from eyas.tools.checks.result import CheckResult
+from eyas.tools.checks.server_flags import EXTRACT_OWN
 from eyas.tools.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient

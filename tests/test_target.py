@@ -75,7 +75,7 @@ def test_cli_verify_json_has_one_object_per_check(embedded_target: EmbeddedTarge
     assert done.returncode == 0, done.stderr
     checks = json.loads(done.stdout)
     # Every check in its order; `drafter` applies only when a drafter_base is configured (none here).
-    expected = ["health", "service", "gpus", "disk", "binaries", "packages", "compat"]
+    expected = ["health", "service", "gpus", "disk", "binaries", "packages", "compat", "server_flags"]
     assert [check["name"] for check in checks] == expected
     assert all(set(check) >= {"name", "status", "message", "facts"} for check in checks)
 

@@ -15,6 +15,7 @@ from rich.prompt import IntPrompt, Prompt
 from rich.table import Table
 
 from eyas.graph.cli.console import console
+from eyas.graph.gate_paths import paths_lines
 from eyas.graph.gate_production import production_lines
 from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, GateAnswer
 from eyas.tools.config import format_validation_error
@@ -151,6 +152,8 @@ def gate_panel(view: dict[str, Any]) -> Panel:
         table.add_row("[bold]will run[/]", escape(command))
     for line in production_lines(view.get("production", {})):
         table.add_row("[bold]production[/]", escape(line))
+    for label, text in paths_lines(view):
+        table.add_row(f"[bold red]{label}[/]" if label == "BLOCKED" else escape(label), escape(text))
     policy = view.get("policy")
     if policy and not policy["approve"]:
         table.add_row("[bold red]policy stop[/]", escape(policy["reasons"]))

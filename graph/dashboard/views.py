@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from eyas.graph.dashboard.forms import SIZE_PREFIX
+from eyas.graph.gate_paths import paths_lines
 from eyas.graph.gate_production import production_lines
 from eyas.graph.report_html.page import STYLE, navigation, report_body
 from eyas.graph.report_html.record import RunRecord
@@ -144,6 +145,10 @@ def approval_view(view: dict[str, Any]) -> str:
     production = production_lines(view.get("production", {}))
     if production:
         body += "<h3>Production</h3>" + "".join(f'<p><code class="command">{h(line)}</code></p>' for line in production)
+    paths = [(h(label), h(text)) for label, text in paths_lines(view) if label != "BLOCKED"]
+    if paths:
+        body += "<h3>Paths and research</h3>" + table((), paths)
+    body += "".join(f'<p class="error">Blocked: {h(reason)}</p>' for reason in view.get("blocked", []))
     return body
 
 

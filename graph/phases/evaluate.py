@@ -4,8 +4,9 @@ prompts; acceptance from vLLM's own counters."""
 from __future__ import annotations
 
 from eyas.graph.context import RunContext
-from eyas.graph.phases.servers import EVALUATE_OWN, on_gpu, production_launch, ready_timeout
+from eyas.graph.phases.servers import on_gpu, production_launch, ready_timeout
 from eyas.graph.state import RunState, run_sizes
+from eyas.tools.checks.server_flags import EVALUATE_OWN
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.train import EvaluateRequest, evaluate_job
 

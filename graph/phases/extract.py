@@ -7,8 +7,9 @@ from typing import Any
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases.data import drafter_base_dir
-from eyas.graph.phases.servers import EXTRACT_OWN, on_gpu, production_launch, ready_timeout
+from eyas.graph.phases.servers import extraction_backend, production_launch, ready_timeout
 from eyas.graph.state import RunState, run_sizes
+from eyas.tools.checks.server_flags import EXTRACT_OWN
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.drafter import ExtractionRequest, extract_job
 from eyas.tools.workloads.drafter_format import shape
@@ -27,9 +28,9 @@ def drafter_layers(ctx: RunContext) -> list[int] | None:
 
 
 def vllm_backend(ctx: RunContext, state: RunState) -> dict[str, Any]:
-    """On a GPU host, extraction serves the target through vLLM with production's launch (its parallel layout,
-    flags and environment); on CPU, the transformers backend, which needs no server."""
-    if not on_gpu(state):
+    """The plan's backend (plan["extraction"]): vllm serves the target with production's launch (its parallel
+    layout, flags and environment); hf, the transformers backend, needs no server."""
+    if extraction_backend(state) != "vllm":
         return {}
     return {
         "backend": "vllm",

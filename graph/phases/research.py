@@ -7,6 +7,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from eyas.agents.llm import open_llm
+from eyas.agents.report import short_summary
 from eyas.agents.research import ResearchDeps, run_research
 from eyas.graph.context import RunContext
 from eyas.graph.state import RunState
@@ -36,4 +37,4 @@ def research_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, An
         on_event=ctx.on_note,
     )
     report = run_research(BRIEF.format(model=ctx.config.target.model), deps)
-    return {"phase": "research", "research": str(report.path)}
+    return {"phase": "research", "research": str(report.path), "research_summary": short_summary(report)}

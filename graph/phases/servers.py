@@ -15,9 +15,6 @@ from eyas.tools.checks.service import read_unit
 from eyas.tools.launch.inherited import InheritedLaunch, inherit_launch, ready_timeout_s
 from eyas.tools.workloads.extract_server import extraction_argv
 
-# What each of eyas's servers sets itself (beyond model, host, port and api-server-count).
-EVALUATE_OWN = ("--seed", "--speculative-config")
-EXTRACT_OWN = ("--speculative-config", "--kv-transfer-config")
 EVALUATE_PORT = 8800  # tools/jobs/train.EvaluateRequest's default
 EXTRACT_PORT = 0  # extract.py picks a free port
 
@@ -25,6 +22,12 @@ EXTRACT_PORT = 0  # extract.py picks a free port
 def on_gpu(state: RunState) -> bool:
     """Whether verify found GPUs: there extraction goes through vLLM (production's layout), on CPU through HF."""
     return bool((state.get("gpus") or {}).get("count"))
+
+
+def extraction_backend(state: RunState) -> str:
+    """The backend the plan chose (plan["extraction"]); for a plan made before it chose one, vllm on a GPU host."""
+    chosen = (state.get("plan") or {}).get("extraction") or {}
+    return str(chosen.get("backend") or ("vllm" if on_gpu(state) else "hf"))
 
 
 def production_launch(ctx: RunContext, own: tuple[str, ...]) -> InheritedLaunch:

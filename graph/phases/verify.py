@@ -42,7 +42,16 @@ def verify_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
         "free_disk_bytes": int(disk.get("free_bytes", 0)),
         "gpus": gpu_summary(report.result("gpus").facts),
         "trust_remote_code": trust_remote_code(ctx.config.target.trust_remote_code, report.result("service").facts),
+        # What the plan narrows to each phase's chosen path (tools/planning/paths.py).
+        "compat": _facts(report, "compat", ("versions", "table")),
+        "server_flags": _facts(report, "server_flags", ("servers",)),
     }
+
+
+def _facts(report: VerifyReport, name: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The named check's facts the plan uses (the help texts and probe output stay out of the checkpoint)."""
+    facts = report.result(name).facts
+    return {key: facts[key] for key in keys if key in facts}
 
 
 def _after_loading(report: VerifyReport, checks: CheckContext, ctx: RunContext) -> VerifyReport:

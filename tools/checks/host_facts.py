@@ -7,6 +7,7 @@ a subcommand against the tools that will really run.
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 
@@ -65,18 +66,25 @@ def installed_versions(host: Host, host_config: HostConfig, target: TargetConfig
     return facts
 
 
-def read_cli_help(host: Host, host_config: HostConfig) -> HostFacts:
-    """The --help of the host's vllm server and speculators commands: 10-30 s the first time, then cached
-    on the host by version (cli_help.py does that, so a person running it by hand gets the same)."""
+def read_cli_help(
+    host: Host, host_config: HostConfig, *, dists: tuple[str, ...] = ("speculators",), inline: bool = False
+) -> HostFacts:
+    """The --help of the host's vllm server and of `dists`' commands: 10-30 s the first time, then cached on the
+    host by version (cli_help.py does that, so a person running it by hand gets the same). `inline` sends the
+    script with the command instead of uploading the workloads (a check writes nothing but the cache)."""
     facts = HostFacts(host=host.name, python=host_config.python)
     try:
-        facts.workloads_dir = upload_workloads(host, host_config.workdir)
+        if inline:
+            script = ["-c", workload_path("cli_help.py").read_text()]
+        else:
+            facts.workloads_dir = upload_workloads(host, host_config.workdir)
+            script = [f"{facts.workloads_dir}/cli_help.py"]
         cache = f"{host_config.workdir.rstrip('/')}/cache/cli-help"
-        argv = [host_config.python, f"{facts.workloads_dir}/cli_help.py", "--cache-dir", cache]
-        argv += ["--module", VLLM_SERVER_HELP, "--dist", "speculators"]
+        argv = [host_config.python, *script, "--cache-dir", cache, "--module", VLLM_SERVER_HELP]
+        argv += [arg for dist in dists for arg in ("--dist", dist)]
         result = host.run(wrap_timeout(shlex.join(argv), HELP_TIMEOUT_S), timeout=HELP_TIMEOUT_S + 15)
     except EyasError as exc:
-        facts.problems.append(f"reading the --help of vllm and speculators failed: {exc}")
+        facts.problems.append(f"reading the --help of {' and '.join(('vllm', *dists))} failed: {exc}")
         return facts
     answer = last_json(result.stdout)
     if not result.ok or not isinstance(answer, dict):
@@ -86,6 +94,13 @@ def read_cli_help(host: Host, host_config: HostConfig) -> HostFacts:
     facts.help = answer.get("commands", {})
     facts.problems += answer.get("problems", [])
     return facts
+
+
+def found_in(item: str, helps: dict[str, str]) -> list[str]:
+    """The commands whose help mentions `item` (a --flag, or a bare word such as a speculative method) as a whole
+    word, so that --seed is not found inside --seed-offset."""
+    pattern = re.compile(rf"(?<![\w-]){re.escape(item)}(?![\w-])")
+    return [command for command, text in helps.items() if pattern.search(text)]
 
 
 def search_docs(

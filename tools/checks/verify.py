@@ -15,6 +15,7 @@ from eyas.tools.checks.gpus import check_gpus
 from eyas.tools.checks.health import check_health
 from eyas.tools.checks.packages import check_packages
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
+from eyas.tools.checks.server_flags import check_server_flags
 from eyas.tools.checks.service import check_service
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
@@ -31,6 +32,7 @@ CHECKS: dict[str, Check] = {
     "packages": check_packages,
     "drafter": check_drafter,
     "compat": check_compat,
+    "server_flags": check_server_flags,
 }
 # Checks that only run when their subject is configured, so a run without one records no trace of them.
 APPLIES: dict[str, Callable[[CheckContext], bool]] = {"drafter": lambda ctx: ctx.drafter_base is not None}

@@ -143,6 +143,7 @@ def open_backend(args: argparse.Namespace, layer_ids: list[int], max_len: int) -
         request_timeout=args.request_timeout,
         ready_timeout=args.ready_timeout,
         dtype=dtype,
+        layer_ids=layer_ids,
     )
 
 

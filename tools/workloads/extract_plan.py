@@ -34,6 +34,23 @@ class UsageError(ValueError):
     """A command-line value that cannot work; the message names the flag."""
 
 
+class LayerCountMismatch(UsageError):
+    """vLLM returned another number of layers than were asked for: stop before a single bad file is written."""
+
+
+def check_layer_count(received: int, layer_ids: list[int], sample_id: str) -> None:
+    """The vllm backend's guard. A vLLM whose model class cannot hand out the last decoder layer (DeepSeek-family
+    models before vllm#46788) returns one state fewer, which would otherwise surface only at training."""
+    if received == len(layer_ids):
+        return
+    raise LayerCountMismatch(
+        f"vLLM returned hidden states of {received} layer(s) for sample {sample_id}, but {len(layer_ids)} were asked "
+        f"for (layer ids {layer_ids}): this vLLM's model cannot capture all of them (the last layer needs a vLLM "
+        "that hands it out for this architecture, see `eyas verify --check compat`). Nothing more was extracted; "
+        "rerun with --backend hf, or upgrade vLLM on this host."
+    )
+
+
 @dataclass(frozen=True)
 class Sample:
     index: int  # the file is hs_<index>.safetensors; indices count usable conversations from 0

@@ -31,7 +31,7 @@ from safetensors.torch import load_file
 import progress
 import vllm_server
 from cpu_caps import vllm_cpu_dtype_args
-from extract_plan import Sample, UsageError
+from extract_plan import Sample, UsageError, check_layer_count
 from extract_server import ContextTooShort, extraction_argv
 from http_fetch import fetch
 
@@ -79,8 +79,10 @@ class VllmBackend:
         request_timeout: float,
         ready_timeout: float,
         dtype: torch.dtype,
+        layer_ids: list[int],
     ):
         self.staging = staging
+        self.layer_ids = layer_ids
         self.concurrency = concurrency
         self.request_timeout = request_timeout
         self.dtype = dtype
@@ -122,6 +124,7 @@ class VllmBackend:
         staged.unlink()
         if not torch.equal(tensors["token_ids"], sample.token_ids):
             raise RuntimeError(f"the hidden states vLLM wrote for sample {sample.sample_id} are for other tokens")
+        check_layer_count(int(tensors["hidden_states"].shape[1]), self.layer_ids, sample.sample_id)
         return tensors["hidden_states"].to(self.dtype)
 
     def close(self) -> None:

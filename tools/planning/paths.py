@@ -1,0 +1,58 @@
+"""Will each phase's chosen path work on this host? The plan's answer, from what verify found.
+
+Verify judges every path the pipeline might take (the compat table, the flags of eyas's own servers); the plan
+knows which one each phase takes (the extraction backend it chose, CUDA or CPU training), so it narrows both to
+those paths. A phase whose path cannot work carries `blocked`, with the minimum versions, and is never launched:
+its gate says so and refuses to launch it (graph/gates.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from eyas.tools.checks.compat import Row
+
+PACKAGES = ("vllm", "speculators", "transformers", "torch")
+
+
+class PhasePath(BaseModel):
+    """plan["paths"][phase]: the path the phase takes, the compat rows and server flags it needs, and why it
+    cannot work (None when it can, or when nothing says it cannot)."""
+
+    path: str
+    rows: list[Row]
+    missing_flags: list[str]
+    blocked: str | None
+
+
+def chosen(backend: str, cuda: bool) -> dict[str, tuple[set[str], str | None]]:
+    """Per phase: the compat table's paths it takes, and the server (of tools/checks/server_flags.py) it starts."""
+    train = {"cpu loop / speculators", "cuda"} if cuda else {"cpu loop / speculators"}
+    return {
+        "extract": ({backend}, "extraction" if backend == "vllm" else None),
+        "train": (train, None),
+        "evaluate": ({"vllm"}, "evaluation"),
+    }
+
+
+def phase_paths(compat: dict[str, Any], flags: dict[str, Any], backend: str, cuda: bool) -> dict[str, PhasePath]:
+    """`compat` and `flags` are the facts of verify's compat and server_flags checks (empty when not known)."""
+    rows = [Row.model_validate(row) for row in compat.get("table", [])]
+    versions = compat.get("versions") or {}
+    installed = ", ".join(f"{name} {versions.get(name) or 'not installed'}" for name in PACKAGES if name in versions)
+    servers = flags.get("servers") or {}
+    paths = {}
+    for phase, (taken, server) in chosen(backend, cuda).items():
+        needed = [row for row in rows if row.phase == phase and row.path in taken]
+        missing = list((servers.get(server) or {}).get("missing", [])) if server else []
+        reasons = [f"it needs {row.needs}, from {row.minimum}" for row in needed if row.works is False]
+        if missing:
+            reasons.append(f"its {server} server passes {', '.join(missing)}, which the host's vLLM --help lacks")
+        where = f" (installed: {installed})" if installed else ""
+        blocked = f"{phase} ({' + '.join(sorted(taken))}) cannot work on this host: {'; '.join(reasons)}{where}"
+        paths[phase] = PhasePath(
+            path=" + ".join(sorted(taken)), rows=needed, missing_flags=missing, blocked=blocked if reasons else None
+        )
+    return paths
