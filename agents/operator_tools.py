@@ -121,8 +121,9 @@ class Research(BaseModel):
 
 
 class RunStatus(BaseModel):
-    """Where the pipeline run stands: its phase and jobs, the gate it waits at with what the gate shows, the
-    plan's verdict, the last training loss, the drafter's measurements and where its report is."""
+    """Where the pipeline run stands: its phase, the gate it waits at with what the gate shows, the plan's verdict,
+    each job's progress with its throughput, loss and ETA, the last training loss, the drafter's measurements and
+    where its report is."""
 
 
 def _size(name: str) -> Any:

@@ -15,6 +15,7 @@ from eyas.agents.operator_tools import size_flags
 from eyas.agents.service_tools import command_change, downtime
 from eyas.graph.answers import pending_view, record_gate_answer
 from eyas.graph.cli.deploy import DEPLOY_FILE
+from eyas.graph.cli.run import job_rows
 from eyas.graph.policy import Policy
 from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir, run_dir
@@ -67,8 +68,8 @@ class ChatPipeline:
         return "\n".join([*lines, *self._progress(state)])
 
     def _progress(self, state: dict[str, Any]) -> list[str]:
-        """What a person would look at: the plan's verdict, the last training loss, the measurements, the report
-        (read from the run's state and folder; the jobs' live progress is `eyas status RUN`'s)."""
+        """What a person would look at: the plan's verdict, the last training loss, the measurements, each job's
+        progress with its throughput, loss and ETA (from its log, as `eyas status RUN` shows it), the report."""
         lines = []
         if verdict := state.get("plan", {}).get("verdict"):
             lines.append(f"plan: {verdict}")
@@ -79,10 +80,19 @@ class ChatPipeline:
                 f"evaluation: mean acceptance length {evaluation.get('mean_acceptance_length')} at "
                 f"k={evaluation.get('k')}, speedup {evaluation.get('speedup')}"
             )
+        rows, unreadable = job_rows(self.run, state)
+        if unreadable:
+            lines.append(f"the jobs' progress could not be read: {unreadable}")
+        for row in rows:
+            seen = row["progress"]
+            rate = f", {seen['tokens_per_s']} tokens/s" if seen.get("tokens_per_s") is not None else ""
+            loss = f", loss {seen['loss']}" if seen.get("loss") is not None else ""
+            eta = f", ETA {row['eta']}" if row["eta"] else ""
+            lines.append(f"job {row['job_id']} ({row['phase']}): {row['state']} {row['bar']}{rate}{loss}{eta}")
         reports = [path for path in (self.run.root / "report.html", self.run.report) if path.exists()]
         if reports:
             lines.append("report: " + ", ".join(str(path) for path in reports))
-        lines.append(f"live job progress and ETA: eyas status {self.run.run_id}")
+        lines.append(f"the same in a terminal: eyas status {self.run.run_id}")
         return lines
 
     def start_argv(self, sizes: dict[str, int]) -> list[str]:

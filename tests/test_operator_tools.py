@@ -37,7 +37,7 @@ from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.jobs.detached import Jobs
+from eyas.tools.jobs.detached import Jobs, JobSpec
 from eyas.tools.planning.sizes import DEMO
 from eyas.tools.service.deploy import DeployResult
 from eyas.tools.target.embedded import EmbeddedTarget
@@ -45,6 +45,7 @@ from gated_runs import PLAN, run_at_data_gate
 from production_target import child_argv
 from stub_http import stub_server
 from test_wait_for_load import HEALTHY, MODEL
+from waiting import wait_for
 
 # What each tool may do without asking: read. Everything else changes the host or the run.
 READS = {"verify", "read_file", "list_jobs", "tail_log", "research", "run_status", "show_plan", "service_status",
@@ -128,6 +129,19 @@ def test_run_status_says_what_its_description_promises(tmp_path: Path, gated: Ru
     assert "waiting at the approval gate of data" in said
     assert "plan: Fits: 1 MB of 100 GB free" in said
     assert f"eyas status {gated.run_id}" in said
+
+
+def test_run_status_shows_each_jobs_progress_throughput_and_eta(tmp_path: Path) -> None:
+    run, ctx = run_at_failure_gate(tmp_path / "runs", "progress")
+    assert "throughput" in (RunStatus.__doc__ or "") and "ETA" in (RunStatus.__doc__ or "")
+    line = 'EYAS_PROGRESS {"done": 6, "total": 24, "tokens_per_s": 51.5, "eta_s": 90}'
+    jobs = Jobs(LocalHost(), ctx.host_config.workdir)
+    jobs.forget("data-generate")
+    jobs.launch(JobSpec(job_id="data-generate", argv=[sys.executable, "-c", f"print({line!r})"]))
+    wait_for(lambda: "EYAS_PROGRESS" in jobs.tail("data-generate", 5), timeout=30)
+    said = control(tmp_path, run).status()
+    assert "job data-generate (data): " in said
+    assert "6/24, 51.5 tokens/s, ETA 1.5 min" in said
 
 
 def test_show_plan_runs_eyas_plan_with_the_sizes_and_says_why_it_could_not(tmp_path: Path) -> None:
