@@ -34,6 +34,7 @@ from eyas.graph.cli.run import (
 from eyas.graph.cli.show import show_command
 from eyas.graph.cli.target import app as target_app
 from eyas.graph.cli.ui import ui_command
+from eyas.graph.cli.watch import watch_command
 from eyas.graph.policy import AUTO_APPROVE
 from eyas.graph.runs import open_run
 from eyas.tools.checks.result import CheckContext, Status
@@ -95,6 +96,7 @@ app.command("chat")(chat_command)
 app.command("ui")(ui_command)
 app.command("deploy")(deploy_command)
 app.command("rollback")(rollback_command)
+app.command("watch")(watch_command)
 
 HostOption = Annotated[str | None, typer.Option("--host", help="host name from [hosts]; default: the target's host")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,22 +16,28 @@ from rich.table import Table
 
 from eyas.graph.answers import pending_view, record_gate_answer
 from eyas.graph.cli.console import console, notice
+from eyas.graph.cli.detach import DetachOption, detach_driver, same_command
 from eyas.graph.cli.options import ConfigOption, size_option, use_config
 from eyas.graph.cli.run_ui import RunUI
 from eyas.graph.dry_run import dry_run as dry_run_walk
 from eyas.graph.dry_run import dry_run_lines
+from eyas.graph.heartbeat import Heartbeat
 from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
 from eyas.graph.report_html.page import write_html_report
-from eyas.graph.runner import Outcome, checkpointer, drive, notify, read_run, run_condition
+from eyas.graph.resume_point import note_resume
+from eyas.graph.runner import Outcome, checkpointer, drive, end_message, notify, read_run, run_condition, thread
 from eyas.graph.runs import RUN_ID_RULE, RunDir, list_runs, open_run, runs_root
 from eyas.graph.session import begin_run, initial_state, new_run, open_context, run_meta, run_source
 from eyas.graph.state import Action, GateAnswer
+from eyas.graph.watch import driver_facts
 from eyas.tools.config import EyasConfig, format_validation_error
 from eyas.tools.config_source import ConfigSource
-from eyas.tools.errors import EyasError
+from eyas.tools.errors import EyasError, HostError
+from eyas.tools.hosts.connect import open_host
 from eyas.tools.jobs.detached import Jobs
 from eyas.tools.planning.sizes import Sizes, starting_sizes
+from eyas.tools.recording.redact import Redactor
 from eyas.tools.workloads.progress import last_progress
 
 STOPPED_AT_GATE = 3
@@ -60,13 +67,16 @@ def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any]
     ui = RunUI()
     with (
         run.driving(),
+        Heartbeat(run) as beat,
         checkpointer(run) as saver,
-        open_context(run, meta, on_progress=ui.progress, on_note=ui.note) as ctx,
+        open_context(run, meta, on_progress=ui.progress, on_note=ui.note, on_host_outage=beat.host_outage) as ctx,
     ):
         if start is not None:
             begin_run(run, start)
             ctx.boundary.note("run", {"meta": start, "config": ctx.config.model_dump(mode="json"), "input": first})
         graph = build_graph(saver)
+        if start is None:  # a resume: the transcript says from which checkpoint, so replay resumes there too
+            note_resume(ctx.boundary, graph, thread(run))
         ask = ui.ask if interactive and ctx.policy is None else None
         outcome = drive(graph, ctx, first, ask=ask, on_update=ui.update)
         if outcome.finished:
@@ -76,6 +86,7 @@ def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any]
                 run.write_evaluation(outcome.state["evaluation"])
                 console.print(evaluation_table(outcome.state["evaluation"]))
         page = write_html_report(run.root, outcome.state)
+        beat.ended(Redactor().text(end_message(run, outcome, page)))
         notify(ctx, outcome, page)
     console.print(f"report.html: {escape(str(page))}")
     return outcome
@@ -129,6 +140,9 @@ def run_command(
         ),
     ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="with --dry-run: print it as JSON")] = False,
+    detach: DetachOption = False,
+    *,
+    command: typer.Context,
 ) -> None:
     """Start a pipeline run: research, verify, plan, then generation, extraction, training and evaluation,
     each behind an approval gate. Checkpointed after every step: after any crash, `eyas resume RUN`.
@@ -150,6 +164,10 @@ def run_command(
         return
     if json_output:
         raise typer.BadParameter("--json goes with --dry-run (a run prints its progress; see `eyas status --json`)")
+    if detach:
+        run = new_run(run_id)
+        detach_driver(run, [*same_command(command, without={"detach", "run_id"}), "--run-id", run.run_id])
+        return
     interactive = sys.stdin.isatty()
     finish(start_run(source, cfg, chosen, sizes, interactive=interactive, poll_interval_s=poll_interval, run_id=run_id))
 
@@ -162,7 +180,10 @@ def print_dry_run(walk: dict[str, Any], as_json: bool) -> None:
         console.print(line, markup=False, highlight=False)
 
 
-def resume_command(run_id: Annotated[str, typer.Argument(help="the run to continue (see `eyas runs`)")]) -> None:
+def resume_command(
+    run_id: Annotated[str, typer.Argument(help="the run to continue (see `eyas runs`)")],
+    detach: DetachOption = False,
+) -> None:
     """Continue a run from its last checkpoint: finished work is not redone, running jobs are re-attached,
     nothing is launched twice. Answers recorded with `eyas approve` are applied first."""
     run = open_run(run_id)
@@ -172,6 +193,9 @@ def resume_command(run_id: Annotated[str, typer.Argument(help="the run to contin
             f"Run {run_id} has no checkpoint to continue from: it is a {kind} run that never drove the pipeline. "
             "Start a pipeline run with `eyas run`."
         )
+    if detach:
+        detach_driver(run, ["resume", run.run_id])
+        return
     notice(run_source(run.meta()).describe())
     finish(advance(run, None, interactive=sys.stdin.isatty()))
 
@@ -209,15 +233,17 @@ def status_command(
     run = open_run(run_id)
     view = read_run(run)
     state, pending = view.state, view.pending
-    jobs = job_rows(run, state)
+    jobs, unreachable = job_rows(run, state)
     summary = {
         "run_id": run_id,
         "phase": state.get("phase"),
         "driven": run.is_driven(),
+        "driver": driver_facts(run, time.time()),
         "waiting_at": pending[1] if pending else None,
         "stopped": state.get("stopped"),
         "decisions": state.get("decisions", []),
         "jobs": jobs,
+        "jobs_unreadable": unreachable,
         "plan": state.get("plan", {}).get("verdict"),
         "evaluation": state.get("evaluation"),
     }
@@ -225,6 +251,8 @@ def status_command(
         print(json.dumps(to_jsonable_python(summary), indent=2))
         return
     console.print(f"[bold]{run_id}[/]: phase {summary['phase']}; " + ("driven now" if summary["driven"] else "idle"))
+    if summary["driver"]:
+        print_driver(summary["driver"])
     if pending:
         gate = pending[1]
         where = f"{gate.get('kind')} {gate.get('phase')}: {gate.get('policy', {})}"
@@ -235,27 +263,63 @@ def status_command(
     for row in jobs:
         table.add_row(*(escape(row[key]) for key in ("phase", "job_id", "state", "bar", "eta")))
     console.print(table)
+    if unreachable:
+        console.print(f"[yellow]jobs not read:[/] {escape(unreachable)}", highlight=False)
     for decision in summary["decisions"]:
         line = f"gate {decision['gate']}: {decision['action']} by {decision['who']}: {decision['reason']}"
         console.print(line, markup=False, highlight=False)
 
 
-def job_rows(run: RunDir, state: dict[str, Any]) -> list[dict[str, Any]]:
+def print_driver(driver: dict[str, Any]) -> None:
+    """The driver's line of `eyas status`: alive or not, its heartbeat's age, its job and log, an outage."""
+    age = driver["heartbeat_age_s"]
+    if age is None:
+        beat = "no heartbeat yet"
+    elif driver["condition"] == "ended":
+        beat = f"last heartbeat {age:.0f} s ago"
+    else:
+        beat = f"heartbeat {age:.0f} s ago (stale after {driver['stale_after_s']:.0f} s)"
+    job = f"; job {driver['job']} {driver['job_state']}" if driver["job"] else ""
+    restarts = f"; restarts by eyas watch: {driver['restarts']}" if driver["restarts"] else ""
+    line = f"driver: {driver['condition']} ({driver['detail']}){job}; {beat}{restarts}"
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if driver["log"]:
+        console.print(f"driver log: {driver['log']}", markup=False, highlight=False, soft_wrap=True)
+    if driver["host_unreachable_since"]:
+        console.print(
+            f"[bold red]host {escape(str(driver['host']))} unreachable since {driver['host_unreachable_since']}[/]: "
+            "the driver keeps trying, with backoff; the jobs keep running there",
+            highlight=False,
+        )
+
+
+def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """Each job with its progress, read from the host (not recorded: reading status is no part of the run), or
+    why they could not be read (the host is unreachable)."""
     if not state.get("jobs"):
-        return []
-    with open_context(run, run.meta()) as ctx:
-        jobs = Jobs(ctx.host, ctx.host_config.workdir)
-        rows = []
-        for phase, ids in state["jobs"].items():
-            for job in jobs.statuses(ids):
-                seen = last_progress(jobs.tail(job.job_id, 20)) or {}
-                done, total = float(seen.get("done") or 0), float(seen.get("total") or 0)
-                filled = int(20 * done / total) if total else 0
-                bar = f"{'█' * filled}{'░' * (20 - filled)} {done:.0f}/{total:.0f}" if total else ""
-                eta = f"{float(seen['eta_s']) / 60:.1f} min" if seen.get("eta_s") is not None else ""
-                rows.append({"phase": phase, "job_id": job.job_id, "state": job.describe(), "bar": bar, "eta": eta,
-                             "progress": seen})  # fmt: skip
-        return rows
+        return [], None
+    config = run_source(run.meta()).load()
+    try:
+        with open_host(config.target.host, config.host()) as host:
+            jobs = Jobs(host, config.host().workdir)
+            rows = []
+            for phase, ids in state["jobs"].items():
+                for job in jobs.statuses(ids):
+                    cells = progress_cells(jobs.tail(job.job_id, 20))
+                    rows.append({"phase": phase, "job_id": job.job_id, "state": job.describe(), **cells})
+            return rows, None
+    except HostError as exc:
+        return [], str(exc)
+
+
+def progress_cells(tail: str) -> dict[str, Any]:
+    """A job's progress bar and ETA, from the last progress line of its log."""
+    seen = last_progress(tail) or {}
+    done, total = float(seen.get("done") or 0), float(seen.get("total") or 0)
+    filled = int(20 * done / total) if total else 0
+    bar = f"{'█' * filled}{'░' * (20 - filled)} {done:.0f}/{total:.0f}" if total else ""
+    eta = f"{float(seen['eta_s']) / 60:.1f} min" if seen.get("eta_s") is not None else ""
+    return {"bar": bar, "eta": eta, "progress": seen}
 
 
 def runs_command() -> None:
