@@ -18,6 +18,7 @@ from eyas.tools.target.provision import provision
 from eyas.tools.target.server import down, up
 from production_target import PRODUCTION_PORT
 from production_target import production_target as make_production_target
+from ray_cluster import RayCluster
 from sshd import Sshd
 
 
@@ -91,3 +92,15 @@ def production_target() -> Iterator[EmbeddedTarget]:
     up(target, LocalHost(), eager=True, progress=lambda message: None)
     yield target
     down(target, LocalHost())
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """A real two-node Ray cluster on 127.0.0.1 (a head and a worker node, each its own `ray start`), started once
+    per session and stopped with every process it started (tests/ray_cluster.py)."""
+    cluster = RayCluster()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

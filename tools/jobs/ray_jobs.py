@@ -200,8 +200,11 @@ class RayJobs:
         state = self.status(job_id)
         if state.status is JobStatus.RUNNING:
             raise JobError(f"Job {job_id} is still running on the Ray cluster; cancel it before forgetting it.")
-        if state.status is not JobStatus.LOST and state.status is not JobStatus.ABSENT:
-            self._call(f"Deleting job {job_id} from the Ray cluster", self._client.delete_job, job_id)
+        try:
+            self._client.delete_job(job_id)
+        except _CLIENT_ERRORS as exc:
+            if "does not exist" not in str(exc):  # else only the record is left: a cluster that forgot the job
+                raise self._error(f"Deleting job {job_id} from the Ray cluster", exc) from None
         directory = shlex.quote(self._records.directory(job_id))
         self.host.run(f"rm -rf -- {directory}", timeout=60).check(f"Removing the record of job {job_id}")
 
