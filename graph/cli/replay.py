@@ -2,7 +2,8 @@
 
 Every crossing (host commands, files, HTTP, the clock, approvals) is answered from the transcript; the
 clock is virtual, so ten recorded hours replay in seconds. A run that stopped at a gate and was resumed
-replays as one; a run resumed after a crash diverges where the crash cut a node short.
+replays as one; so does a run resumed after a crash: its resume event marks where the crash cut a node short,
+and replay stops that try there and continues from the checkpoint the resume started from.
 """
 
 from __future__ import annotations
@@ -20,16 +21,17 @@ from rich.markup import escape
 
 from eyas.graph.cli.chat_replay import is_chat, replay_chat
 from eyas.graph.cli.console import console
-from eyas.graph.context import RunContext
+from eyas.graph.context import RunContext, RunGraph
 from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import Policy
-from eyas.graph.runner import drive
+from eyas.graph.resume_point import note_resume
+from eyas.graph.runner import drive, thread
 from eyas.graph.runs import RUN_ID_RULE, is_run_id, run_dir
 from eyas.tools.config import EyasConfig, format_validation_error
 from eyas.tools.errors import EyasError
 from eyas.tools.recording.boundary import ReplayError
-from eyas.tools.recording.replay import ReplayReport, ReplaySession
-from eyas.tools.recording.transcript import RunEvent
+from eyas.tools.recording.replay import CrashBoundary, ReplayReport, ReplaySession
+from eyas.tools.recording.transcript import ResumeEvent, RunEvent
 
 
 class RecordedRun(BaseModel):
@@ -85,18 +87,35 @@ def replay(path: Path) -> tuple[ReplayReport, dict[str, Any]]:
             poll_interval_s=recorded.poll_interval_s,
         )
         graph = build_graph(InMemorySaver())
-        first: Any = start.input
-        try:
-            # Each `eyas resume` after a stop at a gate continued from the checkpoint: replay does the same.
+        state = _drive_every_try(session, graph, ctx, start.input)
+    return session.report(), state
+
+
+def _drive_every_try(session: ReplaySession, graph: RunGraph, ctx: RunContext, first: Any) -> dict[str, Any]:
+    """Drive the run as each recorded process did: the first from its input, each `eyas resume` from the checkpoint
+    its resume event names. A try that a crash cut short ends where its recording ends (CrashBoundary); a try
+    that stopped at a gate ends there. Transcripts from before resume events continue after every gate stop."""
+    resumes = [event.seq for event in session.transcript.events if isinstance(event, ResumeEvent)]
+    state: dict[str, Any] = {}
+    try:
+        for index in range(len(resumes) + 1):
+            session.crash_at(resumes[index] if index < len(resumes) else None)
+            if index:
+                note_resume(session, graph, thread(ctx.run))
+                first = None
             while True:
-                outcome = drive(graph, ctx, first, ask=None, on_update=lambda update: None)
+                try:
+                    outcome = drive(graph, ctx, first, ask=None, on_update=lambda update: None)
+                except CrashBoundary:
+                    break
                 state = outcome.state
-                if outcome.finished or not session.report().unconsumed:
+                if outcome.finished or index < len(resumes) or not session.report().unconsumed:
                     break
                 first = None
-        except ReplayError:
-            pass  # the report says where
-    return session.report(), state
+            state = dict(graph.get_state(thread(ctx.run)).values) or state
+    except ReplayError:
+        pass  # the report says where
+    return state
 
 
 def replay_command(

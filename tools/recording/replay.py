@@ -46,6 +46,11 @@ class Divergence(ReplayError):
         super().__init__(f"Replay diverged at {where} ({info.kind}, task {info.task}{after}): {reason}\n{info.diff}")
 
 
+class CrashBoundary(ReplayError):
+    """The code asks past the point where a crash cut the recorded run short (the next resume event): the replay
+    of this try ends here, as the run did, and continues from the checkpoint the resume started from."""
+
+
 class EventRef(BaseModel):
     seq: int
     kind: str
@@ -80,6 +85,7 @@ class ReplaySession(Boundary):
         self._last: dict[str, int] = {}
         self._replayed = 0
         self._divergence: Divergence | None = None
+        self._crash_at: int | None = None  # the seq of the next resume: no event from it on answers this try
         self._lock = threading.Lock()
 
     @classmethod
@@ -95,6 +101,11 @@ class ReplaySession(Boundary):
 
     def note(self, kind: str, fields: Fields) -> None:
         self._match(kind, fields)
+
+    def crash_at(self, seq: int | None) -> None:
+        """Answer only events before `seq` (a resume event's) until moved on; None: every event."""
+        with self._lock:
+            self._crash_at = seq
 
     def host(self, name: str) -> ReplayHost:
         return ReplayHost(self, name)
@@ -126,6 +137,8 @@ class ReplaySession(Boundary):
                 # Replay stopped at the first divergence; whatever the code does next is not comparable.
                 raise self._divergence
             queue = self._queues.get(task)
+            if self._crash_at is not None and (not queue or queue[0].seq >= self._crash_at):
+                raise CrashBoundary(f"task {task} reached the end of its recording before the resume #{self._crash_at}")
             if queue and queue[0].request_hash == live.request_hash:
                 recorded = queue.popleft()
                 self._last[task] = recorded.seq

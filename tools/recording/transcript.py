@@ -260,6 +260,18 @@ class RunEvent(Event):
     input: dict[str, Any] | None = None
 
 
+class ResumeEvent(Event):
+    """`eyas resume` continued the run from its last checkpoint: the checkpoint's step and the nodes it ran next
+    (what replay compares) and its id. After a crash, the events before this one end where the crash cut the
+    run short; replay stops there too and continues from the same checkpoint."""
+
+    REQUEST = ("step", "next")
+    kind: Literal["resume"] = "resume"
+    step: int | None = None
+    next: list[str] = Field(default_factory=list)
+    checkpoint_id: str | None = None
+
+
 class NodeEvent(Event):
     REQUEST = ("node", "phase", "output", "error")
     kind: Literal["node"] = "node"
@@ -294,6 +306,7 @@ AnyEvent = Annotated[
     | ApprovalEvent
     | OperatorEvent
     | ControlEvent
+    | ResumeEvent
     | NodeEvent
     | JobLaunchEvent,
     Field(discriminator="kind"),
