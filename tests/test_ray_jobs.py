@@ -17,7 +17,7 @@ import pytest
 from eyas.graph.supervise import diagnose
 from eyas.tools.config import ClusterConfig, EyasConfig, HostConfig
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.jobs.detached import Jobs, JobSpec, JobStatus
+from eyas.tools.jobs.detached import Jobs, JobSpec, JobState, JobStatus
 from eyas.tools.jobs.executor import executor_for, job_kind, job_resources
 from eyas.tools.jobs.ray_jobs import RayJobs
 from eyas.tools.jobs.request import workload_job
@@ -44,9 +44,14 @@ def shell(job: str, script: str, **fields: object) -> JobSpec:
     return JobSpec.model_validate({"job_id": job, "argv": ["/bin/sh", "-c", script], **fields})
 
 
-def finished(jobs: RayJobs, job: str) -> object:
-    state = jobs.status(job)
-    return state if state.finished else None
+def wait_finished(jobs: RayJobs, job: str, timeout: float, what: str) -> JobState:
+    def ended() -> JobState | None:
+        state = jobs.status(job)
+        return state if state.finished else None
+
+    state = wait_for(ended, timeout, interval=0.5, what=what)
+    assert state is not None
+    return state
 
 
 def test_a_workload_runs_on_the_node_it_asks_for_once_however_often_it_is_launched(
@@ -60,10 +65,10 @@ def test_a_workload_runs_on_the_node_it_asks_for_once_however_often_it_is_launch
     flags += ["--held-out-out", str(tmp_path / "held-out.jsonl")]
     # A real workload script, which reaches the node as Ray's copy of the working_dir, not by its host path.
     spec = workload_job(job_id("generate"), host, remote_workloads_dir(workdir), "prompt_split.py", flags)
+    count = f'echo run >> {runs}; echo "token=$TOKEN mode=$MODE"; exec "$@"'
     counted = spec.model_copy(
         update={
-            "argv": ["/bin/sh", "-c", f'echo run >> {runs}; echo "token=$TOKEN mode=$MODE"; exec "$@"', "sh"]
-            + spec.argv,
+            "argv": ["/bin/sh", "-c", count, "sh", *spec.argv],
             "env": {**spec.env, "MODE": "shard"},
             "secrets": {"TOKEN": "s3cr3t-value"},
             "cwd": workdir,
@@ -73,8 +78,8 @@ def test_a_workload_runs_on_the_node_it_asks_for_once_however_often_it_is_launch
     assert first.status is JobStatus.RUNNING
     # A resumed eyas (a new executor) launching the same id re-attaches, while it runs and after it ended.
     assert RayJobs(LocalHost(), workdir, cluster_config(ray_cluster)).launch(counted).status is JobStatus.RUNNING
-    done = wait_for(lambda: finished(jobs, counted.job_id), START_S, interval=0.5, what="the workload to end")
-    assert done.status is JobStatus.SUCCEEDED and done.rc == 0  # type: ignore[attr-defined]
+    done = wait_finished(jobs, counted.job_id, START_S, "the workload to end")
+    assert done.status is JobStatus.SUCCEEDED and done.rc == 0
     assert jobs.launch(counted).status is JobStatus.SUCCEEDED
     assert runs.read_text() == "run\n"
     assert len(train_out.read_text().splitlines()) == 5
@@ -105,8 +110,8 @@ def test_a_job_killed_on_its_node_fails_with_its_exit_code(ray_cluster: RayClust
     jobs.launch(spec)
     pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), START_S, what="the job's pid"))
     os.kill(pid, signal.SIGKILL)  # the OOM killer, or an operator on the node
-    state = wait_for(lambda: finished(jobs, spec.job_id), 120, interval=0.5, what="Ray to see the job end")
-    assert state.status is JobStatus.FAILED and state.rc == 137  # type: ignore[attr-defined]
+    state = wait_finished(jobs, spec.job_id, 120, "Ray to see the job end")
+    assert state.status is JobStatus.FAILED and state.rc == 137
 
 
 def test_a_job_whose_node_dies_is_lost_and_a_retry_runs_it_again(ray_cluster: RayCluster, tmp_path: Path) -> None:
@@ -119,15 +124,15 @@ def test_a_job_whose_node_dies_is_lost_and_a_retry_runs_it_again(ray_cluster: Ra
     jobs.launch(spec)
     wait_for(started.exists, START_S, what="the job to start on the worker node")
     ray_cluster.kill_worker()
-    lost = wait_for(lambda: finished(jobs, spec.job_id), 120, interval=0.5, what="Ray to see the job's node die")
-    assert lost.status is JobStatus.LOST  # type: ignore[attr-defined]
-    assert "vanished without an exit code" in diagnose(lost, jobs.tail(spec.job_id))  # type: ignore[arg-type]
+    lost = wait_finished(jobs, spec.job_id, 120, "Ray to see the job's node die")
+    assert lost.status is JobStatus.LOST
+    assert "vanished without an exit code" in diagnose(lost, jobs.tail(spec.job_id))
     assert jobs.launch(spec).status is JobStatus.LOST  # no relaunch without the failure gate's retry
     ray_cluster.start_worker()
     jobs.forget(spec.job_id)
     jobs.launch(spec)
-    done = wait_for(lambda: finished(jobs, spec.job_id), START_S, interval=0.5, what="the retried job to end")
-    assert done.status is JobStatus.SUCCEEDED  # type: ignore[attr-defined]
+    done = wait_finished(jobs, spec.job_id, START_S, "the retried job to end")
+    assert done.status is JobStatus.SUCCEEDED
     assert "resumed" in jobs.tail(spec.job_id)
 
 
