@@ -15,10 +15,32 @@ from eyas.graph.gate_paths import blocked_stop, paths_view
 from eyas.graph.gate_production import production_estimate, production_view
 from eyas.graph.policy import PhaseEstimate, judge
 from eyas.graph.state import APPROVAL_ACTIONS, Decision, GateAnswer, RunState, run_sizes
+from eyas.tools.config import ClusterConfig
 from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.executor import job_resources
 from eyas.tools.planning.sizes import Sizes
 
 SpecBuilder = Callable[[RunContext, RunState], list[JobSpec]]
+
+
+def cluster_view(cluster: ClusterConfig, specs: list[JobSpec]) -> dict[str, Any]:
+    """Where the phase's jobs go on a Ray cluster and what each asks of it (an unset resource asks nothing)."""
+    return {
+        "executor": "ray",
+        "ray_address": cluster.ray_address,
+        "resources": {spec.job_id: job_resources(cluster, spec.job_id).model_dump(exclude_none=True) for spec in specs},
+    }
+
+
+def cluster_lines(cluster: dict[str, Any] | None) -> list[str]:
+    """The cluster part of a gate view as lines for a terminal: each job and what it asks of Ray."""
+    if not cluster:
+        return []
+    lines = [f"jobs go to the Ray cluster at {cluster['ray_address']}"]
+    for job_id, asks in cluster["resources"].items():
+        wanted = ", ".join(f"{name}={value}" for name, value in asks.items() if value not in ({}, None))
+        lines.append(f"{job_id}: {wanted or 'asks nothing (runs on the head node)'}")
+    return lines
 
 
 def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]) -> dict[str, Any]:
@@ -45,6 +67,8 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
     }
     if production:
         view["production"] = production
+    if ctx.config.cluster.executor == "ray":
+        view["cluster"] = cluster_view(ctx.config.cluster, specs)
     view.update(paths_view(phase, state))
     if ctx.policy is not None:
         verdict = judge(ctx.policy, phase, estimate, view["verification"])

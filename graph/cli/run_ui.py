@@ -17,6 +17,7 @@ from rich.table import Table
 from eyas.graph.cli.console import console
 from eyas.graph.gate_paths import paths_lines
 from eyas.graph.gate_production import production_lines
+from eyas.graph.gates import cluster_lines
 from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, GateAnswer
 from eyas.tools.config import format_validation_error
 from eyas.tools.jobs.detached import JobState
@@ -150,6 +151,8 @@ def gate_panel(view: dict[str, Any]) -> Panel:
         table.add_row(escape(f"verify {name}"), escape(f"{check['status']}: {check['message']}"))
     for command in view.get("commands", []):
         table.add_row("[bold]will run[/]", escape(command))
+    for line in cluster_lines(view.get("cluster")):
+        table.add_row("[bold]ray[/]", escape(line))
     for line in production_lines(view.get("production", {})):
         table.add_row("[bold]production[/]", escape(line))
     for label, text in paths_lines(view):
