@@ -31,7 +31,8 @@ def record_gate_answer(run: RunDir, answer: GateAnswer, gate_id: str | None = No
     if gate_id is not None and gate_id != current:
         raise EyasError(f"Run {run.run_id} no longer waits at the gate answered; reload to see where it waits now.")
     failure = view.get("kind") == "failure"
-    allowed = FAILURE_ACTIONS if failure else APPROVAL_ACTIONS
+    # A gate may name its choices (the deploy gate has nothing to edit).
+    allowed = FAILURE_ACTIONS if failure else tuple(view.get("choices") or APPROVAL_ACTIONS)
     if answer.action not in allowed:
         kind = "A failure gate" if failure else "An approval gate"
         raise EyasError(f"{kind} takes one of: {', '.join(allowed)}; not {answer.action}.")

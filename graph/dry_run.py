@@ -1,7 +1,8 @@
 """`eyas run --dry-run`: walk the whole plan without launching anything, for an operator to read before an
 overnight run. It verifies and plans as a run would (reading the host, starting nothing), then builds each
 phase's jobs with the phases' own code and prints their exact commands, the GPUs each needs, what happens to
-production, and the vLLM argv of every server eyas would start. Nothing is written to the host, and no run
+production, and the vLLM argv of every server eyas would start, ending with the deploy step behind its gate
+(production's argv with the drafter, the restart and the rollback). Nothing is written to the host, and no run
 folder is made; paths on the host are those of a run named `dry-run`."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from langgraph.runtime import Runtime
 from eyas.graph.context import RunContext
 from eyas.graph.gate_production import phase_servers, stop_start_commands
 from eyas.graph.phases import data, evaluate, extract, plan, train, verify
+from eyas.graph.phases.deploy import deploy_view
 from eyas.graph.runs import RunDir
 from eyas.graph.state import RunState
 from eyas.tools.config import EyasConfig
@@ -62,6 +64,7 @@ def _walk(ctx: RunContext, sizes: Sizes) -> dict[str, Any]:
     phases = []
     for name, build in PHASE_JOBS:
         phases.append(_phase(ctx, state, name, build))
+    phases.append(_deploy(ctx, state))
     return {
         "run_id": RUN_ID,
         "host": ctx.host.name,
@@ -125,6 +128,22 @@ def _phase(ctx: RunContext, state: RunState, name: str, build: Any) -> dict[str,
     return entry
 
 
+def _deploy(ctx: RunContext, state: RunState) -> dict[str, Any]:
+    """The deploy step as its gate would show it: production's argv with the drafter, the steps, the rollback."""
+    view = deploy_view(ctx, state)
+    change = view["deploy"]
+    production = dict((view.get("production") or {}).get("deploy") or {})
+    entry: dict[str, Any] = {"phase": "deploy", "phase_hours": None, "gate": "gate_deploy",
+                             "gpus": production.pop("gpus", []), "steps": view["commands"]}  # fmt: skip
+    servers = production.pop("servers", None)
+    entry["production"] = production
+    if servers is not None:
+        entry["servers"] = {"servers": {"production with the drafter": servers["servers"]["after"]}}
+    if change.get("error"):
+        entry["error"] = change["error"]
+    return entry
+
+
 def dry_run_lines(walk: dict[str, Any]) -> list[str]:
     """The dry run for a terminal: per phase its jobs' commands, GPUs, production and the servers' argv."""
     lines = [f"dry run on {walk['host']} (nothing launched; host paths are those of a run named {RUN_ID})"]
@@ -137,7 +156,7 @@ def dry_run_lines(walk: dict[str, Any]) -> list[str]:
     for phase in walk["phases"]:
         production = phase.get("production") or {}
         hours = production.get("downtime_hours")
-        down = f", down {hours:.2f} h" if production.get("action") == "stop" and hours is not None else ""
+        down = f", down {hours:.2f} h" if production.get("action") in ("stop", "restart") and hours is not None else ""
         lines.append(f"== {phase['phase']}: production {production.get('action', '?')}{down}; GPUs {phase['gpus']}")
         if production.get("reason"):
             lines.append(f"   {production['reason']}")
@@ -146,6 +165,7 @@ def dry_run_lines(walk: dict[str, Any]) -> list[str]:
             if phase.get(key):
                 lines.append(f"   {phase[key]}")
         lines += [f"   job {job['job_id']}: $ {job['command']}" for job in phase.get("jobs", [])]
+        lines += [f"   step: $ {step}" for step in phase.get("steps", [])]
         servers = phase.get("servers") or {}
         for key in ("inherited", "overridden", "dropped"):
             if servers.get(key):

@@ -3,12 +3,14 @@
     research -> verify -> plan -> gate_data -> launch_data -> monitor_data
       -> gate_extract -> launch_extract -> monitor_extract
       -> gate_train -> launch_vocab -> monitor_vocab -> launch_train -> monitor_train
-      -> launch_evaluate -> monitor_evaluate -> report
+      -> launch_evaluate -> monitor_evaluate -> gate_deploy -> deploy -> report
 
 A failed or lost job stops at the failure gate (retry relaunches the phase, whose workloads resume;
 abort ends the run with its report). A rejected gate ends the run; an edited gate re-plans. A run that
 starts from existing generated data skips straight to the extraction gate. A phase the plan says cannot share
 the host with production stops it at launch and starts it again when its monitor ends (graph/production.py).
+The deploy gate asks before the drafter goes into production; a reject (or a policy's deploy = "skip") leaves
+production untouched and goes to the report (graph/phases/deploy.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import Node, RunContext, RunGraph
 from eyas.graph.gates import SpecBuilder, after_gate, make_gate
-from eyas.graph.phases import data, evaluate, extract, plan, report, research, train, verify
+from eyas.graph.phases import data, deploy, evaluate, extract, plan, report, research, train, verify
 from eyas.graph.production import restoring_production, stopping_production
 from eyas.graph.state import RunState
 from eyas.graph.supervise import after_monitor, failure_gate, make_launch, make_monitor
@@ -114,16 +116,18 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None, *, context_sche
         ("research", research.research_node),
         ("verify", verify.verify_node),
         ("plan", plan.plan_node),
+        ("deploy", deploy.deploy_node),
         ("report", report.report_node),
     ):
         add(name, recorded(name, fn))
     add("failure_gate", failure_gate)
+    add("gate_deploy", deploy.gate_deploy)
     graph.add_edge(START, "research")
     graph.add_edge("research", "verify")
     graph.add_edge("verify", "plan")
     graph.add_conditional_edges("plan", first_phase, [BY_NAME["data"].entry, BY_NAME["extract"].entry])
 
-    for phase, following in zip(PHASES, [*(later.entry for later in PHASES[1:]), "report"], strict=True):
+    for phase, following in zip(PHASES, [*(later.entry for later in PHASES[1:]), "gate_deploy"], strict=True):
         launch = stopping_production(
             phase.name, make_launch(phase.name, phase.build, phase.artifact, SETUP.get(phase.name))
         )
@@ -137,6 +141,8 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None, *, context_sche
         graph.add_edge(phase.launch, phase.monitor)
         graph.add_conditional_edges(phase.monitor, after_monitor, {"done": following, "failed": "failure_gate"})
 
+    graph.add_conditional_edges("gate_deploy", deploy.after_deploy_gate, ["deploy", "report"])
+    graph.add_edge("deploy", "report")
     graph.add_conditional_edges("failure_gate", retry_target, ["report", *(phase.launch for phase in PHASES)])
     graph.add_edge("report", END)
     return graph.compile(checkpointer=checkpointer, name="eyas")

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eyas.tools.config import format_validation_error
 from eyas.tools.errors import ConfigError
+from eyas.tools.service.deploy import Thresholds
+
+# What happens after the evaluation: "ask" (the default) puts the deploy gate before production changes and waits
+# for a person even in an unattended run, because a restart of production is the one step whose cost falls on its
+# users, not on eyas; "auto" lets the policy approve it when the evaluation reaches the deploy thresholds; "skip"
+# ends the run at its report (`eyas deploy RUN` later, by hand).
+DeployMode = Literal["ask", "auto", "skip"]
+
+
+_THRESHOLD: dict[str, Any] = {name: field.default for name, field in Thresholds.model_fields.items()}
 
 
 class Policy(BaseModel):
@@ -24,14 +35,21 @@ class Policy(BaseModel):
     max_production_downtime_hours: float | None = Field(
         None, gt=0, description="longest production downtime (phase hours + load time) approved unattended"
     )
-    # Deploy (eyas deploy, the demo's last step): the drafter stays in production only at these or better.
-    deploy_min_acceptance_length: float = Field(
-        1.2, ge=1.0, description="mean acceptance length production's own counters must show to keep the drafter"
+    deploy: DeployMode = Field(
+        "ask", description="after the evaluation: ask a person before deploying, approve by the thresholds, or skip"
     )
+    # Deploy (the deploy phase, eyas deploy): the drafter stays in production only at these or better; an "auto"
+    # policy approves the deploy only when the evaluation reached them too.
+    deploy_min_acceptance_length: float = Field(
+        _THRESHOLD["min_acceptance_length"], ge=1.0,
+        description="mean acceptance length production's own counters must show to keep the drafter",
+    )  # fmt: skip
     deploy_min_speedup: float | None = Field(
         None, gt=0, description="tokens/s with the drafter over tokens/s before it, to keep the drafter"
     )
-    deploy_probe_requests: int = Field(8, gt=0, description="probe requests per deploy measurement window")
+    deploy_probe_requests: int = Field(
+        _THRESHOLD["probe_requests"], gt=0, description="probe requests per deploy measurement window"
+    )
     notify_command: str | None = Field(
         None, description="run locally when a gate stops; the message is on stdin and in $EYAS_MESSAGE"
     )
@@ -43,6 +61,14 @@ class Policy(BaseModel):
     host_retry_max_s: float = Field(
         300.0, gt=0, description="longest wait between tries to reach an unreachable host (the waits double up to it)"
     )
+
+    def deploy_thresholds(self) -> Thresholds:
+        """What the deployed drafter must reach on production's own counters to stay."""
+        return Thresholds(
+            min_acceptance_length=self.deploy_min_acceptance_length,
+            min_speedup=self.deploy_min_speedup,
+            probe_requests=self.deploy_probe_requests,
+        )
 
 
 class PhaseEstimate(BaseModel):
@@ -118,6 +144,33 @@ def _judge_production(policy: Policy, estimate: PhaseEstimate, blockers: list[st
         blockers.append(f"production downtime {shown} is over the budget of {policy.max_production_downtime_hours:g} h")
     else:
         passed.append(f"production downtime {shown} within the budget of {policy.max_production_downtime_hours:g} h")
+
+
+def judge_deploy(policy: Policy, evaluation: dict[str, Any] | None) -> Verdict:
+    """The deploy gate's verdict: "auto" approves when the evaluation reached the thresholds production's counters
+    will be held to; "ask" never approves (a person decides), but says how the evaluation compares."""
+    blockers: list[str] = []
+    passed: list[str] = []
+    if policy.deploy == "ask":
+        blockers.append('the policy\'s deploy = "ask": a person approves every change to production')
+    measured = (evaluation or {}).get("mean_acceptance_length")
+    if measured is None:
+        blockers.append("the evaluation measured no acceptance length")
+    else:
+        within = measured >= policy.deploy_min_acceptance_length
+        (passed if within else blockers).append(
+            f"evaluation mean acceptance length {measured:.2f} {'reaches' if within else 'is under'} the threshold "
+            f"{policy.deploy_min_acceptance_length:g}"
+        )
+    speedup = (evaluation or {}).get("speedup")
+    if policy.deploy_min_speedup is not None:
+        within = speedup is not None and speedup >= policy.deploy_min_speedup
+        shown = f"{speedup:.2f}x" if speedup is not None else "unknown"
+        (passed if within else blockers).append(
+            f"evaluation speedup {shown} {'reaches' if within else 'is under'} the threshold "
+            f"{policy.deploy_min_speedup:g}x"
+        )
+    return Verdict(approve=not blockers, reasons=blockers + passed)
 
 
 def load_policy(path: Path) -> Policy:

@@ -6,6 +6,9 @@ starts it again when the phase ends or fails, waiting for the deep health check.
 sits in the run folder (owner-only), written before the stop, so a run that dies meanwhile says so; the report
 (after a reject or an abort) and `eyas resume` (before anything else) start production from that record.
 Each stop ends as one line of production.jsonl: when it stopped, when it was healthy again, the downtime.
+The deploy phase (graph/phases/deploy.py) writes the same record, with the drop-in it adds, before it touches
+production: restoring from such a record is a rollback (the drop-in removed, a restart, the old argv checked), so
+a run that dies mid-deploy never leaves production down or half-changed.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from eyas.graph.context import Node, RunContext
 from eyas.graph.runs import RunDir
 from eyas.graph.state import RunState
 from eyas.tools.private_files import open_private, write_private
+from eyas.tools.service.base import Service
+from eyas.tools.service.deploy import DeployResult, Thresholds, rollback
 from eyas.tools.service.production import production_service
 
 RECORD = "production-stopped.json"
@@ -41,36 +46,66 @@ def stop_for_phase(ctx: RunContext, state: RunState, phase: str) -> None:
         return
     service = production_service(ctx.config, ctx.host, ctx.http, ctx.clock)
     # The record first: a controller that dies during the stop still knows production must come back.
-    stopped = {"phase": phase, "service": service.name, "backend": service.backend, "stopped_at": ctx.clock.now()}
-    write_private(record, json.dumps(stopped) + "\n")
+    write_record(ctx, service, phase)
     ctx.on_note(f"production: stopping {service.name} ({service.backend}) for the {phase} phase")
     service.stop()
     ctx.on_note(f"production: {service.name} stopped; the {phase} phase has the host")
 
 
+def write_record(ctx: RunContext, service: Service, phase: str, deploying: DeployResult | None = None) -> None:
+    """The record that production is, or may be, down because of this run; a deploy's names what it adds."""
+    stopped: dict[str, Any] = {
+        "phase": phase,
+        "service": service.name,
+        "backend": service.backend,
+        "stopped_at": ctx.clock.now(),
+    }
+    if deploying is not None:
+        stopped["deploying"] = deploying.model_dump()
+    write_private(ctx.run.root / RECORD, json.dumps(stopped) + "\n")
+
+
 def restore(ctx: RunContext, why: str) -> dict[str, Any] | None:
-    """Start production again if this run stopped it, wait until it is healthy, and log the downtime."""
+    """Start production again if this run stopped it (or roll back a deploy it did not finish), wait until it is
+    healthy, and log the downtime."""
     record = ctx.run.root / RECORD
     if not record.exists():
         return None
     stopped = json.loads(record.read_text())
     service = production_service(ctx.config, ctx.host, ctx.http, ctx.clock)
-    ctx.on_note(f"production: starting {service.name} again ({why})")
-    service.start()
-    health = service.wait_healthy(RESTART_TIMEOUT_S, ctx.on_note)
+    deploying = stopped.pop("deploying", None)
+    if deploying is not None:
+        # Whatever the deploy had done (the drop-in written or not, production restarted or not), take out
+        # exactly what it adds and restart with the old command line.
+        ctx.on_note(f"production: rolling back the unfinished deploy on {service.name} ({why})")
+        planned = DeployResult.model_validate(deploying)
+        rollback(service, Thresholds(ready_timeout_s=RESTART_TIMEOUT_S), ctx.on_note, planned)
+        health = service.health()
+    else:
+        ctx.on_note(f"production: starting {service.name} again ({why})")
+        service.start()
+        health = service.wait_healthy(RESTART_TIMEOUT_S, ctx.on_note)
     healthy_at = ctx.clock.now()
-    entry = {
-        **stopped,
-        "healthy_at": healthy_at,
-        "downtime_s": round(healthy_at - stopped["stopped_at"], 1),
-        "load_s": service.last_start_s,
-        "restarted_because": why,
-        "health": health.message,
-    }
-    with open_private(ctx.run.root / LOG, "a") as log:
-        log.write(json.dumps(entry) + "\n")
+    entry = log_stop(
+        ctx,
+        {
+            **stopped,
+            "healthy_at": healthy_at,
+            "downtime_s": round(healthy_at - stopped["stopped_at"], 1),
+            "load_s": service.last_start_s,
+            "restarted_because": why,
+            "health": health.message,
+        },
+    )
     record.unlink()
     ctx.on_note(f"production: {service.name} healthy again after {entry['downtime_s']:.0f} s of downtime")
+    return entry
+
+
+def log_stop(ctx: RunContext, entry: dict[str, Any]) -> dict[str, Any]:
+    """One line of production.jsonl: a stop (or a restart) of production and its downtime."""
+    with open_private(ctx.run.root / LOG, "a") as log:
+        log.write(json.dumps(entry) + "\n")
     return entry
 
 

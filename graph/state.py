@@ -37,6 +37,24 @@ class Decision(TypedDict):
     who: str  # operator | policy | cli | operator (chat)
 
 
+DeployStatus = Literal["kept", "rolled_back", "rejected", "skipped", "failed"]
+
+
+class DeployOutcome(TypedDict):
+    """The deploy phase's end: what production runs now, and what its own counters measured with the drafter."""
+
+    status: DeployStatus  # kept | rolled_back (production said no) | rejected (gate) | skipped (policy) | failed
+    reason: str
+    drafter: str | None
+    mean_acceptance_length: float | None  # from production's /metrics over the probe requests, with the drafter
+    acceptance_rate: float | None
+    tokens_per_s_before: float | None
+    tokens_per_s_after: float | None
+    downtime_s: float | None  # restarts until healthy (the rollback's too)
+    argv_before: list[str]
+    argv_after: list[str]  # what production runs now
+
+
 class GateAnswer(BaseModel):
     """An answer to a gate, from this terminal, `eyas approve`, the chat or a replayed transcript."""
 
@@ -82,6 +100,7 @@ class RunState(TypedDict, total=False):
     report: str
     stopped: str | None  # why the run ended early (rejected, aborted)
     production: dict[str, Any]  # graph/production.py's summary: stopped now?, each stop's downtime
+    deploy: DeployOutcome  # the deploy phase's outcome (graph/phases/deploy.py)
 
 
 def run_sizes(state: RunState) -> Sizes:

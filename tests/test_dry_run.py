@@ -2,7 +2,8 @@
 (tests/fixtures/vllm_kimi.service: tensor-parallel 8, --trust-remote-code, NCCL environment) and whose model
 directory holds Kimi-K2's config.json. nvidia-smi is a stand-in (no GPU here, tests/nvidia_smi_standin.py) for
 8 GPUs at 93% in use; no server answers, so the hours are unknown and the GPU budget comes from the model's
-shape. The real `eyas` command runs; nothing may be launched."""
+shape. The real `eyas` command runs; nothing may be launched. The walk ends with the deploy step: production's own
+argv (its layout included) plus the run's drafter, a restart of the length production takes to load."""
 
 from __future__ import annotations
 
@@ -67,6 +68,17 @@ load_time_s = 1320
         in servers["speculative-k3"][servers["speculative-k3"].index("--speculative-config") + 1]
     )
     assert "NCCL_SOCKET_IFNAME (environment)" in phases["evaluate"]["servers"]["inherited"]
+
+    deploy = phases["deploy"]
+    assert deploy["gate"] == "gate_deploy" and deploy["production"]["action"] == "restart", deploy
+    assert deploy["production"]["downtime_hours"] == 1320 / 3600
+    (deployed,) = deploy["servers"]["servers"].values()
+    assert deployed[deployed.index("--tensor-parallel-size") + 1] == "8" and "--trust-remote-code" in deployed
+    assert deployed[deployed.index("--port") + 1] == "8000"  # production itself, restarted with the drafter
+    assert json.loads(deployed[deployed.index("--speculative-config") + 1]) == {
+        "method": "eagle3", "model": f"{workdir}/runs/dry-run/drafter", "num_speculative_tokens": 3}  # fmt: skip
+    assert any("vllm_kimi.service.d/zz-eyas-drafter.conf" in step for step in deploy["steps"])
+    assert deploy["production"]["commands"][0].startswith("rm -f -- ")  # the rollback
 
     (extraction_job,) = extract["jobs"]
     assert "--backend vllm" in extraction_job["command"] and "--inherit=" in extraction_job["command"]

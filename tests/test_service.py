@@ -49,7 +49,7 @@ def test_systemd_service_passes_exact_argv_to_systemctl(tmp_path: Path) -> None:
     unit.start()
     unit.reload()
     assert status.active and status.main_pid == 4242 and status.backend == "systemd"
-    assert unit.drop_in_path() == f"/etc/systemd/system/{ODD_UNIT}.d/eyas-drafter.conf"
+    assert unit.drop_in_path() == f"/etc/systemd/system/{ODD_UNIT}.d/zz-eyas-drafter.conf"
     assert [json.loads(line) for line in calls.read_text().splitlines()] == [
         ["show", "--property=ActiveState,SubState,MainPID", ODD_UNIT],
         ["stop", ODD_UNIT],
@@ -71,4 +71,4 @@ def test_standin_service_runs_the_unit_as_written(production_target: EmbeddedTar
     assert status.active and status.backend == "stand-in" and "stand-in job" in status.detail
     assert server_argv(production_target) == written.exec_start
     assert unit.health().status is Status.OK
-    assert unit.drop_in_path() == f"{production_target.unit_file}.d/eyas-drafter.conf"
+    assert unit.drop_in_path() == f"{production_target.unit_file}.d/zz-eyas-drafter.conf"

@@ -1,7 +1,8 @@
 """`eyas deploy RUN` and `eyas rollback RUN`: put a run's drafter into production by hand, or take it out.
 
-The same steps the pipeline's deploy phase takes after its gate (tools/service/deploy.py); the outcome is kept
-in the run's folder as deploy.json (owner-only), which the report shows as production before and after.
+The same steps the pipeline's deploy phase takes after its gate (graph/phases/deploy.py, tools/service/deploy.py);
+the outcome is kept in the run's folder as deploy.json (owner-only), which the report shows as production before
+and after.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import typer
 from rich.markup import escape
 
 from eyas.graph.cli.console import console
+from eyas.graph.phases.deploy import DEPLOY_FILE, save_result
 from eyas.graph.phases.report import with_deploy
 from eyas.graph.policy import Policy
 from eyas.graph.report_html.page import write_html_report
@@ -23,16 +25,13 @@ from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
-from eyas.tools.private_files import write_private
 from eyas.tools.service.deploy import DeployResult, Thresholds, deploy, rollback
 from eyas.tools.service.production import production_service
-
-DEPLOY_FILE = "deploy.json"
 
 
 def save(run: RunDir, result: DeployResult) -> None:
     """deploy.json, and the report's deploy section: production before and after."""
-    write_private(run.root / DEPLOY_FILE, result.model_dump_json(indent=2) + "\n")
+    save_result(run, result)
     report = run.report.read_text() if run.report.exists() else f"# eyas run {run.run_id}\n"
     run.write_report(with_deploy(report, result.model_dump()))
     view = read_run(run)
@@ -70,26 +69,22 @@ def deploy_command(
     if not drafter_dir:
         raise EyasError(f"Run {run_id} has no trained drafter: pass --drafter DIR (a directory on the target host).")
     spec_k = k or int(state.get("sizes", {}).get("num_speculative_tokens", 3))
+    chosen = {"min_acceptance_length": min_acceptance_length, "min_speedup": min_speedup,
+              "probe_requests": probe_requests, "probe_max_tokens": probe_max_tokens}  # fmt: skip
     policy = Policy.model_validate(run.meta().get("policy") or {})
-    thresholds = Thresholds(
-        min_acceptance_length=min_acceptance_length or policy.deploy_min_acceptance_length,
-        min_speedup=min_speedup or policy.deploy_min_speedup,
-        probe_requests=probe_requests or policy.deploy_probe_requests,
-        probe_max_tokens=probe_max_tokens,
+    thresholds = policy.deploy_thresholds().model_copy(
+        update={name: value for name, value in chosen.items() if value is not None}
     )
     result = deploy_run(run, drafter_dir, spec_k, thresholds)
     raise typer.Exit(0 if result.kept else 4)
 
 
-def deploy_run(run: RunDir, drafter_dir: str, k: int, thresholds: Thresholds, *, replace: bool = False) -> DeployResult:
-    """Deploy on the run's production service, keep the outcome in the run folder and print it. `replace` (the
-    demo, which redeploys on every run) first rolls back a drafter an earlier run deployed."""
+def deploy_run(run: RunDir, drafter_dir: str, k: int, thresholds: Thresholds) -> DeployResult:
+    """Deploy on the run's production service, keep the outcome in the run folder and print it."""
     config = run_source(run.meta()).load()
     http = HttpClient(SYSTEM_CLOCK)
     with open_host(config.target.host, config.host()) as host:
         service = production_service(config, host, http, SYSTEM_CLOCK)
-        if replace and host.exists(service.drop_in_path()):
-            rollback(service, thresholds, console.print)
         result = deploy(service, config.target, http, SYSTEM_CLOCK, drafter_dir, k, thresholds, console.print)
     save(run, result)
     print_result(result)

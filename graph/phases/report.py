@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
+from eyas.graph.phases.deploy import DEPLOY_FILE
 from eyas.graph.production import LOG, restore, summary
-from eyas.graph.state import RunState
+from eyas.graph.state import DeployOutcome, RunState
 
 EVALUATION_KEYS = (
     ("mean_acceptance_length", "mean acceptance length"),
@@ -56,6 +58,10 @@ def render_report(state: RunState, ctx: RunContext) -> str:
         lines += ["", "## Failure", "", f"{failure['job_id']} {failure['status']}: {failure['diagnosis']}"]
     lines += ["", "## Files on the host", ""]
     lines += [f"- {name}: {path}" for name, path in state.get("artifacts", {}).items()]
+    if state.get("deploy"):
+        # Last, as `eyas deploy` and `eyas rollback` replace it (with_deploy).
+        saved = ctx.run.root / DEPLOY_FILE
+        lines += ["", *deploy_section(state["deploy"], json.loads(saved.read_text()) if saved.exists() else None)]
     return "\n".join(lines) + "\n"
 
 
@@ -140,8 +146,23 @@ def deploy_lines(deploy: dict[str, Any]) -> list[str]:
                 f"| {label} | {_fmt(probe['tokens_per_s'])} | {_fmt(probe.get('mean_acceptance_length'))} | "
                 f"{_fmt(probe.get('acceptance_rate'))} | {probe['requests']} |"
             )
+    if deploy.get("downtime_s") is not None:
+        lines += ["", f"Production was down {deploy['downtime_s']:.0f} s (each restart until it was healthy again)."]
+    now = deploy["argv_deployed"] if deploy["kept"] else deploy["argv_before"]
+    if now:
+        lines += ["", f"Production runs: `{shlex.join(now)}`"]
     lines += ["", f"Drop-in `{deploy['drop_in']}`" + (" (removed by the rollback)" if not deploy["kept"] else "") + ":"]
     lines += ["", "```", deploy.get("drop_in_text", "").rstrip(), "```"]
+    return lines
+
+
+def deploy_section(outcome: DeployOutcome, result: dict[str, Any] | None) -> list[str]:
+    """The deploy phase's end: production before and after when it restarted, else why production is untouched."""
+    if result is not None and outcome["status"] in ("kept", "rolled_back"):
+        return deploy_lines(result)
+    lines = [DEPLOY_HEADING, "", f"**Drafter not deployed ({outcome['status']}):** {outcome['reason']}"]
+    if outcome["argv_after"]:
+        lines += ["", f"Production runs: `{shlex.join(outcome['argv_after'])}`"]
     return lines
 
 

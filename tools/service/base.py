@@ -22,7 +22,9 @@ from eyas.tools.hosts.host import Host
 Backend = Literal["systemd", "stand-in"]
 HealthCheck = Callable[[], CheckResult]
 Progress = Callable[[str], None]
-DROP_IN = "eyas-drafter.conf"  # the one drop-in eyas writes (deploy); removing it is the whole rollback
+# The one drop-in eyas writes (deploy); removing it is the whole rollback. systemd applies drop-ins in name order,
+# and the operator's own (override.conf, as `systemctl edit` names it) often sets ExecStart: eyas's sorts last.
+DROP_IN = "zz-eyas-drafter.conf"
 
 
 class ServiceError(EyasError):
@@ -51,6 +53,10 @@ class Service(ABC):
         self._clock = clock
         self._started_at: float | None = None
         self.last_start_s: float | None = None  # seconds from the last start() to a passing health check
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
 
     @abstractmethod
     def status(self) -> ServiceStatus: ...

@@ -73,6 +73,19 @@ class DeployResult(BaseModel):
     speedup: float | None = None
     restart_s: float | None = None
     rollback_restart_s: float | None = None
+    downtime_s: float | None = None  # from each restart until production answered the health check again
+
+
+def _restart(service: Service, thresholds: Thresholds, progress: Progress) -> float:
+    """Restart and wait for the deep health check: the seconds production did not serve."""
+    started = service.clock.monotonic()
+    service.restart()
+    service.wait_healthy(thresholds.ready_timeout_s, progress)
+    return _since(service, started)
+
+
+def _since(service: Service, started: float) -> float:
+    return round(service.clock.monotonic() - started, 1)
 
 
 def speculative_config(drafter_dir: str, k: int) -> dict[str, Any]:
@@ -80,14 +93,11 @@ def speculative_config(drafter_dir: str, k: int) -> dict[str, Any]:
 
 
 def drop_in_text(unit: UnitFile, drafter_dir: str, k: int) -> tuple[str, list[str]]:
-    """The drop-in (an empty ExecStart= clears the old one, systemd.service(5)) and the argv it makes."""
-    if unit.vllm is not None and unit.vllm.speculative_config is not None:
-        raise ServiceError(
-            "The production unit already passes --speculative-config; eyas adds a drafter only to a service that "
-            "has none. Remove it from the unit (or run `eyas rollback RUN` if eyas added it), then deploy again."
-        )
+    """The drop-in (an empty ExecStart= clears the old one, systemd.service(5)) and the argv it makes: production's
+    command with its --speculative-config set to the drafter (a drafter production serves already is replaced;
+    removing the drop-in brings it back)."""
     config = json.dumps(speculative_config(drafter_dir, k), separators=(",", ":"))
-    argv = [*unit.exec_start, "--speculative-config", config]
+    argv = [*without_speculative_config(unit.exec_start), "--speculative-config", config]
     if any(ch in drafter_dir for ch in "%$\n"):
         raise ServiceError(f"The drafter path {drafter_dir!r} has a character systemd expands (%, $) or a newline.")
     text = (
@@ -96,6 +106,20 @@ def drop_in_text(unit: UnitFile, drafter_dir: str, k: int) -> tuple[str, list[st
         f"ExecStart={shlex.join(argv)}\n"
     )
     return text, argv
+
+
+def without_speculative_config(argv: list[str]) -> list[str]:
+    """The argv without its --speculative-config (either spelling) and that flag's value."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--speculative-config":
+            skip = True
+        elif not arg.startswith("--speculative-config="):
+            kept.append(arg)
+    return kept
 
 
 def probe(http: HttpClient, target: TargetConfig, clock: Clock, thresholds: Thresholds) -> Probe:
@@ -168,11 +192,12 @@ def deploy(
     progress(f"deploy: writing {path} and restarting {service.name}")
     service.host.write_text(path, text)
     service.reload()
-    service.restart()
+    started = service.clock.monotonic()
     try:
-        service.wait_healthy(thresholds.ready_timeout_s, progress)
+        result.downtime_s = _restart(service, thresholds, progress)
     except ServiceError as exc:
-        result = result.model_copy(update={"reason": f"production did not come up with the drafter: {exc}"})
+        result = result.model_copy(update={"reason": f"production did not come up with the drafter: {exc}",
+                                           "downtime_s": _since(service, started)})  # fmt: skip
         return rollback(service, thresholds, progress, result)
     result.restart_s = service.last_start_s
     progress(f"deploy: {service.name} is healthy with the drafter; measuring ({thresholds.probe_requests} requests)")
@@ -194,8 +219,7 @@ def rollback(
     progress(f"rollback: removing {path} and restarting {service.name}")
     service.host.run(f"rm -f -- {shlex.quote(path)}", timeout=30).check(f"removing {path}")
     service.reload()
-    service.restart()
-    service.wait_healthy(thresholds.ready_timeout_s, progress)
+    down = _restart(service, thresholds, progress)
     argv = service.effective_unit().exec_start
     if result is None:
         result = DeployResult(kept=False, reason="rolled back by hand", drop_in=path, drop_in_text="",
@@ -203,4 +227,5 @@ def rollback(
     if argv != result.argv_before:
         raise ServiceError(f"After the rollback {service.name} runs {shlex.join(argv)}, not its old command line.")
     progress(f"rollback: {service.name} healthy again with its old command line")
-    return result.model_copy(update={"kept": False, "rollback_restart_s": service.last_start_s})
+    downtime = round((result.downtime_s or 0.0) + down, 1)
+    return result.model_copy(update={"kept": False, "rollback_restart_s": service.last_start_s, "downtime_s": downtime})
