@@ -56,7 +56,10 @@ examples: setup target
 	rm -rf runs/examples/full-pipeline
 	work=$$($(BIN)/python -c 'from eyas.tools.target.embedded import EmbeddedTarget; print(EmbeddedTarget.from_env().workdir)') && \
 	  rm -rf "$$work"/jobs/full-pipeline.* "$$work"/runs/full-pipeline
-	EYAS_RUNS_DIR=runs/examples $(BIN)/eyas run --run-id full-pipeline --auto-approve $(EXAMPLE_SIZES) < /dev/null
+	EYAS_RUNS_DIR=runs/examples $(BIN)/eyas run --run-id full-pipeline --auto-approve $(EXAMPLE_SIZES) < /dev/null; \
+	  test $$? -eq 3  # it waits at the deploy gate, which asks a person even under a policy
+	EYAS_RUNS_DIR=runs/examples $(BIN)/eyas approve full-pipeline --reject --reason "an example leaves the server as it is"
+	EYAS_RUNS_DIR=runs/examples $(BIN)/eyas resume full-pipeline < /dev/null
 	rm -f runs/examples/full-pipeline/checkpoints.sqlite* runs/examples/full-pipeline/driver.lock
 	rm -f runs/examples/chat-session/transcript.jsonl runs/examples/chat-session/run.json
 	cd tests && ../$(BIN)/python chat_example.py ../runs/examples

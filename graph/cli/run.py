@@ -117,7 +117,13 @@ def run_command(
             "each gate asks in this terminal."
         ),
     ] = None,
-    auto_approve: Annotated[bool, typer.Option(help="approve every gate whose plan fits (no budgets)")] = False,
+    auto_approve: Annotated[
+        bool,
+        typer.Option(
+            help="approve every gate whose plan fits (no budgets); the deploy gate still asks (a policy file's "
+            'deploy = "auto" approves it)'
+        ),
+    ] = False,
     samples: Annotated[int | None, size_option("samples")] = None,
     max_tokens: Annotated[int | None, size_option("max_tokens")] = None,
     max_seq_len: Annotated[int | None, size_option("max_seq_len")] = None,
