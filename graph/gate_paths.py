@@ -14,18 +14,23 @@ from eyas.graph.state import RunState
 
 
 def paths_view(phase: str, state: RunState) -> dict[str, Any]:
-    """The gate's entries: "extraction", "paths" (per covered phase), "blocked" (reasons), "research"."""
+    """The gate's entries: "extraction", "paths" (per covered phase), "blocked" (their reasons), "blocked_later"
+    (a later phase's: said before this phase spends hours on data it would feed), "research"."""
     plan = state.get("plan", {})
     view: dict[str, Any] = {}
     if phase == "extract" and plan.get("extraction"):
         view["extraction"] = plan["extraction"]
     planned = plan.get("paths") or {}
-    covered = {name: planned[name] for name in GATE_PHASES.get(phase, (phase,)) if name in planned}
+    names = GATE_PHASES.get(phase, (phase,))
+    covered = {name: planned[name] for name in names if name in planned}
     if covered:
         view["paths"] = covered
         blocked = [path["blocked"] for path in covered.values() if path.get("blocked")]
         if blocked:
             view["blocked"] = blocked
+    later = [path["blocked"] for name, path in planned.items() if name not in names and path.get("blocked")]
+    if later:
+        view["blocked_later"] = later
     research = state.get("research_summary")
     if research:
         view["research"] = research
@@ -52,6 +57,7 @@ def paths_lines(view: dict[str, Any]) -> list[tuple[str, str]]:
         needs += [f"NO: the host's vLLM --help lacks {flag}" for flag in path.get("missing_flags", [])]
         rows.append((f"{phase} path", f"{path['path']}: " + ("; ".join(needs) or "nothing known to check")))
     rows += [("BLOCKED", reason) for reason in view.get("blocked", [])]
+    rows += [("blocked later", reason) for reason in view.get("blocked_later", [])]
     research = view.get("research")
     if research:
         rows.append(("research", research.get("summary") or "(no synthesis)"))

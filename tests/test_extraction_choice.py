@@ -160,6 +160,10 @@ def test_an_older_stack_blocks_the_phases_whose_paths_it_lacks_and_names_the_min
     chosen = planned(smol, old_stack({"sizes": DEMO.model_dump(), "artifacts": {}}))
     assert chosen["plan"]["extraction"]["backend"] == "hf" and chosen["plan"]["paths"]["extract"]["blocked"] is None
     assert gate_view("train", chosen, smol, [])["blocked"] == [chosen["plan"]["paths"]["train"]["blocked"]]
+    # The data gate, first, already says what will stop the run later.
+    data = gate_view("data", chosen, smol, [])
+    assert "blocked" not in data and data["blocked_later"] == [chosen["plan"]["paths"]["train"]["blocked"]]
+    assert ("blocked later", data["blocked_later"][0]) in paths_lines(data)
 
 
 def test_a_blocked_phase_is_never_launched_whoever_approves(smol: RunContext, tmp_path: Path) -> None:
