@@ -1,0 +1,93 @@
+"""What a Ray job costs over a detached job, for the same short job, measured side by side in one run.
+
+A real two-node Ray cluster on this machine (tests/ray_cluster.py: a head and a worker node, each its own `ray
+start`) and detached jobs on this host run the same Python job, alternating, `--repeats` times each:
+- start-up latency: from the launch call to the job's first line of its own (a file it writes with the time);
+- wall time: from the launch call until the executor reports the job finished (polled every 0.1 s).
+Printed as medians and as ratios Ray / detached. The Ray job asks for the worker node (its label), as a phase's
+job on a cluster would ask for a GPU node.
+
+    .venv/bin/python tests/bench/bench_ray.py [--repeats 5] [--work-s 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the Ray cluster helper
+
+from eyas.tools.config import ClusterConfig
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import Jobs, JobSpec
+from eyas.tools.jobs.executor import JobExecutor
+from eyas.tools.jobs.ray_jobs import RayJobs
+from ray_cluster import WORKER_LABEL, RayCluster
+
+JOB = """
+import sys, time
+from pathlib import Path
+Path(sys.argv[1]).write_text(repr(time.time()))
+end = time.perf_counter() + float(sys.argv[2])
+while time.perf_counter() < end:
+    pass
+"""
+
+
+def measure(jobs: JobExecutor, job_id: str, workdir: Path, work_s: float) -> tuple[float, float]:
+    """(start-up latency, wall time) of one job, in seconds."""
+    marker = workdir / f"{job_id}.started"
+    started = time.time()
+    jobs.launch(JobSpec(job_id=job_id, argv=[sys.executable, "-c", JOB, str(marker), str(work_s)]))
+    while not jobs.status(job_id).finished:
+        time.sleep(0.1)
+    wall = time.time() - started
+    if not marker.exists():
+        raise SystemExit(f"job {job_id} ended without starting its work:\n{jobs.tail(job_id)}")
+    return float(marker.read_text()) - started, wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--work-s", type=float, default=2.0, help="the job's own CPU work")
+    args = parser.parse_args()
+    cluster = RayCluster()
+    with tempfile.TemporaryDirectory(prefix="bench-ray-") as scratch:
+        workdir = Path(scratch)
+        try:
+            began = time.time()
+            cluster.start()
+            print(f"Ray cluster (head + worker) up in {time.time() - began:.1f} s")
+            config = ClusterConfig.model_validate(
+                {"executor": "ray", "ray_address": cluster.address, "resources": {"train": {"labels": WORKER_LABEL}}}
+            )
+            executors: dict[str, JobExecutor] = {
+                "detached": Jobs(LocalHost(), str(workdir)),
+                "ray": RayJobs(LocalHost(), str(workdir), config),
+            }
+            results: dict[str, list[tuple[float, float]]] = {name: [] for name in executors}
+            for name in executors:
+                (workdir / name).mkdir()
+            for repeat in range(args.repeats):
+                for name, jobs in executors.items():
+                    results[name].append(measure(jobs, f"bench-{repeat}.train", workdir / name, args.work_s))
+        finally:
+            cluster.stop()
+    print(f"{args.repeats} jobs each, {args.work_s:g} s of work per job, medians:")
+    medians = {
+        name: (statistics.median(s for s, _ in runs), statistics.median(w for _, w in runs))
+        for name, runs in results.items()
+    }
+    for name, (start_s, wall_s) in medians.items():
+        print(f"  {name:9} start-up {start_s:7.2f} s   wall {wall_s:7.2f} s")
+    (ray_start, ray_wall), (det_start, det_wall) = medians["ray"], medians["detached"]
+    print(f"ratio Ray / detached: start-up {ray_start / det_start:.1f}x, wall {ray_wall / det_wall:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
