@@ -151,7 +151,8 @@ def test_an_older_stack_blocks_the_phases_whose_paths_it_lacks_and_names_the_min
         "model hands out its last layer as an aux state, from per architecture, probed (DeepSeek family: "
         "vllm#46788) (installed: vllm 0.10.1, speculators 0.1.0, transformers 4.56.0, torch 2.8.0)"
     )
-    assert "speculators' Eagle3DraftModel" in paths["train"]["blocked"] and "speculators 0.9" in paths["train"]["blocked"]
+    train = paths["train"]["blocked"]
+    assert "speculators' Eagle3DraftModel" in train and "speculators 0.9" in train
 
     view = extraction_gate(smol, state)
     assert view["blocked"] == [paths["extract"]["blocked"]]

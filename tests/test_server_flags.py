@@ -22,7 +22,8 @@ from eyas.tools.hosts.local import LocalHost
 from eyas.tools.planning.paths import phase_paths
 
 HELP = "python -m vllm.entrypoints.openai.api_server --help=all"
-OLD_HELP = """usage: api_server.py [-h] [--host HOST] [--port PORT] [--model MODEL] [--seed SEED] [--dtype {auto,float32}]
+OLD_HELP = """usage: api_server.py [-h] [--host HOST] [--port PORT] [--model MODEL] [--seed SEED]
+  --dtype {auto,float32}  Data type for model weights and activations.
   --api-server-count API_SERVER_COUNT  How many API server processes to run.
   --max-model-len MAX_MODEL_LEN  Model context length.
   --served-model-name SERVED_MODEL_NAME [SERVED_MODEL_NAME ...]
