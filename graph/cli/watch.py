@@ -51,15 +51,14 @@ def watch_command(
     notify command. With RUN it exits once that run needs no watching (it ended, or stopped at a gate)."""
     if install_unit:
         path = write_unit(run_id, interval, notify_command)
-        console.print(f"wrote {path}", markup=False)
-        console.print(
+        typer.echo(f"wrote {path}")
+        typer.echo(
             "enable it (and let it run while you are logged out):\n"
             f"  systemctl --user daemon-reload && systemctl --user enable --now {UNIT_NAME}\n"
             "  loginctl enable-linger $USER\n"
             f"the drivers it starts also get ~/{WATCH_ENV_IN_HOME} (NAME=value lines: the agent's API key, a "
             "key passphrase)\n"
-            f"follow it with: journalctl --user -u {UNIT_NAME} -f",
-            markup=False,
+            f"follow it with: journalctl --user -u {UNIT_NAME} -f"
         )
         return
     watcher = Watcher(say=_say, notify_command=notify_command, max_restarts=max_restarts)

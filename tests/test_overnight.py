@@ -1,0 +1,234 @@
+"""Overnight runs survive the controller: the monitor waits out an SSH outage (a real sshd on 127.0.0.1 stopped and
+started again) and re-attaches to the jobs, which kept running; a driver's heartbeat tells `eyas watch` a dead
+driver from a frozen, an ended and a live one; the watch's systemd user unit runs; and a detached driver killed
+with kill -9 under `eyas watch` is restarted and the run completes with no job started twice (real vLLM target)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.runtime import Runtime
+
+from eyas.graph.context import RunContext
+from eyas.graph.heartbeat import Beat, Heartbeat, heartbeat_path
+from eyas.graph.policy import Policy
+from eyas.graph.runs import RunDir
+from eyas.graph.supervise import make_monitor
+from eyas.graph.watch import Condition, assess
+from eyas.tools.checks.unit_file import parse_unit_file
+from eyas.tools.config import EyasConfig, HostConfig, TargetConfig
+from eyas.tools.errors import HostUnreachable
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import Jobs, JobSpec, JobStatus
+from eyas.tools.private_files import write_private
+from eyas.tools.target.embedded import EmbeddedTarget
+from pipeline_runs import EYAS, TINY, conversation_ids, environment, launches, sleeps_in, write_policy
+from sshd import Sshd
+from waiting import wait_for
+
+JOB = "r.generate"
+
+
+# -- the SSH outage, at the monitor: a real sshd, a real detached job --------------------------------------------
+
+
+class Seen:
+    """What the run context tells the driver's terminal and heartbeat, collected from the monitor's thread."""
+
+    def __init__(self) -> None:
+        self.polls = 0
+        self.outages: list[float | None] = []
+        self.notes: list[str] = []
+
+    def progress(self, *_: Any) -> None:
+        self.polls += 1
+
+
+def monitor_context(server: Sshd, workdir: Path, run: RunDir, seen: Seen, policy: Policy) -> RunContext:
+    host_config = HostConfig(address="127.0.0.1", port=server.port, python=sys.executable, workdir=str(workdir))
+    config = EyasConfig(
+        hosts={"gpu": host_config},
+        target=TargetConfig(host="gpu", base_url="http://127.0.0.1:9", model="any"),  # type: ignore[arg-type]
+    )
+    return RunContext(
+        config=config, host=server.host("gpu", connect_timeout=2.0), http=HttpClient(), clock=SYSTEM_CLOCK, run=run,
+        policy=policy, poll_interval_s=0.1, on_progress=seen.progress, on_note=seen.notes.append,
+        on_host_outage=lambda host, since: seen.outages.append(since),
+    )  # fmt: skip
+
+
+def blocked_job(workdir: Path, fifo: Path) -> None:
+    """A job that runs until the test writes a line into `fifo` (it blocks reading it), launched on this machine."""
+    os.mkfifo(fifo)
+    Jobs(LocalHost(), str(workdir)).launch(JobSpec(job_id=JOB, argv=["/bin/sh", "-c", f"read line < {fifo}"]))
+
+
+def release(fifo: Path) -> None:
+    with fifo.open("w") as writer:  # opens once the job reads
+        writer.write("go\n")
+
+
+def watch_monitor(ctx: RunContext) -> Future[dict[str, Any]]:
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(make_monitor("data"), {"jobs": {"data": [JOB]}}, Runtime(context=ctx))  # type: ignore[arg-type]
+    pool.shutdown(wait=False)
+    return future
+
+
+@pytest.mark.sshd
+def test_the_monitor_waits_out_an_ssh_outage_and_reattaches_to_the_job_that_kept_running(tmp_path: Path) -> None:
+    server = Sshd(tmp_path / "sshd")
+    server.start()
+    workdir, fifo, seen = tmp_path / "work", tmp_path / "release", Seen()
+    blocked_job(workdir, fifo)
+    ctx = monitor_context(server, workdir, RunDir(tmp_path / "runs" / "r"), seen, Policy(host_retry_max_s=0.5))
+    try:
+        monitoring = watch_monitor(ctx)
+        wait_for(lambda: seen.polls >= 2, timeout=60, what="the monitor polling over SSH")
+        server.stop()
+        wait_for(lambda: seen.outages, timeout=60, what="the monitor noticing the outage")
+        assert seen.outages[0] is not None and not monitoring.done()
+        # The job kept running on the host, and ends there while the host is unreachable.
+        local = Jobs(LocalHost(), str(workdir))
+        assert local.status(JOB).status is JobStatus.RUNNING
+        release(fifo)
+        wait_for(lambda: local.status(JOB).status is JobStatus.SUCCEEDED, timeout=30, what="the job ending")
+        assert not monitoring.done()
+        server.start()
+        assert monitoring.result(timeout=60) == {"failure": None}
+    finally:
+        server.stop()
+        ctx.host.close()
+    assert seen.outages[-1] is None  # told that the host answers again
+    assert any("unreachable since" in note for note in seen.notes), seen.notes
+
+
+@pytest.mark.sshd
+def test_the_monitor_gives_up_after_the_policys_bound_with_a_message(tmp_path: Path) -> None:
+    server = Sshd(tmp_path / "sshd")
+    server.start()
+    workdir, fifo, seen = tmp_path / "work", tmp_path / "release", Seen()
+    blocked_job(workdir, fifo)
+    policy = Policy(host_outage_hours=1 / 3600, host_retry_max_s=0.2)  # one second
+    ctx = monitor_context(server, workdir, RunDir(tmp_path / "runs" / "r"), seen, policy)
+    try:
+        monitoring = watch_monitor(ctx)
+        wait_for(lambda: seen.polls >= 1, timeout=60, what="the monitor polling over SSH")
+        server.stop()
+        with pytest.raises(HostUnreachable) as raised:
+            monitoring.result(timeout=60)
+    finally:
+        server.stop()
+        ctx.host.close()
+        release(fifo)
+    message = str(raised.value)
+    assert "unreachable since" in message and "host_outage_hours" in message and "eyas resume r" in message
+
+
+# -- the heartbeat, as the watch reads it ------------------------------------------------------------------------
+
+
+def stored_beat(run: RunDir, **fields: Any) -> None:
+    beat = Beat(pid=os.getpid(), at=time.time(), interval_s=10.0, driving=True)
+    write_private(heartbeat_path(run.create()), beat.model_copy(update=fields).model_dump_json())
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen(["/bin/true"])
+    process.wait()
+    return process.pid
+
+
+def test_the_heartbeat_tells_a_live_driver_from_a_frozen_a_dead_and_an_ended_one(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "runs" / "r").create()
+    assert assess(run, time.time()).condition is Condition.UNWATCHED
+
+    with run.driving(), Heartbeat(run):
+        assert assess(run, time.time()).condition is Condition.ALIVE
+        # The same driver, seen from far enough in the future that its beats went stale: frozen.
+        frozen = assess(run, time.time() + 10.0 * 13)
+        assert frozen.condition is Condition.FROZEN and "stale after 120 s" in frozen.detail
+    ended = assess(run, time.time())
+    assert ended.condition is Condition.ENDED and ended.beat is not None and not ended.beat.failed
+
+    # A driver that died without a last word: its beat says it drives, but nothing holds the run.
+    stored_beat(run, pid=dead_pid(), at=time.time() - 5)
+    died = assess(run, time.time())
+    assert died.condition is Condition.DIED and "is gone" in died.detail
+
+    with pytest.raises(RuntimeError), run.driving(), Heartbeat(run):
+        raise RuntimeError("the graph broke")
+    failed = assess(run, time.time())
+    assert failed.condition is Condition.ENDED and failed.beat is not None and failed.beat.failed
+    assert "the graph broke" in failed.detail
+
+
+def test_install_unit_writes_a_user_unit_whose_command_watches(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "EYAS_RUNS_DIR": str(runs)}
+    written = subprocess.run([EYAS, "watch", "--install-unit", "--interval", "5"], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert written.returncode == 0, written.stderr
+    path = tmp_path / "config" / "systemd" / "user" / "eyas-watch.service"
+    assert f"wrote {path}" in written.stdout and "systemctl --user enable --now eyas-watch.service" in written.stdout
+    text = path.read_text()
+    assert "Restart=always" in text and "WantedBy=default.target" in text
+    unit = parse_unit_file(text)
+    assert unit.exec_start == [sys.executable, "-m", "eyas", "watch", "--interval", "5"]
+    assert unit.environment == {"EYAS_RUNS_DIR": str(runs)} and unit.working_directory == str(tmp_path)
+    # systemd cannot run here: run the unit's own command line once, as systemd would (plus --once).
+    once = subprocess.run([*unit.exec_start, "--once"], env={**os.environ, **unit.environment}, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert once.returncode == 0 and f"watching the runs in {runs}" in once.stdout, once.stdout + once.stderr
+
+
+# -- kill -9 under eyas watch, on the real target -----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_driver_killed_with_kill_9_under_eyas_watch_is_restarted_and_the_run_completes_once(
+    embedded_target: EmbeddedTarget, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    # Data passes, extraction stops at its gate (its hidden states are over the disk budget): the run ends there.
+    policy = write_policy(tmp_path / "policy.toml", max_disk_bytes=1_000_000, notify_command=f"cat >> {notes}")
+    runs = tmp_path / "runs"
+    env = environment(embedded_target, runs)
+    detached = subprocess.run([EYAS, "run", "--detach", "--run-id", "overnight", "--policy", str(policy), *TINY],
+                              env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert detached.returncode == 0 and "driven by a detached eyas (job driver-1" in detached.stdout, detached.stderr
+    run = runs / "overnight"
+    watch = subprocess.Popen([EYAS, "watch", run.name, "--interval", "0.5"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    try:
+        # Mid-monitor: the generation job runs and the driver polls it.
+        wait_for(lambda: sleeps_in(run, "monitor_data") >= 3, timeout=600, what="the driver monitoring generation")
+        status = subprocess.run([EYAS, "status", run.name], env=env, capture_output=True, text=True, timeout=120)
+        assert "driver: alive" in status.stdout and "job driver-1 running" in status.stdout, status.stdout
+        assert "heartbeat" in status.stdout and "s ago" in status.stdout
+        os.killpg(int((run / "jobs" / "driver-1" / "pid").read_text()), signal.SIGKILL)
+        out, _ = watch.communicate(timeout=600)
+    finally:
+        if watch.poll() is None:
+            os.killpg(watch.pid, signal.SIGKILL)
+            watch.wait()
+    assert watch.returncode == 0, out
+    assert "restarted it as driver-2" in out and "nothing more to watch" in out, out
+    assert "restarted it as driver-2" in notes.read_text()  # the run's notify command heard it
+    second = (run / "jobs" / "driver-2" / "log").read_text()
+    assert "over the budget" in second, second  # the resumed driver ran on to the extraction gate
+    assert (run / "jobs" / "driver-2" / "rc").read_text().strip() == "3"  # stopped at a gate
+    assert not (run / "jobs" / "driver-3").exists()
+    assert launches(embedded_target, run.name, "generate") == 1
+    ids = conversation_ids(embedded_target, run.name)
+    assert len(ids) == len(set(ids)) == 24
