@@ -10,6 +10,7 @@ probes that stack for real); the graph runs in-process as in tests/test_gates.py
 
 from __future__ import annotations
 
+import html
 import json
 import os
 from pathlib import Path
@@ -17,9 +18,12 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
+from rich.console import Console
 
 from extraction import prepared_target
+from eyas.graph.cli.run_ui import gate_panel
 from eyas.graph.context import RunContext
+from eyas.graph.dashboard.views import approval_view
 from eyas.graph.gate_paths import paths_lines
 from eyas.graph.gates import gate_view
 from eyas.graph.phases import extract
@@ -157,6 +161,12 @@ def test_an_older_stack_blocks_the_phases_whose_paths_it_lacks_and_names_the_min
     view = extraction_gate(smol, state)
     assert view["blocked"] == [paths["extract"]["blocked"]]
     assert ("BLOCKED", paths["extract"]["blocked"]) in paths_lines(view)
+    # Shown in the terminal and on the dashboard.
+    console = Console(record=True, width=400)
+    console.print(gate_panel(view))
+    shown = console.export_text()
+    assert "BLOCKED" in shown and "from vllm 0.18" in shown
+    assert f'<p class="error">Blocked: {html.escape(paths["extract"]["blocked"])}</p>' in approval_view(view)
     # The same stack with the plan's own choice: hf works, so extraction is not blocked; training still is.
     chosen = planned(smol, old_stack({"sizes": DEMO.model_dump(), "artifacts": {}}))
     assert chosen["plan"]["extraction"]["backend"] == "hf" and chosen["plan"]["paths"]["extract"]["blocked"] is None

@@ -65,7 +65,7 @@ def needs(production: list[list[str | None]], helps: dict[str, str]) -> dict[str
 
 def check_server_flags(ctx: CheckContext) -> CheckResult:
     facts = read_cli_help(ctx.host, ctx.host_config, dists=(), inline=True)
-    helps = {command: text for command, text in facts.help.items() if "vllm" in command}
+    helps = facts.help  # only the vllm server's: no distribution was asked for
     if not helps:
         problems = "; ".join(facts.problems) or "no help text came back"
         return CheckResult(
