@@ -56,7 +56,7 @@ PHASES = [
     Phase("evaluate", "launch_evaluate", "monitor_evaluate", evaluate.build_jobs, "evaluation"),
 ]
 BY_NAME = {phase.name: phase for phase in PHASES}
-SETUP = {"data": data.setup}
+SETUP = {"data": data.setup, "extract": data.join_shards}
 # The gates ask about a phase by its gate name; the gate before vocab asks about training as a whole.
 GATE_TOPIC = {"gate_data": "data", "gate_extract": "extract", "gate_train": "train"}
 

@@ -163,6 +163,11 @@ class ClusterConfig(_Section):
         default_factory=dict,
         description="per job kind (generate, download, extract, vocab, train, evaluate): what each job asks of Ray",
     )
+    endpoints: list[HttpUrl] = Field(
+        default_factory=list,
+        description="the target's vLLM servers as the jobs reach them: generation runs one shard per endpoint "
+        "(default: one job against target.base_url)",
+    )
 
     @model_validator(mode="after")
     def _ray_needs_an_address(self) -> ClusterConfig:

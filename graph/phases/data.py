@@ -27,7 +27,23 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         temperature=0.0,
     )
     run_id = ctx.run.run_id
-    specs = [generation_spec(f"{run_id}.generate", ctx.host_config, ctx.config.target, ctx.workloads_dir, settings)]
+    endpoints = ctx.config.cluster.endpoints
+    if len(endpoints) < 2:
+        specs = [generation_spec(f"{run_id}.generate", ctx.host_config, ctx.config.target, ctx.workloads_dir, settings)]
+    else:
+        # One job per endpoint, each with a disjoint share of the prompts (by a hash of their ids) and its own
+        # output: a shard that fails is retried alone and resumes from its own file; the extract phase joins them.
+        n = len(endpoints)
+        specs = [
+            generation_spec(
+                f"{run_id}.generate-{i}",
+                ctx.host_config,
+                ctx.config.target,
+                ctx.workloads_dir,
+                settings.model_copy(update={"base_url": url, "output": shard_output(ctx, i, n), "shard": (i, n)}),
+            )
+            for i, url in enumerate(endpoints)
+        ]
     base = ctx.config.pipeline.drafter_base
     if base:
         target = ctx.config.target.model_dir
@@ -35,6 +51,25 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
             download_spec(f"{run_id}.download", ctx.host_config, ctx.workloads_dir, base, drafter_base_dir(ctx), target)
         )
     return specs
+
+
+def shard_output(ctx: RunContext, index: int, shards: int) -> str:
+    """Where generation shard `index` of `shards` writes its conversations on the host."""
+    return ctx.artifact("conversations").removesuffix(".jsonl") + f".shard-{index}-of-{shards}.jsonl"
+
+
+def join_shards(ctx: RunContext, state: RunState) -> dict[str, Any]:
+    """The extract phase's setup: when generation ran in shards, their outputs (disjoint by construction, each
+    sample once in its shard) become the run's one conversations file. Rewritten whole, so a rerun is harmless."""
+    shards = [job for job in state.get("jobs", {}).get("data", []) if ".generate-" in job]
+    if not shards:
+        return {}
+    parts = [shard_output(ctx, i, len(shards)) for i in range(len(shards))]
+    target = ctx.artifact("conversations")
+    command = f"cat {' '.join(map(shlex.quote, parts))} > {shlex.quote(target + '.tmp')} && mv "
+    command += f"{shlex.quote(target + '.tmp')} {shlex.quote(target)}"
+    ctx.host.run(command, timeout=3600).check("Joining the generation shards into one conversations file")
+    return {}
 
 
 def drafter_base_dir(ctx: RunContext) -> str:

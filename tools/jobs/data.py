@@ -32,6 +32,7 @@ class GenerationSettings(BaseModel):
     temperature: float | None = None
     limit: int | None = Field(None, ge=1)
     progress_every: float = Field(10.0, gt=0)
+    shard: tuple[int, int] = Field((0, 1), description="(I, N): the samples whose id hashes to shard I of N")
 
 
 def generation_spec(
@@ -43,6 +44,8 @@ def generation_spec(
         "--concurrency", str(settings.concurrency), "--max-tokens", str(settings.max_tokens),
         "--progress-every", str(settings.progress_every),
     ]  # fmt: skip
+    if settings.shard != (0, 1):
+        flags += ["--shard", f"{settings.shard[0]}/{settings.shard[1]}"]
     flags += optional_flags({"--temperature": settings.temperature, "--limit": settings.limit})
     secrets: dict[str, str] = {}
     key = secret(target.api_key_env)

@@ -16,6 +16,8 @@ Output: append-only JSONL, one line per finished sample, flushed as it finishes:
 server's counts over the sample's requests; usage.sequence_tokens is the length of the whole conversation.
 Kill it at any moment and run the same command again: ids already in the output are skipped (a torn last
 line is cut off first), so every sample ends up exactly once. One process per output (a file lock).
+--shard I/N takes only the samples whose id hashes to I (of N), so N processes, each with its own output and
+often its own server, generate disjoint shares whose union is what one process would write.
 
 Timeouts, connection errors, 5xx, 429 and malformed answers are retried with exponential backoff and
 jitter. A sample that still fails is written to <output>.failed.jsonl (rewritten by every run) and retried
@@ -122,8 +124,16 @@ class Plan:
     bad: list[dict[str, Any]]  # input lines that are not samples
 
 
-def load_input(path: Path, done: set[str], limit: int | None) -> Plan:
-    pending, bad, seen, already = [], [], set(), 0
+def shard_of(sample_id: str, shards: int) -> int:
+    """The shard a sample belongs to: a hash of its id, so every process (and every run) agrees."""
+    return int.from_bytes(hashlib.sha256(sample_id.encode()).digest()[:8], "big") % shards
+
+
+def load_input(path: Path, done: set[str], limit: int | None, shard: tuple[int, int] = (0, 1)) -> Plan:
+    """The samples still to generate. --limit counts the whole input, so the shards of one --limit together
+    hold exactly the samples an unsharded run would; bad lines are reported by shard 0 only."""
+    index, shards = shard
+    pending, bad, seen, already, mine = [], [], set(), 0, 0
     with path.open("rb") as f:
         for number, line in enumerate(f, 1):
             if limit is not None and len(seen) + len(bad) >= limit:
@@ -138,11 +148,15 @@ def load_input(path: Path, done: set[str], limit: int | None) -> Plan:
             if sample.id in seen:
                 continue
             seen.add(sample.id)
+            if shard_of(sample.id, shards) != index:
+                continue
+            mine += 1
             if sample.id in done:
                 already += 1
             else:
                 pending.append(sample)
-    return Plan(pending, len(seen) + len(bad), already, bad)
+    bad = bad if index == 0 else []
+    return Plan(pending, mine + len(bad), already, bad)
 
 
 def retryable(exc: BaseException) -> bool:
@@ -331,7 +345,7 @@ async def main_async(args: argparse.Namespace) -> int:
             fcntl.flock(out, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held until exit: one writer per output
         except BlockingIOError:
             raise Fatal(f"Another generate.py is writing {output}; wait for it or stop it first.") from None
-        plan = load_input(Path(args.input), read_done(output), args.limit)
+        plan = load_input(Path(args.input), read_done(output), args.limit, args.shard)
         out.seek(0, os.SEEK_END)  # read_done may have cut a torn line
         with open(args.failed, "wb") as failed:
             run = Generator(args, plan, out, failed)
@@ -374,11 +388,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--abort-after", type=int, default=50, help="stop the run when this many samples fail in a row (50)")
     add("--drain", type=float, default=5.0, help="seconds requests in flight get after SIGTERM (default 5)")
     add("--progress-every", type=float, default=10.0, help="seconds between progress lines (default 10)")
+    add("--shard", default="0/1", help="I/N: only the samples whose id hashes to shard I of N (default 0/1: all)")
     add("--summary", help="summary JSON path (default: <output>.summary.json)")
     add("--failed", help="JSONL of samples that failed this run (default: <output>.failed.jsonl)")
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.max_tokens < 1 or args.retries < 0 or args.abort_after < 1:
         parser.error("--concurrency, --max-tokens and --abort-after must be at least 1, --retries at least 0")
+    index, _, count = args.shard.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+        parser.error(f"--shard takes I/N with 0 <= I < N, e.g. 0/2, got {args.shard!r}")
+    args.shard = (int(index), int(count))
     stem = str(Path(args.output).with_suffix(""))
     args.summary = args.summary or stem + ".summary.json"
     args.failed = args.failed or stem + ".failed.jsonl"
