@@ -71,7 +71,8 @@ def test_a_run_folder_and_everything_in_it_is_owner_only(runs: Path) -> None:
     assert mode(runs) == 0o700 and mode(run.root) == 0o700
     assert modes.pop("answers") == 0o700  # one file per answered gate, each owner-only
     assert [mode(claim) for claim in run.answer_claims.iterdir()] == [0o600]
-    for name in ("run.json", "transcript.jsonl", "answers.jsonl", "report.md", "driver.lock", *database_files):
+    for name in ("run.json", "transcript.jsonl", "answers.jsonl", "report.md", "driver.lock", "heartbeat.json",
+                 *database_files):  # fmt: skip
         assert modes.pop(name) == 0o600, name
     assert modes == {}, f"files not checked for their mode: {modes}"
 
