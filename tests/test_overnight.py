@@ -11,7 +11,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,59 +82,67 @@ def release(fifo: Path) -> None:
         writer.write("go\n")
 
 
-def watch_monitor(ctx: RunContext) -> Future[dict[str, Any]]:
-    pool = ThreadPoolExecutor(max_workers=1)
-    future = pool.submit(make_monitor("data"), {"jobs": {"data": [JOB]}}, Runtime(context=ctx))
-    pool.shutdown(wait=False)
-    return future
+@dataclass(frozen=True)
+class Monitoring:
+    server: Sshd
+    seen: Seen
+    result: Future[dict[str, Any]]  # what the monitor node returns, or raises
+    jobs: Jobs  # the same jobs, read on this machine (which is the SSH host) without SSH
+    fifo: Path
 
 
-@pytest.mark.sshd
-def test_the_monitor_waits_out_an_ssh_outage_and_reattaches_to_the_job_that_kept_running(tmp_path: Path) -> None:
+@contextmanager
+def monitoring_over_ssh(tmp_path: Path, policy: Policy) -> Iterator[Monitoring]:
+    """The data phase's monitor node, polling a blocked job through a real sshd of its own, in a thread."""
     server = Sshd(tmp_path / "sshd")
     server.start()
     workdir, fifo, seen = tmp_path / "work", tmp_path / "release", Seen()
     blocked_job(workdir, fifo)
-    ctx = monitor_context(server, workdir, RunDir(tmp_path / "runs" / "r"), seen, Policy(host_retry_max_s=0.5))
+    ctx = monitor_context(server, workdir, RunDir(tmp_path / "runs" / "r"), seen, policy)
+    local = Jobs(LocalHost(), str(workdir))
+    pool = ThreadPoolExecutor(max_workers=1)
+    result = pool.submit(make_monitor("data"), {"jobs": {"data": [JOB]}}, Runtime(context=ctx))
     try:
-        monitoring = watch_monitor(ctx)
-        wait_for(lambda: seen.polls >= 2, timeout=60, what="the monitor polling over SSH")
-        server.stop()
-        wait_for(lambda: seen.outages, timeout=60, what="the monitor noticing the outage")
-        assert seen.outages[0] is not None and not monitoring.done()
-        # The job kept running on the host, and ends there while the host is unreachable.
-        local = Jobs(LocalHost(), str(workdir))
-        assert local.status(JOB).status is JobStatus.RUNNING
-        release(fifo)
-        wait_for(lambda: local.status(JOB).status is JobStatus.SUCCEEDED, timeout=30, what="the job ending")
-        assert not monitoring.done()
-        server.start()
-        assert monitoring.result(timeout=60) == {"failure": None}
+        wait_for(lambda: seen.polls >= 2 or result.done(), timeout=60, what="the monitor polling over SSH")
+        yield Monitoring(server, seen, result, local, fifo)
     finally:
+        # Whatever the test left, the monitor ends: its job ends, and its host answers.
+        if local.status(JOB).status is JobStatus.RUNNING:
+            release(fifo)
+        if not result.done():
+            server.restart()
+        with suppress(Exception):
+            result.result(timeout=120)
+        pool.shutdown()
         server.stop()
         ctx.host.close()
+
+
+@pytest.mark.sshd
+def test_the_monitor_waits_out_an_ssh_outage_and_reattaches_to_the_job_that_kept_running(tmp_path: Path) -> None:
+    with monitoring_over_ssh(tmp_path, Policy(host_retry_max_s=0.5)) as watched:
+        seen = watched.seen
+        watched.server.stop()
+        wait_for(lambda: seen.outages, timeout=60, what="the monitor noticing the outage")
+        assert seen.outages[0] is not None and not watched.result.done()
+        # The job kept running on the host, and ends there while the host is unreachable.
+        assert watched.jobs.status(JOB).status is JobStatus.RUNNING
+        release(watched.fifo)
+        wait_for(lambda: watched.jobs.status(JOB).status is JobStatus.SUCCEEDED, timeout=30, what="the job ending")
+        assert not watched.result.done()
+        watched.server.start()
+        assert watched.result.result(timeout=60) == {"failure": None}
     assert seen.outages[-1] is None  # told that the host answers again
     assert any("unreachable since" in note for note in seen.notes), seen.notes
 
 
 @pytest.mark.sshd
 def test_the_monitor_gives_up_after_the_policys_bound_with_a_message(tmp_path: Path) -> None:
-    server = Sshd(tmp_path / "sshd")
-    server.start()
-    workdir, fifo, seen = tmp_path / "work", tmp_path / "release", Seen()
-    blocked_job(workdir, fifo)
     policy = Policy(host_outage_hours=1 / 3600, host_retry_max_s=0.2)  # one second
-    ctx = monitor_context(server, workdir, RunDir(tmp_path / "runs" / "r"), seen, policy)
-    try:
-        monitoring = watch_monitor(ctx)
-        wait_for(lambda: seen.polls >= 1, timeout=60, what="the monitor polling over SSH")
-        server.stop()
+    with monitoring_over_ssh(tmp_path, policy) as watched:
+        watched.server.stop()
         with pytest.raises(HostUnreachable) as raised:
-            monitoring.result(timeout=60)
-    finally:
-        server.stop()
-        ctx.host.close()
-        release(fifo)
+            watched.result.result(timeout=60)
     message = str(raised.value)
     assert "unreachable since" in message and "host_outage_hours" in message and "eyas resume r" in message
 
