@@ -4,6 +4,7 @@ manager: containers have no systemd as PID 1, so tools/service/standin.py runs t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from eyas.tools.hosts.local import LocalHost
@@ -11,7 +12,8 @@ from eyas.tools.service.standin import UnitJobService
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.server import target_service
 
-PRODUCTION_PORT = 18850  # the tests' own range is 18850-18859
+# The tests' own range is 18850-18859; two test sessions at once (two checkouts) each set their own.
+PRODUCTION_PORT = int(os.environ.get("EYAS_TEST_PRODUCTION_PORT", "18850"))
 
 
 def production_target(port: int) -> EmbeddedTarget:
