@@ -64,13 +64,21 @@ def assess(run: RunDir, now: float) -> Assessment:
             detail = f"its last beat is {beat.age_s(now):.0f} s old (stale after {beat.stale_after_s:.0f} s)"
             return Assessment(Condition.FROZEN, beat, job, detail)
         return Assessment(Condition.ALIVE, beat, job, "driving")
-    if job is not None and (beat is None or beat.job != job.job_id):
+    if job is not None and never_beat(job, beat):
         return Assessment(Condition.NEVER_STARTED, beat, job, f"driver job {job.job_id} {job.describe()}")
     assert beat is not None  # a job without a beat of its own was handled above
     if not beat.driving:
         return Assessment(Condition.ENDED, beat, job, (beat.exit or "ended").rstrip("."))
     how = f"job {job.job_id} {job.describe()}" if job is not None else f"pid {beat.pid} is gone"
     return Assessment(Condition.DIED, beat, job, f"{how}; its last beat {beat.age_s(now):.0f} s ago")
+
+
+def never_beat(job: JobState, beat: Beat | None) -> bool:
+    """Whether the newest driver job ended without a beat of its own: the last beat is another driver's and older
+    than the job (a driver started later by hand, in a terminal, beats without a job and is newer)."""
+    if beat is None:
+        return True
+    return beat.job != job.job_id and beat.at < (job.started_at or 0.0)
 
 
 class WatchState:

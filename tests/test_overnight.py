@@ -178,6 +178,16 @@ def test_the_heartbeat_tells_a_live_driver_from_a_frozen_a_dead_and_an_ended_one
     died = assess(run, time.time())
     assert died.condition is Condition.DIED and "is gone" in died.detail
 
+    # A detached driver that ended before its first beat (the last beat is older, from before it started) never
+    # started; a driver run later in a terminal that died is dead, whatever driver job came before it.
+    drivers = Jobs(LocalHost(), str(run.root))
+    drivers.launch(JobSpec(job_id="driver-1", argv=["/bin/false"]))
+    wait_for(lambda: drivers.status("driver-1").finished, timeout=30, what="the driver job ending")
+    stored_beat(run, pid=dead_pid(), at=(drivers.status("driver-1").started_at or 0) - 60, job=None)
+    assert assess(run, time.time()).condition is Condition.NEVER_STARTED
+    stored_beat(run, pid=dead_pid(), at=time.time(), job=None)
+    assert assess(run, time.time()).condition is Condition.DIED
+
     with pytest.raises(RuntimeError), run.driving(), Heartbeat(run):
         raise RuntimeError("the graph broke")
     failed = assess(run, time.time())
