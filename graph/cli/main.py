@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 import time
 from importlib.resources import files
@@ -287,12 +288,18 @@ def demo(
 DEMO_PROBE_REQUESTS = 4  # the deploy's measurement windows on 2 CPU cores: enough requests to fill the counters
 
 
+LEGACY_DROP_IN = "eyas-drafter.conf"  # the drop-in's name before it sorted after an operator's override.conf
+
+
 def retire_earlier_drafter(target: EmbeddedTarget) -> None:
     """Roll back a drafter an earlier demo deployed, so this run's deploy gate finds the target as it was built."""
     service = target_service(target, LocalHost())
-    if service.host.exists(service.drop_in_path()):
-        console.print("an earlier demo's drafter is deployed: rolling it back first", markup=False)
-        rollback(service, Thresholds(), console.print)
+    legacy = service.drop_in_path(LEGACY_DROP_IN)
+    if not any(service.host.exists(path) for path in (service.drop_in_path(), legacy)):
+        return
+    console.print("an earlier demo's drafter is deployed: rolling it back first", markup=False)
+    service.host.run(f"rm -f -- {shlex.quote(legacy)}", timeout=30).check(f"removing {legacy}")
+    rollback(service, Thresholds(), console.print)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,8 +1,8 @@
 """Deploy: the trained drafter into production, the runbook's last step, behind its own gate.
 
 The gate shows what an operator woken at 3 a.m. decides on: the evaluation's acceptance length and speedup (with
-their intervals) against the thresholds, production's exact argv before and after (only --speculative-config is
-added), the expected downtime (production's last start-to-healthy time) and what a rollback does. The deploy node
+their intervals) against the thresholds, production's exact argv before and after (only its --speculative-config
+is set), the expected downtime (production's last start-to-healthy time) and what a rollback does. The deploy node
 then does what `eyas deploy RUN` does (tools/service/deploy.py): measure production, restart it with the drafter,
 measure again from its own /metrics, and keep the drafter or roll back. Before it touches production it leaves
 graph/production.py's record naming the drop-in: a run that dies mid-deploy is rolled back by `eyas resume` before
@@ -50,7 +50,8 @@ def read_evaluation(ctx: RunContext) -> dict[str, Any] | None:
 
 def planned_change(ctx: RunContext, drafter_dir: str, k: int) -> tuple[Service, DeployResult]:
     """The production service and the change a deploy makes to it (not made yet): the drop-in and both argvs.
-    Refused, before anything is touched, when a drafter is deployed already or the unit has one."""
+    Refused, before anything is touched, when eyas's drop-in is there already (a drafter deployed and not rolled
+    back)."""
     service = production_service(ctx.config, ctx.host, ctx.http, ctx.clock)
     unit = service.effective_unit()
     path = service.drop_in_path()

@@ -315,9 +315,12 @@ def production(record: RunRecord) -> str:
     """What the run did to production: each stop and its downtime, and the deploy with production before and after."""
     stops = (record.state.get("production") or {}).get("stops", [])
     deploy = record.deploy
-    if not stops and not deploy:
+    phase = record.state.get("deploy") or {}  # the deploy phase's outcome, when the run reached it
+    if not stops and not deploy and not phase:
         return section("production", "Production", "<p>The run neither stopped production nor deployed to it.</p>")
     body = ""
+    if phase and phase.get("status") not in ("kept", "rolled_back"):
+        body += f"<p><strong>Drafter not deployed ({h(phase['status'])}):</strong> {h(phase['reason'])}</p>"
     if stops:
         rows = [[h(stop["phase"]), h(f"{stop['service']} ({stop['backend']})"), h(f"{stop['downtime_s']:.0f} s"),
                  h(f"{stop['load_s']:.0f} s" if stop.get("load_s") is not None else "?"),
@@ -326,6 +329,8 @@ def production(record: RunRecord) -> str:
     if deploy:
         verdict = "kept" if deploy["kept"] else "rolled back"
         body += f"<p><strong>Drafter {verdict}:</strong> {h(deploy['reason'])}</p>"
+        if deploy.get("downtime_s") is not None:
+            body += f"<p>Production was down {deploy['downtime_s']:.0f} s (each restart until healthy again).</p>"
         rows = [
             [h(label), fmt(probe["tokens_per_s"]), fmt(probe.get("mean_acceptance_length")),
              fmt(probe.get("acceptance_rate")), h(probe["requests"])]
