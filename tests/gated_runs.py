@@ -1,5 +1,5 @@
-"""A stored run waiting at its data gate, made in this process without a target: the real graph and checkpoint DB,
-with the verification and plan put into the state as those nodes would have left them."""
+"""Stored runs made in this process: the real graph and checkpoint DB, with the state put in as the nodes before
+would have left it, then driven to their next gate (the data gate, without a target; the deploy gate)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 from eyas.graph.context import RunContext
 from eyas.graph.pipeline import build_graph
-from eyas.graph.runner import checkpointer, drive, thread
+from eyas.graph.policy import Policy
+from eyas.graph.runner import Ask, Outcome, checkpointer, drive, thread
 from eyas.graph.runs import RunDir
 from eyas.graph.session import run_meta
 from eyas.tools.config_source import ConfigSource
@@ -25,15 +26,25 @@ PLAN = {"fits": True, "verdict": "Fits: 1 MB of 100 GB free", "needed_bytes": 1_
 def run_at_data_gate(runs: Path, run_id: str, state: dict[str, Any] | None = None) -> RunDir:
     """runs/<run_id>, stopped at the data gate (no policy: it waits for an answer); `state` adds to its state."""
     target = EmbeddedTarget(runs.parent / "cache", port=9)
-    run = RunDir(runs / run_id)
-    run.write_meta(run_meta(ConfigSource(None, "a test", target), None, DEMO))
-    ctx = RunContext(config=target.config(), host=LocalHost(), http=HttpClient(), clock=SYSTEM_CLOCK, run=run)
     verification = {"health": {"status": "ok", "message": "up and generating"}}
     values = {"run_id": run_id, "sizes": DEMO.model_dump(), "plan": PLAN, "verification": verification,
               "decisions": [], **(state or {})}  # fmt: skip
-    with checkpointer(run) as saver:
-        graph = build_graph(saver)
-        graph.update_state(thread(run), values, as_node="plan")
-        outcome = drive(graph, ctx, None, ask=None, on_update=lambda update: None)
+    run, outcome = stored_run(target, runs, values, after="plan")
     assert outcome.gate is not None and outcome.gate["phase"] == "data", outcome
     return run
+
+
+def stored_run(
+    target: EmbeddedTarget, runs: Path, values: dict[str, Any], *, after: str, policy: Policy | None = None,
+    ask: Ask | None = None,
+) -> tuple[RunDir, Outcome]:  # fmt: skip
+    """runs/<values["run_id"]> on `target`, its state `values` as the node `after` leaves it, driven until it ends or
+    waits at a gate that `ask` (if given) does not answer."""
+    run = RunDir(runs / values["run_id"])
+    run.write_meta(run_meta(ConfigSource(None, "a test", target), policy, DEMO))
+    ctx = RunContext(config=target.config(), host=LocalHost(), http=HttpClient(), clock=SYSTEM_CLOCK, run=run,
+                     policy=policy)  # fmt: skip
+    with checkpointer(run) as saver:
+        graph = build_graph(saver)
+        graph.update_state(thread(run), values, as_node=after)
+        return run, drive(graph, ctx, None, ask=ask, on_update=lambda update: None)
