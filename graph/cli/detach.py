@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
-from click.core import ParameterSource
 
 from eyas.graph.driver import driver_log, start_driver
 from eyas.graph.heartbeat import HEARTBEAT_INTERVAL_S, STALE_AFTER_BEATS
@@ -31,12 +29,14 @@ def same_command(context: typer.Context, *, without: set[str]) -> list[str]:
     args = [context.info_name or ""]
     for param in context.command.params:
         name = param.name
-        if name is None or name in without or not isinstance(param, click.Option):
+        # Typer carries its own copy of click, so its classes are known here by their names, not imported.
+        if name is None or name in without or param.param_type_name != "option":
             continue
-        if context.get_parameter_source(name) is not ParameterSource.COMMANDLINE:
+        source = context.get_parameter_source(name)
+        if source is None or source.name != "COMMANDLINE":
             continue
         value = context.params[name]
-        if param.is_flag:
+        if getattr(param, "is_flag", False):
             args += (param.opts if value else param.secondary_opts)[:1]
         elif value is not None:
             args += [param.opts[0], str(value.resolve() if isinstance(value, Path) else value)]
