@@ -6,6 +6,7 @@ through a two-minute outage of its host's sshd (both on the real vLLM target).""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -212,6 +213,46 @@ def test_install_unit_writes_a_user_unit_whose_command_watches(tmp_path: Path) -
     once = subprocess.run([*unit.exec_start, "--once"], env={**os.environ, **unit.environment}, cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert once.returncode == 0 and f"watching the runs in {runs}" in once.stdout, once.stdout + once.stderr
+
+
+# A host whose SSH port refuses at once and a server that is not there: the run starts, then fails in plan.
+UNREACHABLE = """
+[hosts.box]
+address = "127.0.0.1"
+port = 1
+known_hosts = "{known_hosts}"
+python = "/usr/bin/python3"
+workdir = "{workdir}"
+
+[target]
+host = "box"
+base_url = "http://127.0.0.1:1"
+model = "m"
+"""
+
+
+def test_run_detach_passes_its_options_on_and_watch_tells_of_a_driver_that_failed(tmp_path: Path) -> None:
+    (tmp_path / "known_hosts").write_text("")
+    (tmp_path / "c.toml").write_text(UNREACHABLE.format(known_hosts=tmp_path / "known_hosts", workdir=tmp_path / "w"))
+    notes = tmp_path / "notes"
+    write_policy(tmp_path / "policy.toml", notify_command=f"cat >> {notes}")
+    env = {**os.environ, "EYAS_RUNS_DIR": str(tmp_path / "runs"), "COLUMNS": "400"}
+    args = ["--config", "c.toml", "--policy", "policy.toml", "--samples", "24", "--run-id", "failing"]
+    detached = subprocess.run([EYAS, "run", "--detach", *args], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+    assert detached.returncode == 0, detached.stdout + detached.stderr
+    run = tmp_path / "runs" / "failing"
+    assert f"log: {run / 'jobs' / 'driver-1' / 'log'}" in detached.stdout
+    argv = json.loads((run / "jobs" / "driver-1" / "job.json").read_text())["argv"]
+    assert argv[1:] == ["-m", "eyas", "run", "--config", str(tmp_path / "c.toml"), "--policy",
+                        str(tmp_path / "policy.toml"), "--samples", "24", "--run-id", "failing"]  # fmt: skip
+    watched = subprocess.run([EYAS, "watch", "failing", "--interval", "0.5"], env=env, capture_output=True,
+                             text=True, timeout=300)  # fmt: skip
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    assert "stopped with an error, so it is not restarted" in watched.stdout, watched.stdout
+    assert "nothing more to watch" in watched.stdout and "restarted it" not in watched.stdout
+    assert "stopped with an error" in notes.read_text()  # the run's notify command heard it, once
+    assert notes.read_text().count("eyas watch:") == 1
 
 
 # -- kill -9 under eyas watch, on the real target -----------------------------------------------------------------
