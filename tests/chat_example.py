@@ -14,7 +14,6 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import scripted_llm as s
 from eyas.graph.chat_control import ChatPipeline
@@ -23,7 +22,7 @@ from eyas.graph.runs import RunDir
 from eyas.graph.session import create_run
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.target.embedded import EmbeddedTarget
-from openai_stub import MODEL, OpenAIStub, Reply, Request
+from openai_stub import MODEL, OpenAIStub
 
 RUN_ID = "chat-session"
 # What the operator types, in order: questions, a verification, the run's status, a launch declined, and exit.
@@ -37,40 +36,38 @@ LINES = [
 ]
 
 
-def script(request: Request, stub: OpenAIStub) -> Reply:
-    """The agent's turns: a tool call for each request of the operator's, then an answer from its result."""
-    body: dict[str, Any] = request.body
-    if s.role(body) == "ping":
-        return s.ping(body, native=False)
-    results = s.last_tool_results(body)
-    said = s.operator_said(body)
-    wanted = {
+# The agent's turns: a tool call for each request of the operator's, then an answer from its result.
+script = s.operator_script(
+    {
         "verify the disk and the binaries": ("verify", {"checks": ["disk", "binaries"]}),
         "list the jobs": ("list_jobs", {}),
         "where is the run?": ("run_status", {}),
         "start the pipeline": ("start_run", {"samples": 5000, "max_tokens": 1024}),
-    }
-    if said in wanted:
-        if results:
-            return s.answer(body, "Here is what I found: " + " | ".join(results[0].splitlines()[:2]))
-        return s.calls(body, wanted[said])
-    return s.answer(body, "I can verify the host, read files, list jobs and drive the pipeline run.")
+    },
+    "Here is what I found: ",
+    2,
+    "I can verify the host, read files, list jobs and drive the pipeline run.",
+)
 
 
-def config_text(workdir: Path, agent_url: str, model: str = MODEL, python: str | None = None) -> str:
-    """A chat's config: the embedded target on this machine (through `python`, default its venv's) and the agent."""
-    target = EmbeddedTarget.from_env()
+def config_text(
+    workdir: Path, agent_url: str, model: str = MODEL, python: str | None = None, target: EmbeddedTarget | None = None
+) -> str:
+    """A chat's config: the embedded target on this machine (through `python`, default its venv's) and the agent.
+    With `target`, that target as production: its service's unit file and its model directory too."""
+    served = target or EmbeddedTarget.from_env()
+    service = f'unit_file = "{served.unit_file}"\nmodel_dir = "{served.model_dir}"\n' if target else ""
     return f"""
 [hosts.local]
 address = "local"
-python = "{python or target.python}"
+python = "{python or served.python}"
 workdir = "{workdir}"
 
 [target]
 host = "local"
-base_url = "{target.base_url}"
+base_url = "{served.base_url}"
 model = "SmolLM2-135M-Instruct"
-
+{service}
 [agent]
 base_url = "{agent_url}"
 model = "{model}"

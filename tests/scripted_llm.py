@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from openai_stub import MODEL, OpenAIStub, Reply, Request
@@ -189,3 +190,24 @@ class ResearchTeam:
     def count(self, who: str, question: str | None = None) -> int:
         with self._lock:
             return sum(1 for b in self.bodies if role(b) == who and (question is None or question_of(b) == question))
+
+
+def operator_script(
+    wanted: dict[str, tuple[str, Any]], lead: str, lines: int, otherwise: str
+) -> Callable[[Request, OpenAIStub], Reply]:
+    """The operator agent's turns: for each line of the operator's in `wanted`, its tool call, then an answer that
+    is `lead` and the first `lines` lines of the result; to anything else, `otherwise`."""
+
+    def script(request: Request, stub: OpenAIStub) -> Reply:
+        body: dict[str, Any] = request.body
+        if role(body) == "ping":
+            return ping(body, native=False)
+        said = operator_said(body)
+        results = last_tool_results(body)
+        if said in wanted:
+            if results:
+                return answer(body, lead + " | ".join(results[0].splitlines()[:lines]))
+            return calls(body, wanted[said])
+        return answer(body, otherwise)
+
+    return script
