@@ -1,4 +1,6 @@
-"""Sharded generation: one job per endpoint, each with a disjoint share of the prompts, joined into one file.
+"""Sharded phases. Generation: one job per endpoint, each with a disjoint share of the prompts, joined into one
+file. Extraction: N processes fill one directory with disjoint files, together a one-process run (every tensor
+byte for byte).
 
 The data phase builds the jobs from `[cluster] endpoints`; they run as real detached jobs on this machine (the
 sharding does not depend on the executor). Stand-in: tests/openai_stub.py plays the two endpoints, because a
@@ -13,9 +15,13 @@ import json
 import os
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from extraction import CONVERSATIONS, differing_tensors, extract, prepared_target, summary
 from eyas.graph.context import RunContext
 from eyas.graph.phases import data
 from eyas.graph.runs import RunDir
@@ -25,6 +31,7 @@ from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobStatus
 from eyas.tools.jobs.upload import upload_workloads
+from eyas.tools.workloads.hidden_states_file import read_header, sample_files
 from openai_stub import MODEL, OpenAIStub, Reply, Request
 from waiting import wait_for
 
@@ -104,3 +111,26 @@ def test_sharded_generation_answers_every_prompt_once_after_a_shard_is_killed(tm
     joined = ids_in(Path(ctx.artifact("conversations")))
     assert sorted(joined) == sorted(f"p{i}" for i in range(40))  # the first 40 prompts, each exactly once
     assert set(ids_in(Path(data.shard_output(ctx, 0, 2)))) == {i for i in joined if generate.shard_of(i, 2) == 0}
+
+
+@pytest.mark.slow
+def test_two_extraction_shards_write_disjoint_files_that_together_are_a_one_process_run(tmp_path: Path) -> None:
+    """The real target model (SmolLM2, transformers on CPU); one sample per forward pass, so that a sample's
+    numbers do not depend on which others share its batch."""
+    target = prepared_target()
+    one, sharded = tmp_path / "one", tmp_path / "sharded"
+    flags = ("--device", "cpu", "--batch-tokens", "1")
+    whole = summary(extract(target, CONVERSATIONS, one, *flags))
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda i: extract(target, CONVERSATIONS, sharded, *flags, "--shard", f"{i}/2"), range(2)))
+    parts = [summary(run) for run in runs]
+    assert [part["files"] for part in parts] == [2, 2] and whole["files"] == 4
+    assert [path.name for path in sample_files(sharded)] == [path.name for path in sample_files(one)]
+    for mine, reference in zip(sample_files(sharded), sample_files(one), strict=True):
+        # Every tensor byte for byte, and the same header (safetensors orders the metadata keys at random).
+        assert differing_tensors(mine, reference) == {}, mine.name
+        assert read_header(mine)[0] == read_header(reference)[0]
+    assert {path.name for path in sharded.glob("extract_summary*.json")} == {
+        "extract_summary.shard-0-of-2.json",
+        "extract_summary.shard-1-of-2.json",
+    }

@@ -168,6 +168,9 @@ class ClusterConfig(_Section):
         description="the target's vLLM servers as the jobs reach them: generation runs one shard per endpoint "
         "(default: one job against target.base_url)",
     )
+    extract_shards: int = Field(
+        1, ge=1, description="extraction jobs, one per GPU or node, each with a disjoint share of the samples"
+    )
 
     @model_validator(mode="after")
     def _ray_needs_an_address(self) -> ClusterConfig:

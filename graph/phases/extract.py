@@ -49,4 +49,16 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         layers=drafter_layers(ctx),
         **vllm_backend(ctx, state),
     )
-    return [extract_job(f"{ctx.run.run_id}.extract", ctx.host_config, ctx.workloads_dir, request)]
+    n = ctx.config.cluster.extract_shards
+    if n == 1:
+        return [extract_job(f"{ctx.run.run_id}.extract", ctx.host_config, ctx.workloads_dir, request)]
+    # N jobs fill one directory with disjoint files (sample index modulo N); a failed shard is retried alone.
+    return [
+        extract_job(
+            f"{ctx.run.run_id}.extract-{i}",
+            ctx.host_config,
+            ctx.workloads_dir,
+            request.model_copy(update={"shard": (i, n)}),
+        )
+        for i in range(n)
+    ]

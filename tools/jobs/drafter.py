@@ -39,6 +39,7 @@ class ExtractionRequest(JobRequest):
     launch: InheritedLaunch | None = Field(None, description="vllm backend: production's launch, the server's base")
     ready_timeout_s: float | None = Field(None, gt=0, description="vllm backend: default extract.py's")
     trust_remote_code: bool = False
+    shard: tuple[int, int] = Field((0, 1), description="(I, N): the samples whose index is I modulo N")
 
 
 class VocabRequest(JobRequest):
@@ -66,6 +67,8 @@ def extract_job(job_id: str, host: HostConfig, workloads_dir: str, request: Extr
     ]  # fmt: skip
     layers = ",".join(str(layer) for layer in request.layers) if request.layers is not None else None
     flags += optional_flags({"--layers": layers, "--max-samples": request.max_samples})
+    if request.shard != (0, 1):
+        flags += ["--shard", f"{request.shard[0]}/{request.shard[1]}"]
     if request.backend == "hf":
         flags += ["--device", request.device, "--batch-tokens", str(request.batch_tokens)]
     else:

