@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from eyas.graph.gates import cluster_lines, cluster_view
 from eyas.graph.supervise import diagnose
 from eyas.tools.config import ClusterConfig, EyasConfig, HostConfig
 from eyas.tools.hosts.local import LocalHost
@@ -136,7 +137,7 @@ def test_a_job_whose_node_dies_is_lost_and_a_retry_runs_it_again(ray_cluster: Ra
     assert "resumed" in jobs.tail(spec.job_id)
 
 
-def test_the_config_chooses_the_executor_and_each_job_kind_its_resources(tmp_path: Path) -> None:
+def test_the_config_chooses_the_executor_and_each_job_kind_its_resources_which_the_gate_shows(tmp_path: Path) -> None:
     base = {
         "hosts": {"local": {"address": "local", "python": sys.executable, "workdir": str(tmp_path)}},
         "target": {"base_url": "http://127.0.0.1:1", "model": "m"},
@@ -148,6 +149,14 @@ def test_the_config_chooses_the_executor_and_each_job_kind_its_resources(tmp_pat
     assert job_kind("run-1.extract-2") == "extract"
     assert job_resources(cluster, "run-1.extract-2").num_gpus == 1
     assert job_resources(cluster, "run-1.train").num_gpus is None
+    specs = [shell("run-1.extract-0", "true"), shell("run-1.train", "true")]
+    view = cluster_view(cluster, specs)
+    assert view["resources"] == {"run-1.extract-0": {"num_gpus": 1.0, "labels": {}}, "run-1.train": {"labels": {}}}
+    assert cluster_lines(view) == [
+        "jobs go to the Ray cluster at http://127.0.0.1:1",
+        "run-1.extract-0: num_gpus=1.0",
+        "run-1.train: asks nothing (runs on the head node)",
+    ]
 
 
 def test_an_unreachable_ray_cluster_is_one_readable_error(tmp_path: Path) -> None:
