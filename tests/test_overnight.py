@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -267,15 +268,15 @@ def test_a_driver_killed_with_kill_9_under_eyas_watch_is_restarted_and_the_run_c
     policy = write_policy(tmp_path / "policy.toml", max_disk_bytes=1_000_000, notify_command=f"cat >> {notes}")
     runs = tmp_path / "runs"
     env = environment(embedded_target, runs)
-    detached = subprocess.run([EYAS, "run", "--detach", "--run-id", "overnight", "--policy", str(policy), *TINY],
+    run = runs / f"overnight-{secrets.token_hex(3)}"  # job ids on the shared target are per run: a fresh one
+    detached = subprocess.run([EYAS, "run", "--detach", "--run-id", run.name, "--policy", str(policy), *TINY],
                               env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert detached.returncode == 0 and "driven by a detached eyas (job driver-1" in detached.stdout, detached.stderr
-    run = runs / "overnight"
     watch = subprocess.Popen([EYAS, "watch", run.name, "--interval", "0.5"], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
     try:
         # Mid-monitor: the generation job runs and the driver polls it.
-        wait_for(lambda: sleeps_in(run, "monitor_data") >= 3, timeout=600, what="the driver monitoring generation")
+        wait_for(lambda: sleeps_in(run, "monitor_data") >= 3, timeout=1200, what="the driver monitoring generation")
         status = subprocess.run([EYAS, "status", run.name], env=env, capture_output=True, text=True, timeout=120)
         assert "driver: alive" in status.stdout and "job driver-1 running" in status.stdout, status.stdout
         assert "heartbeat" in status.stdout and "s ago" in status.stdout
@@ -335,19 +336,19 @@ def test_a_run_outlives_a_two_minute_ssh_outage_mid_monitor_and_completes(
     policy = write_policy(tmp_path / "policy.toml", max_disk_bytes=1_000_000, host_retry_max_s=2.0)
     runs = tmp_path / "runs"
     env = environment(embedded_target, runs)
+    run = runs / f"outage-{secrets.token_hex(3)}"  # job ids on the shared target are per run: a fresh one
     driver = subprocess.Popen(
-        [EYAS, "run", "--config", str(config), "--policy", str(policy), "--run-id", "outage", *TINY], env=env,
+        [EYAS, "run", "--config", str(config), "--policy", str(policy), "--run-id", run.name, *TINY], env=env,
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
-    run = runs / "outage"
     try:
-        wait_for(lambda: sleeps_in(run, "monitor_data") >= 3 or driver.poll() is not None, timeout=600,
+        wait_for(lambda: sleeps_in(run, "monitor_data") >= 3 or driver.poll() is not None, timeout=1200,
                  what="the driver monitoring generation over SSH")  # fmt: skip
         assert driver.poll() is None
         server.stop()
         stopped = time.monotonic()
         wait_for(lambda: unreachable_since(run), timeout=120, what="the heartbeat saying the host is unreachable")
-        status = subprocess.run([EYAS, "status", "outage"], env=env, capture_output=True, text=True, timeout=120)
+        status = subprocess.run([EYAS, "status", run.name], env=env, capture_output=True, text=True, timeout=120)
         assert "host gpu unreachable since" in status.stdout and "jobs not read" in status.stdout, status.stdout
         wait_for(lambda: time.monotonic() - stopped >= OUTAGE_S or driver.poll() is not None, timeout=OUTAGE_S + 60,
                  interval=1.0, what="the outage's end")  # fmt: skip
@@ -361,8 +362,8 @@ def test_a_run_outlives_a_two_minute_ssh_outage_mid_monitor_and_completes(
             driver.wait()
     assert driver.returncode == 3 and "over the budget" in out, out  # ran on to the extraction gate
     assert "unreachable since" in out and "answers again" in out, out
-    assert launches(embedded_target, "outage", "generate") == 1
-    ids = conversation_ids(embedded_target, "outage")
+    assert launches(embedded_target, run.name, "generate") == 1
+    ids = conversation_ids(embedded_target, run.name)
     assert len(ids) == len(set(ids)) == 24
     beat = read_beat(RunDir(run))
     assert beat is not None and beat.host_unreachable_since is None and not beat.driving
