@@ -91,12 +91,16 @@ def test_a_workload_runs_on_the_node_it_asks_for_once_however_often_it_is_launch
     assert [state.job_id for state in jobs.list()] == [counted.job_id]
 
 
+def sleeper(jobs: RayJobs, kind: str, pid_file: Path) -> tuple[JobSpec, int]:
+    """A long job of `kind`, started; its process id as the job itself wrote it."""
+    spec = shell(job_id(kind), f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}; exec sleep 600")
+    jobs.launch(spec)
+    return spec, int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), START_S, what="the job's pid"))
+
+
 def test_cancel_stops_the_job_and_its_process(ray_cluster: RayCluster, tmp_path: Path) -> None:
     jobs = RayJobs(LocalHost(), str(tmp_path), cluster_config(ray_cluster))
-    pid_file = tmp_path / "pid"
-    spec = shell(job_id("train"), f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}; exec sleep 600")
-    jobs.launch(spec)
-    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), START_S, what="the job's pid"))
+    spec, pid = sleeper(jobs, "train", tmp_path / "pid")
     state = jobs.cancel(spec.job_id)
     assert state.status is JobStatus.FAILED and state.rc == 143
     wait_for(lambda: process_gone(pid), 60, what="the cancelled job's process to end")
@@ -106,10 +110,7 @@ def test_cancel_stops_the_job_and_its_process(ray_cluster: RayCluster, tmp_path:
 
 def test_a_job_killed_on_its_node_fails_with_its_exit_code(ray_cluster: RayCluster, tmp_path: Path) -> None:
     jobs = RayJobs(LocalHost(), str(tmp_path), cluster_config(ray_cluster))
-    pid_file = tmp_path / "pid"
-    spec = shell(job_id("generate"), f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}; exec sleep 600")
-    jobs.launch(spec)
-    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), START_S, what="the job's pid"))
+    spec, pid = sleeper(jobs, "generate", tmp_path / "pid")
     os.kill(pid, signal.SIGKILL)  # the OOM killer, or an operator on the node
     state = wait_finished(jobs, spec.job_id, 120, "Ray to see the job end")
     assert state.status is JobStatus.FAILED and state.rc == 137
