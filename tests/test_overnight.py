@@ -40,6 +40,7 @@ from eyas.tools.private_files import write_private
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from pipeline_runs import EYAS, TINY, conversation_ids, environment, launches, sleeps_in, write_policy
 from sshd import Sshd
+from test_run_folders import UNREACHABLE
 from waiting import wait_for
 
 JOB = "r.generate"
@@ -216,25 +217,10 @@ def test_install_unit_writes_a_user_unit_whose_command_watches(tmp_path: Path) -
     assert once.returncode == 0 and f"watching the runs in {runs}" in once.stdout, once.stdout + once.stderr
 
 
-# A host whose SSH port refuses at once and a server that is not there: the run starts, then fails in plan.
-UNREACHABLE = """
-[hosts.box]
-address = "127.0.0.1"
-port = 1
-known_hosts = "{known_hosts}"
-python = "/usr/bin/python3"
-workdir = "{workdir}"
-
-[target]
-host = "box"
-base_url = "http://127.0.0.1:1"
-model = "m"
-"""
-
-
 def test_run_detach_passes_its_options_on_and_watch_tells_of_a_driver_that_failed(tmp_path: Path) -> None:
     (tmp_path / "known_hosts").write_text("")
-    (tmp_path / "c.toml").write_text(UNREACHABLE.format(known_hosts=tmp_path / "known_hosts", workdir=tmp_path / "w"))
+    # A host whose SSH port refuses at once and a server that is not there: the run starts, then fails in plan.
+    (tmp_path / "c.toml").write_text(UNREACHABLE.format(known_hosts=tmp_path / "known_hosts"))
     notes = tmp_path / "notes"
     write_policy(tmp_path / "policy.toml", notify_command=f"cat >> {notes}")
     env = {**os.environ, "EYAS_RUNS_DIR": str(tmp_path / "runs"), "COLUMNS": "400"}
