@@ -9,10 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from eyas.graph.cli.replay import replay
+from eyas.graph.runner import read_run
+from eyas.graph.runs import RunDir
 from eyas.tools.target.embedded import EmbeddedTarget
 from pipeline_runs import (
     TINY,
     conversation_ids,
+    events,
     eyas,
     job_dir,
     launches,
@@ -55,6 +59,17 @@ def test_kill_during_generation_resumes_without_a_second_process(
     assert launches(embedded_target, run.name, "generate") == 1
     ids = conversation_ids(embedded_target, run.name)
     assert len(ids) == len(set(ids)) == 24
+
+    # The resume recorded the checkpoint it started from; the whole transcript replays, the monitor the kill
+    # cut short included, without divergence.
+    resumes = [event for event in events(run) if event["kind"] == "resume"]
+    assert len(resumes) == 1 and resumes[0]["next"] == ["monitor_data"], resumes
+    report, state = replay(run / "transcript.jsonl")
+    assert report.ok, report
+    assert report.events_replayed == report.events_total
+    assert (
+        state["phase"] == read_run(RunDir(run)).state["phase"] and state["jobs"] == read_run(RunDir(run)).state["jobs"]
+    )
 
 
 def test_kill_between_approval_and_launch_launches_once(embedded_target: EmbeddedTarget, tmp_path: Path) -> None:
