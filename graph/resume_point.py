@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.state import CompiledStateGraph
 
+from eyas.graph.context import RunGraph
 from eyas.tools.recording.boundary import Boundary
 
 
-def resume_point(graph: CompiledStateGraph, config: RunnableConfig) -> dict[str, Any]:
+def resume_point(graph: RunGraph, config: RunnableConfig) -> dict[str, Any]:
     """The thread's last checkpoint: its step, the nodes it runs next (both the same on replay) and its id."""
     snapshot = graph.get_state(config)
     step = (snapshot.metadata or {}).get("step")
@@ -23,6 +23,6 @@ def resume_point(graph: CompiledStateGraph, config: RunnableConfig) -> dict[str,
     return {"step": step, "next": sorted(snapshot.next), "checkpoint_id": checkpoint}
 
 
-def note_resume(boundary: Boundary, graph: CompiledStateGraph, config: RunnableConfig) -> None:
+def note_resume(boundary: Boundary, graph: RunGraph, config: RunnableConfig) -> None:
     """Record (or, on replay, check) the checkpoint the run continues from."""
     boundary.note("resume", resume_point(graph, config))
