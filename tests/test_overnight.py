@@ -24,6 +24,7 @@ import pytest
 from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
+from eyas.graph.driver import drivers
 from eyas.graph.heartbeat import Beat, Heartbeat, heartbeat_path, read_beat
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
@@ -267,11 +268,14 @@ def test_a_driver_killed_with_kill_9_under_eyas_watch_is_restarted_and_the_run_c
         assert "driver: alive" in status.stdout and "job driver-1 running" in status.stdout, status.stdout
         assert "heartbeat" in status.stdout and "s ago" in status.stdout
         os.killpg(int((run / "jobs" / "driver-1" / "pid").read_text()), signal.SIGKILL)
-        out, _ = watch.communicate(timeout=600)
+        out, _ = watch.communicate(timeout=1200)
     finally:
         if watch.poll() is None:
             os.killpg(watch.pid, signal.SIGKILL)
             watch.wait()
+        for driver in drivers(RunDir(run)):  # a failed test leaves no detached driver behind
+            if driver.status is JobStatus.RUNNING and driver.pid is not None:
+                os.killpg(driver.pid, signal.SIGKILL)
     assert watch.returncode == 0, out
     assert "restarted it as driver-2" in out and "nothing more to watch" in out, out
     assert "restarted it as driver-2" in notes.read_text()  # the run's notify command heard it
