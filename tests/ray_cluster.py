@@ -11,6 +11,7 @@ workers, the jobs' entrypoints).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -70,7 +71,9 @@ class RayCluster:
         argv = [str(RAY), "start", "--block", "--node-ip-address=127.0.0.1", "--num-gpus=0", "--disable-usage-stats"]
         argv += [f"--object-store-memory={OBJECT_STORE_BYTES}", f"--dashboard-agent-listen-port={free_port()}"]
         log = open(Path(self.temp_dir) / f"{name}.log", "ab")  # noqa: SIM115 - the node's process writes it
-        return subprocess.Popen([*argv, *args], stdout=log, stderr=log, env=self.env, start_new_session=True)
+        return subprocess.Popen(
+            [*argv, *args], stdout=log, stderr=log, env=self.env, start_new_session=True, preexec_fn=_die_with_parent
+        )
 
     def start(self) -> None:
         self.head = self._start(
@@ -135,6 +138,13 @@ class RayCluster:
             if node is not None:
                 _end(node, signal.SIGTERM)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def _die_with_parent() -> None:
+    """In the node's `ray start`: SIGTERM when the test process dies, however it dies (a timeout's kill skips the
+    fixture's teardown); `ray start --block` then stops everything it started."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _signal(pids: list[int], sig: signal.Signals) -> None:
