@@ -60,7 +60,7 @@ examples: setup target
 	  test $$? -eq 3  # it waits at the deploy gate, which asks a person even under a policy
 	EYAS_RUNS_DIR=runs/examples $(BIN)/eyas approve full-pipeline --reject --reason "an example leaves the server as it is"
 	EYAS_RUNS_DIR=runs/examples $(BIN)/eyas resume full-pipeline < /dev/null
-	rm -f runs/examples/full-pipeline/checkpoints.sqlite* runs/examples/full-pipeline/driver.lock
+	rm -f runs/examples/full-pipeline/checkpoints.sqlite* runs/examples/full-pipeline/driver.lock runs/examples/full-pipeline/heartbeat.json
 	rm -f runs/examples/chat-session/transcript.jsonl runs/examples/chat-session/run.json
 	cd tests && ../$(BIN)/python chat_example.py ../runs/examples
 
