@@ -185,7 +185,8 @@ def test_the_planner_measures_the_live_target(data_server_url: str, tmp_path: Pa
     assert throughput.single_tok_s is not None and 0 < throughput.single_tok_s < throughput.tokens_per_s
     assert inputs.generation_tok_s == throughput.tokens_per_s > 0
     assert inputs.generation_overhead_s == throughput.overhead_s >= 0
-    assert 20 < inputs.prompt_tokens < 200 and measured.sources["prompt_tokens"].startswith("tokenized by the server")
+    assert 20 < inputs.prompt_tokens < 200
+    assert measured.sources["prompt_tokens"] == "32 prompts of the shipped source, tokenized by the server"
     assert abs(inputs.free_disk_bytes - shutil.disk_usage(tmp_path).free) < 0.01 * shutil.disk_usage(tmp_path).total
     assert any(str(tmp_path).startswith(volume.mount) for volume in inputs.other_volumes)
     assert estimate(inputs).fits
