@@ -50,7 +50,7 @@ from typing import IO, Any
 import openai
 
 import progress
-from shards import WHOLE, Shard, parse_shard
+from shards import WHOLE, Shard, parse_shard, shard_of
 
 EXIT_FATAL, EXIT_STOPPED = 1, 3
 ROLES = {"human": "user", "user": "user", "system": "system"}  # every other role is an answer, dropped
@@ -123,11 +123,6 @@ class Plan:
     total: int  # distinct samples within --limit
     already_done: int
     bad: list[dict[str, Any]]  # input lines that are not samples
-
-
-def shard_of(sample_id: str, shards: int) -> int:
-    """The shard a sample belongs to: a hash of its id, so every process (and every run) agrees."""
-    return int.from_bytes(hashlib.sha256(sample_id.encode()).digest()[:8], "big") % shards
 
 
 def load_input(path: Path, done: set[str], limit: int | None, shard: Shard = WHOLE) -> Plan:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 
 Shard = tuple[int, int]
 WHOLE: Shard = (0, 1)
@@ -19,3 +20,8 @@ def parse_shard(text: str) -> Shard:
 def suffix(shard: Shard) -> str:
     """A name suffix for what one shard writes beside the others (empty for the whole work)."""
     return "" if shard == WHOLE else f".shard-{shard[0]}-of-{shard[1]}"
+
+
+def shard_of(sample_id: str, shards: int) -> int:
+    """The shard a sample belongs to: a hash of its id, so every process (and every run) agrees."""
+    return int.from_bytes(hashlib.sha256(sample_id.encode()).digest()[:8], "big") % shards
