@@ -135,6 +135,7 @@ def test_config_init_writes_the_example_and_refuses_to_overwrite(cwd: Path) -> N
     assert first.exit_code == 0, first.output
     assert (cwd / "eyas.toml").read_text() == example
     assert "Next, edit it" in first.stdout and "`eyas config check` and `eyas verify`" in first.stdout
+    assert "in [hosts.gpu] the address" in first.stdout and "remove [agent]" in first.stdout  # not taken as markup
 
     (cwd / "eyas.toml").write_text("# mine\n")
     again = runner.invoke(app, ["config", "init"])

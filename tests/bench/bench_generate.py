@@ -24,7 +24,7 @@ TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 sys.path.insert(0, str(TESTS.parent / "tools" / "workloads"))
 
-import generate  # noqa: E402
+import done_ids  # noqa: E402
 from openai_stub import MODEL, OpenAIStub  # noqa: E402
 
 GENERATE = TESTS.parent / "tools" / "workloads" / "generate.py"
@@ -111,7 +111,7 @@ def resume(finished: int, pending: int) -> dict[str, float]:
                 )
         size = (restart / "out.jsonl").stat().st_size
         started = time.monotonic()
-        done = generate.read_done(restart / "out.jsonl")
+        done = done_ids.read_done(restart / "out.jsonl")
         read_s = time.monotonic() - started
         assert len(done) == finished
         fresh_s, _ = first_request_after(fresh, 16)

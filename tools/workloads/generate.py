@@ -38,7 +38,6 @@ import hashlib
 import json
 import os
 import random
-import re
 import signal
 import sys
 import time
@@ -50,12 +49,12 @@ from typing import IO, Any
 import openai
 
 import progress
+from done_ids import read_done
 from shards import WHOLE, Shard, parse_shard, shard_of
 
 EXIT_FATAL, EXIT_STOPPED = 1, 3
 ROLES = {"human": "user", "user": "user", "system": "system"}  # every other role is an answer, dropped
 RETRY_STATUS = {408, 409, 429}  # and every 5xx
-_ID_PREFIX = re.compile(rb'\{"id": ?("(?:[^"\\]|\\.)*")')  # how write() starts every line
 
 
 class Fatal(Exception):  # the run cannot go on; the message names the problem and the fix
@@ -90,31 +89,6 @@ def parse_sample(record: Any) -> Sample:
     if sample_id is None:
         sample_id = "sha-" + hashlib.sha256(json.dumps(turns, sort_keys=True).encode()).hexdigest()[:20]
     return Sample(str(sample_id), turns)
-
-
-def read_done(path: Path) -> set[str]:
-    """Ids already in the output, reading only the start of each line. A last line without its newline
-    was torn by a kill mid-write: it is cut off, so its sample is generated again."""
-    if not path.exists():
-        return set()
-    with path.open("r+b") as f:
-        size = end = f.seek(0, os.SEEK_END)
-        while end > 0:
-            start = max(0, end - 65536)
-            f.seek(start)
-            newline = f.read(end - start).rfind(b"\n")
-            if newline >= 0:
-                end = start + newline + 1
-                break
-            end = start
-        if end != size:
-            f.truncate(end)
-        f.seek(0)
-        done = set()
-        for line in f:
-            match = _ID_PREFIX.match(line)
-            done.add(json.loads(match.group(1)) if match else str(json.loads(line)["id"]))
-    return done
 
 
 @dataclass
