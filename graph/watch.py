@@ -230,3 +230,20 @@ def driver_facts(run: RunDir, now: float) -> dict[str, Any] | None:
         "host": beat.host if beat is not None else None,
         "host_unreachable_since": stamp(since) if since is not None else None,
     }
+
+
+def driver_phrase(facts: dict[str, Any] | None) -> str:
+    """`driver_facts` in a few words for a runs list (`eyas runs`, the dashboard): empty for a run no beating eyas
+    drove; otherwise its condition, and the host outage it waits out."""
+    if facts is None:
+        return ""
+    phrase = str(facts["condition"])
+    if facts["condition"] == Condition.ALIVE and facts["heartbeat_age_s"] is not None:
+        phrase += f", beat {facts['heartbeat_age_s']:.0f} s ago"
+    elif facts["condition"] != Condition.ALIVE:
+        phrase += f": {facts['detail']}"
+    if facts["restarts"]:
+        phrase += f"; restarted {facts['restarts']}x by eyas watch"
+    if facts["host_unreachable_since"]:
+        phrase += f"; host {facts['host']} unreachable since {facts['host_unreachable_since']}"
+    return phrase

@@ -20,7 +20,7 @@ from eyas.graph.answers import record_gate_answer
 from eyas.graph.cli.chat import chat_command
 from eyas.graph.cli.console import console, notice, print_error, verify_table
 from eyas.graph.cli.deploy import deploy_command, print_result, rollback_command
-from eyas.graph.cli.options import ConfigOption, announce, demo_size_option, use_config
+from eyas.graph.cli.options import ConfigOption, JsonOption, announce, demo_size_option, use_config
 from eyas.graph.cli.plan import plan_command
 from eyas.graph.cli.replay import replay_command
 from eyas.graph.cli.report import report_command
@@ -106,7 +106,6 @@ app.command("rollback")(rollback_command)
 app.command("watch")(watch_command)
 
 HostOption = Annotated[str | None, typer.Option("--host", help="host name from [hosts]; default: the target's host")]
-JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
 
 
 @app.command("verify")

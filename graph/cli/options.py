@@ -23,6 +23,8 @@ ConfigOption = Annotated[
     ),
 ]
 
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+
 
 def use_config(flag: Path | None) -> tuple[EyasConfig, ConfigSource]:
     """The config a command acts on (see `find_config`) and where it came from, said in one line on stderr,

@@ -17,7 +17,7 @@ from rich.table import Table
 from eyas.graph.answers import pending_view, record_gate_answer
 from eyas.graph.cli.console import console, notice
 from eyas.graph.cli.detach import DetachOption, detach_driver, same_command
-from eyas.graph.cli.options import ConfigOption, size_option, use_config
+from eyas.graph.cli.options import ConfigOption, JsonOption, size_option, use_config
 from eyas.graph.cli.run_ui import RunUI
 from eyas.graph.dry_run import dry_run as dry_run_walk
 from eyas.graph.dry_run import dry_run_lines
@@ -30,7 +30,7 @@ from eyas.graph.runner import Outcome, checkpointer, drive, end_message, notify,
 from eyas.graph.runs import RUN_ID_RULE, RunDir, list_runs, open_run, runs_root
 from eyas.graph.session import begin_run, initial_state, new_run, open_context, run_meta, run_source
 from eyas.graph.state import Action, GateAnswer
-from eyas.graph.watch import driver_facts
+from eyas.graph.watch import driver_facts, driver_phrase
 from eyas.tools.config import EyasConfig, format_validation_error
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.errors import EyasError, HostError
@@ -328,16 +328,24 @@ def progress_cells(tail: str) -> dict[str, Any]:
     return {"bar": bar, "eta": eta, "progress": seen}
 
 
-def runs_command() -> None:
-    """List the runs in the runs folder (EYAS_RUNS_DIR, default ./runs)."""
-    table = Table(title=f"runs in {escape(str(runs_root()))}", title_justify="left")
-    for column in ("run", "phase", "state", "report"):
-        table.add_column(column)
+def runs_command(json_output: JsonOption = False) -> None:
+    """List the runs in the runs folder (EYAS_RUNS_DIR, default ./runs): phase, where each stands, its driver (the
+    eyas process driving it: alive, died, ended; a host outage it waits out) and its report."""
+    now, rows = time.time(), []
     for run in list_runs():
         view = read_run(run)
-        waiting = run_condition(run, view)
-        report = str(run.report) if run.report.exists() else ""
-        table.add_row(*(escape(cell) for cell in (run.run_id, str(view.state.get("phase", "")), waiting, report)))
+        report = str(run.report) if run.report.exists() else None
+        rows.append({"run": run.run_id, "phase": str(view.state.get("phase", "")), "state": run_condition(run, view),
+                     "driver": driver_facts(run, now), "report": report})  # fmt: skip
+    if json_output:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"runs in {escape(str(runs_root()))}", title_justify="left")
+    for column in ("run", "phase", "state", "driver", "report"):
+        table.add_column(column)
+    for row in rows:
+        cells = (row["run"], row["phase"], row["state"], driver_phrase(row["driver"]), row["report"] or "")
+        table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
 
 

@@ -3,6 +3,7 @@ answer as `eyas approve` does. Every response is uncacheable and framed by a str
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from eyas.graph.dashboard.forms import GateForm
 from eyas.graph.dashboard.snapshots import Snapshots
 from eyas.graph.runner import read_run, run_condition
 from eyas.graph.runs import RunDir, is_run_id, list_runs
+from eyas.graph.watch import driver_facts, driver_phrase
 from eyas.tools.config import format_validation_error
 from eyas.tools.errors import EyasError
 
@@ -101,11 +103,12 @@ def create_app(runs_root: Path, sessions: Sessions) -> Starlette:
         return response
 
     async def runs(request: Request, csrf: str) -> Response:
-        def rows() -> list[tuple[str, str, str]]:
-            found = []
+        def rows() -> list[tuple[str, str, str, str]]:
+            found, now = [], time.time()
             for run in list_runs(runs_root):
                 view = read_run(run)
-                found.append((run.run_id, str(view.state.get("phase", "")), run_condition(run, view)))
+                driver = driver_phrase(driver_facts(run, now))
+                found.append((run.run_id, str(view.state.get("phase", "")), run_condition(run, view), driver))
             return found
 
         listed = await run_in_threadpool(rows)

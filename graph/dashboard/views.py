@@ -58,12 +58,13 @@ def message_page(title: str, text: str) -> str:
     return document(f"eyas: {title}", f'<h1>{h(title)}</h1><p class="error">{h(text)}</p><p><a href="/">runs</a></p>')
 
 
-def runs_page(rows: Sequence[tuple[str, str, str]], root: str, csrf: str) -> str:
-    """The runs folder: each run with its phase and where it stands."""
+def runs_page(rows: Sequence[tuple[str, str, str, str]], root: str, csrf: str) -> str:
+    """The runs folder: each run with its phase, where it stands and its driver (see `driver_phrase`)."""
     cells = [
-        (f'<a href="/runs/{h(run_id)}">{h(run_id)}</a>', h(phase), h(condition)) for run_id, phase, condition in rows
+        (f'<a href="/runs/{h(run_id)}">{h(run_id)}</a>', h(phase), h(condition), h(driver))
+        for run_id, phase, condition, driver in rows
     ]
-    listing = table(("run", "phase", "state"), cells) if cells else "<p>No run yet.</p>"
+    listing = table(("run", "phase", "state", "driver"), cells) if cells else "<p>No run yet.</p>"
     return document("eyas runs", top_bar("eyas runs", csrf) + f'<p>In {h(root)}</p><div id="runs">{listing}</div>')
 
 
