@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,21 @@ def test_reconnects_after_sshd_restart(own_sshd: Sshd, workdir: str) -> None:
         host.write_bytes(f"{workdir}/after", b"2")
         own_sshd.restart()
         assert host.run(f"cat {workdir}/after").stdout == "2"
+
+
+@pytest.mark.sshd
+def test_a_command_whose_sshd_ends_mid_run_is_an_outage_not_a_failed_command(own_sshd: Sshd, workdir: str) -> None:
+    """sshd ending under a running command closes its channel without an exit status: that is the host being
+    unreachable (which the monitor waits out), not a command that failed (which ended a whole run)."""
+    started = Path(workdir) / "started"
+    with own_sshd.host() as host:
+        running = ThreadPoolExecutor(max_workers=1).submit(host.run, f"touch {started} && sleep 60", timeout=120)
+        wait_for(started.exists, timeout=30, what="the command running over SSH")
+        own_sshd.stop()
+        with pytest.raises(HostUnreachable, match="ended before the command reported how it ended"):
+            running.result(timeout=60)
+        own_sshd.start()
+        assert host.run("echo back").stdout == "back\n"
 
 
 @pytest.mark.sshd

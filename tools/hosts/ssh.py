@@ -290,6 +290,11 @@ class SSHHost(Host):
                 ) from None
             finally:
                 channel.close()
+        if rc == -1:  # the channel closed without an exit status: its sshd or the connection ended mid-command
+            raise HostUnreachable(
+                f"The SSH connection to {self._where} ended before the command reported how it ended; it may or "
+                f"may not have finished there: {command[:200]}"
+            )
         duration = self._clock.monotonic() - started
         if rc in _TIMEOUT_RCS and duration >= timeout * 0.99:
             raise CommandTimeout(
