@@ -29,6 +29,7 @@ from eyas.graph.resume_point import note_resume
 from eyas.graph.runner import Outcome, checkpointer, drive, end_message, notify, read_run, run_condition, thread
 from eyas.graph.runs import RUN_ID_RULE, RunDir, list_runs, open_run, runs_root
 from eyas.graph.session import begin_run, initial_state, new_run, open_context, run_meta, run_source
+from eyas.graph.shard_total import phase_total
 from eyas.graph.state import Action, GateAnswer
 from eyas.graph.watch import driver_facts, driver_phrase
 from eyas.tools.config import EyasConfig, format_validation_error
@@ -310,17 +311,22 @@ def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], 
             jobs = Jobs(host, config.host().workdir)
             rows = []
             for phase, ids in state["jobs"].items():
+                phase_rows = []
                 for job in jobs.statuses(ids):
-                    cells = progress_cells(jobs.tail(job.job_id, 20))
-                    rows.append({"phase": phase, "job_id": job.job_id, "state": job.describe(), **cells})
+                    cells = progress_cells(last_progress(jobs.tail(job.job_id, 20)) or {})
+                    phase_rows.append({"phase": phase, "job_id": job.job_id, "state": job.describe(), **cells})
+                total = phase_total([row["progress"] for row in phase_rows])
+                if total is not None:  # a sharded phase: its whole, after its jobs
+                    phase_rows.append({"phase": phase, "job_id": f"all {total['jobs']} jobs", "state": "",
+                                       **progress_cells(total)})  # fmt: skip
+                rows += phase_rows
             return rows, None
     except HostError as exc:
         return [], str(exc)
 
 
-def progress_cells(tail: str) -> dict[str, Any]:
-    """A job's progress bar and ETA, from the last progress line of its log."""
-    seen = last_progress(tail) or {}
+def progress_cells(seen: dict[str, Any]) -> dict[str, Any]:
+    """A progress bar and ETA, from a job's last progress line (or a sharded phase's total of them)."""
     done, total = float(seen.get("done") or 0), float(seen.get("total") or 0)
     filled = int(20 * done / total) if total else 0
     bar = f"{'█' * filled}{'░' * (20 - filled)} {done:.0f}/{total:.0f}" if total else ""

@@ -18,6 +18,7 @@ from eyas.graph.cli.console import console
 from eyas.graph.gate_paths import paths_lines
 from eyas.graph.gate_production import production_lines
 from eyas.graph.gates import cluster_lines
+from eyas.graph.shard_total import phase_total
 from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, GateAnswer
 from eyas.tools.config import format_validation_error
 from eyas.tools.jobs.detached import JobState
@@ -65,9 +66,16 @@ class RunUI:
             total = float(seen.get("total") or 1)
             done = float(seen.get("done") or 0)
             extra = state.describe() if state.status.value != "running" else _extra(seen)
-            if state.job_id not in self._bars:
-                self._bars[state.job_id] = self._progress.add_task(state.job_id, total=total, extra=extra)
-            self._progress.update(self._bars[state.job_id], total=total, completed=done, extra=extra)
+            self._bar(state.job_id, total, done, extra)
+        whole = phase_total([progress.get(state.job_id, {}) for state in states])
+        if whole is not None:  # a sharded phase: its whole, below its jobs
+            self._bar(f"{phase}: all {whole['jobs']} jobs", whole["total"], whole["done"], _extra(whole))
+
+    def _bar(self, name: str, total: float, done: float, extra: str) -> None:
+        assert self._progress is not None
+        if name not in self._bars:
+            self._bars[name] = self._progress.add_task(name, total=total, extra=extra)
+        self._progress.update(self._bars[name], total=total, completed=done, extra=extra)
 
     def _stop_bars(self) -> None:
         if self._progress is not None:

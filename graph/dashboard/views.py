@@ -12,6 +12,7 @@ from eyas.graph.gate_production import production_lines
 from eyas.graph.report_html.page import STYLE, navigation, report_body
 from eyas.graph.report_html.record import RunRecord
 from eyas.graph.report_html.sections import fmt, h, last_value, missing, section, table
+from eyas.graph.shard_total import phase_total
 from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, GateAnswer
 
 DASHBOARD_STYLE = """
@@ -88,13 +89,21 @@ def live_part(record: RunRecord, condition: str) -> str:
 
 def jobs_table(record: RunRecord) -> str:
     rows = []
+
+    def row(phase: str, name: str, done: Any, total: Any, eta: Any) -> tuple[str, ...]:
+        bar = f'<progress value="{h(done or 0)}" max="{h(total or 1)}"></progress> {h(fmt(done))}/{h(fmt(total))}'
+        return h(phase), h(name), bar, h(f"{float(eta) / 60:.1f} min" if eta is not None else "—")
+
     for phase, ids in record.state.get("jobs", {}).items():
+        last = []
         for job_id in ids:
             seen = record.progress.get(job_id, [])
-            done, total = last_value(seen, "done"), last_value(seen, "total")
+            last.append({key: last_value(seen, key) for key in ("done", "total", "failed", "tokens_per_s", "eta_s")})
             eta = seen[-1].get("eta_s") if seen else None
-            bar = f'<progress value="{h(done or 0)}" max="{h(total or 1)}"></progress> {h(fmt(done))}/{h(fmt(total))}'
-            rows.append((h(phase), h(job_id), bar, h(f"{float(eta) / 60:.1f} min" if eta is not None else "—")))
+            rows.append(row(phase, job_id, last[-1]["done"], last[-1]["total"], eta))
+        whole = phase_total(last)
+        if whole is not None:  # a sharded phase: its whole, after its jobs
+            rows.append(row(phase, f"all {whole['jobs']} jobs", whole["done"], whole["total"], whole["eta_s"]))
     if not rows:
         return "<p>No job launched yet.</p>"
     return "<h3>Jobs</h3>" + table(("phase", "job", "progress (as last polled)", "ETA"), rows)
