@@ -337,7 +337,7 @@ def progress_cells(seen: dict[str, Any]) -> dict[str, Any]:
 def runs_command(json_output: JsonOption = False) -> None:
     """List the runs in the runs folder (EYAS_RUNS_DIR, default ./runs): phase, where each stands, its driver (the
     eyas process driving it: alive, died, ended; a host outage it waits out) and its report."""
-    now, rows = time.time(), []
+    now, rows = time.time(), list[dict[str, Any]]()
     for run in list_runs():
         view = read_run(run)
         report = str(run.report) if run.report.exists() else None
