@@ -5,7 +5,9 @@ Stand-in: the agent LLM only (tests/openai_stub.py, scripted): no LLM that can d
 embedded SmolLM2 fills in tool calls that are well-formed and useless), so the agent's turns are scripted from the
 operator's lines. Everything else is real and checked where it lands: `eyas chat` in a terminal, the `eyas plan`,
 `eyas run`, `eyas resume` and `eyas deploy` processes it starts, the detached jobs, and the vLLM target that plays
-production (its own instance, tests/production_target.py) with the stand-in service manager of containers.
+production (its own instance, tests/production_target.py) with the stand-in service manager of containers. The
+deploy is of a drafter production cannot load: it is rolled back to production's exact old argv (read from /proc),
+the one test of that rollback (it costs two vLLM starts).
 The generation job is killed the way an OOM kill looks, which raises the failure gate.
 """
 
@@ -15,6 +17,7 @@ import json
 import os
 import re
 import signal
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -132,8 +135,13 @@ def test_a_whole_operator_session(production_target: EmbeddedTarget, tmp_path: P
         finally:
             terminal.close()
 
+    # The deploy (the same `eyas deploy` an operator types) was rolled back to production's exact old argv (/proc).
+    assert stat.S_IMODE((run.root / "deploy.json").stat().st_mode) == 0o600
     result = json.loads((run.root / "deploy.json").read_text())
     assert result["kept"] is False and "did not come up with the drafter" in result["reason"]
+    report = run.report.read_text()
+    assert "## Deploy" in report and "**Drafter rolled back:** production did not come up" in report
+    assert "--speculative-config" in report  # the exact change that was tried
     assert result["argv_deployed"] == [*argv_before, "--speculative-config", spec]
     assert not Path(service(production_target).drop_in_path()).exists()
     assert service(production_target).health().status is Status.OK
