@@ -14,11 +14,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from eyas.graph.driver import driver_jobs, driver_log, is_driving, latest_driver, start_driver
 from eyas.graph.heartbeat import Beat, read_beat
-from eyas.graph.runs import RunDir
+from eyas.graph.runner import read_run, run_condition
+from eyas.graph.runs import RunDir, list_runs
 from eyas.tools.hosts.patience import stamp
 from eyas.tools.jobs.detached import JobState, JobStatus
 from eyas.tools.notify import send_notice
@@ -247,3 +249,15 @@ def driver_phrase(facts: dict[str, Any] | None) -> str:
     if facts["host_unreachable_since"]:
         phrase += f"; host {facts['host']} unreachable since {facts['host_unreachable_since']}"
     return phrase
+
+
+def runs_listing(root: Path | None, now: float) -> list[dict[str, Any]]:
+    """Each run in the runs folder (`root`, else the default) as `eyas runs` and the dashboard list it: phase, where
+    it stands, its driver's facts and its report (None when there is none)."""
+    rows = []
+    for run in list_runs(root):
+        view = read_run(run)
+        report = str(run.report) if run.report.exists() else None
+        rows.append({"run": run.run_id, "phase": str(view.state.get("phase", "")), "state": run_condition(run, view),
+                     "driver": driver_facts(run, now), "report": report})  # fmt: skip
+    return rows

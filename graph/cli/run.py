@@ -26,12 +26,12 @@ from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
 from eyas.graph.report_html.page import write_html_report
 from eyas.graph.resume_point import note_resume
-from eyas.graph.runner import Outcome, checkpointer, drive, end_message, notify, read_run, run_condition, thread
-from eyas.graph.runs import RUN_ID_RULE, RunDir, list_runs, open_run, runs_root
+from eyas.graph.runner import Outcome, checkpointer, drive, end_message, notify, read_run, thread
+from eyas.graph.runs import RUN_ID_RULE, RunDir, open_run, runs_root
 from eyas.graph.session import begin_run, initial_state, new_run, open_context, run_meta, run_source
 from eyas.graph.shard_total import phase_total
 from eyas.graph.state import Action, GateAnswer
-from eyas.graph.watch import driver_facts, driver_phrase
+from eyas.graph.watch import driver_facts, driver_phrase, runs_listing
 from eyas.tools.config import EyasConfig, format_validation_error
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.errors import EyasError, HostError
@@ -337,12 +337,7 @@ def progress_cells(seen: dict[str, Any]) -> dict[str, Any]:
 def runs_command(json_output: JsonOption = False) -> None:
     """List the runs in the runs folder (EYAS_RUNS_DIR, default ./runs): phase, where each stands, its driver (the
     eyas process driving it: alive, died, ended; a host outage it waits out) and its report."""
-    now, rows = time.time(), list[dict[str, Any]]()
-    for run in list_runs():
-        view = read_run(run)
-        report = str(run.report) if run.report.exists() else None
-        rows.append({"run": run.run_id, "phase": str(view.state.get("phase", "")), "state": run_condition(run, view),
-                     "driver": driver_facts(run, now), "report": report})  # fmt: skip
+    rows = runs_listing(None, time.time())
     if json_output:
         print(json.dumps(rows, indent=2))
         return

@@ -21,9 +21,8 @@ from eyas.graph.dashboard import views
 from eyas.graph.dashboard.auth import SESSION_COOKIE, Sessions
 from eyas.graph.dashboard.forms import GateForm
 from eyas.graph.dashboard.snapshots import Snapshots
-from eyas.graph.runner import read_run, run_condition
-from eyas.graph.runs import RunDir, is_run_id, list_runs
-from eyas.graph.watch import driver_facts, driver_phrase
+from eyas.graph.runs import RunDir, is_run_id
+from eyas.graph.watch import driver_phrase, runs_listing
 from eyas.tools.config import format_validation_error
 from eyas.tools.errors import EyasError
 
@@ -104,12 +103,8 @@ def create_app(runs_root: Path, sessions: Sessions) -> Starlette:
 
     async def runs(request: Request, csrf: str) -> Response:
         def rows() -> list[tuple[str, str, str, str]]:
-            found, now = [], time.time()
-            for run in list_runs(runs_root):
-                view = read_run(run)
-                driver = driver_phrase(driver_facts(run, now))
-                found.append((run.run_id, str(view.state.get("phase", "")), run_condition(run, view), driver))
-            return found
+            listed = runs_listing(runs_root, time.time())
+            return [(row["run"], row["phase"], row["state"], driver_phrase(row["driver"])) for row in listed]
 
         listed = await run_in_threadpool(rows)
         return HTMLResponse(views.runs_page(listed, str(runs_root), csrf))
