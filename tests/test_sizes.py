@@ -31,7 +31,15 @@ def test_run_offers_every_size_and_leaves_the_default_to_the_target() -> None:
 
 def test_plan_offers_the_sizes_it_plans_with_and_agrees_with_run() -> None:
     plan = option_defaults("plan")
-    assert set(plan) == {"samples", "max_tokens", "max_seq_len", "epochs", "draft_vocab_size", "prompt_source"}
+    assert set(plan) == {
+        "samples",
+        "max_tokens",
+        "max_seq_len",
+        "epochs",
+        "ttt_steps",
+        "draft_vocab_size",
+        "prompt_source",
+    }
     assert plan == {name: option_defaults("run")[name] for name in plan}
 
 

@@ -131,6 +131,7 @@ def run_command(
     concurrency: Annotated[int | None, size_option("concurrency")] = None,
     draft_vocab_size: Annotated[int | None, size_option("draft_vocab_size")] = None,
     epochs: Annotated[int | None, size_option("epochs")] = None,
+    ttt_steps: Annotated[int | None, size_option("ttt_steps")] = None,
     num_speculative_tokens: Annotated[int | None, size_option("num_speculative_tokens", "--k")] = None,
     eval_max_tokens: Annotated[int | None, size_option("eval_max_tokens")] = None,
     prompt_source: Annotated[str | None, size_option("prompt_source", "--prompts")] = None,
@@ -160,7 +161,7 @@ def run_command(
         sizes = starting_sizes(
             source.path is None, samples=samples, max_tokens=max_tokens, max_seq_len=max_seq_len,
             concurrency=concurrency, draft_vocab_size=draft_vocab_size, epochs=epochs,
-            num_speculative_tokens=num_speculative_tokens, eval_max_tokens=eval_max_tokens,
+            ttt_steps=ttt_steps, num_speculative_tokens=num_speculative_tokens, eval_max_tokens=eval_max_tokens,
             prompt_source=prompt_source or cfg.pipeline.prompts, held_out=held_out,
             extraction_backend=extraction_backend or cfg.pipeline.extraction_backend,
         )  # fmt: skip

@@ -89,6 +89,7 @@ def _measure(ctx: RunContext, state: RunState) -> Measured:
         max_tokens=sizes.max_tokens,
         max_seq_len=sizes.max_seq_len,
         epochs=sizes.epochs,
+        ttt_steps=sizes.ttt_steps,
         draft_vocab_size=sizes.draft_vocab_size,
         prompt_source=sizes.prompt_source,
         free_disk_bytes=state.get("free_disk_bytes"),

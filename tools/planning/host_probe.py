@@ -22,6 +22,7 @@ from eyas.tools.config import HostConfig
 from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.jobs.upload import upload_workloads
+from eyas.tools.planning.sizes import DEFAULT_SIZES
 
 PROBE_TIMEOUT_S = 600
 CACHE_DAYS = 7
@@ -34,7 +35,7 @@ class SpeedRequest(BaseModel):
     sample_tokens: int = Field(gt=0)
     total_seq_len: int = Field(gt=0)
     draft_vocab_size: int = Field(gt=0)
-    ttt_steps: int = Field(3, gt=0)
+    ttt_steps: int = Field(DEFAULT_SIZES.ttt_steps, gt=0)
     trust_remote_code: bool = False
 
 

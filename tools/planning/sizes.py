@@ -24,6 +24,9 @@ class Sizes(BaseModel):
     concurrency: int = Field(64, gt=0, description="generation requests in flight")
     draft_vocab_size: int = Field(32_000, gt=0, description="the drafter's vocabulary")
     epochs: int = Field(3, gt=0, description="training passes over the data")
+    ttt_steps: int = Field(
+        3, gt=0, description="training-time-test steps: positions ahead the drafter learns from its own guesses"
+    )
     num_speculative_tokens: int = Field(3, gt=0, description="speculative tokens per step when measuring the drafter")
     eval_max_tokens: int = Field(128, gt=0, description="longest answer when measuring the drafter, in tokens")
     prompt_source: str = Field(
@@ -56,9 +59,10 @@ class Sizes(BaseModel):
 DEFAULT_SIZES = Sizes()
 
 # Small enough for a laptop CPU, large enough to beat an untrained drafter, and within the embedded SmolLM2's
-# 2048-token context. Measured on 2 quiet cores (tests/bench/bench_plan.py) at 120 samples and 4 epochs: the
-# pipeline took 17.7 min (generation 3.0, extraction 1.5, vocab and training 7.9, evaluation 4.1) and the
-# deploy 2.1 more; 100 samples and 3 epochs should bring the pipeline to about 14 minutes (estimated from those).
+# 2048-token context. At 100 samples, 3 epochs and 3 TTT steps the pipeline took 14.2 min on 2 quiet cores
+# (training 4.9 of them) and the deploy 1.7 more. One TTT step trains in less than half the time at the same
+# acceptance (runs/examples/bench-drafter: 1.264 [1.24, 1.29] against 1.263 [1.23, 1.30] at k=3), so the demo
+# trains with one.
 DEMO = Sizes(
     samples=100,
     max_tokens=192,
@@ -66,6 +70,7 @@ DEMO = Sizes(
     concurrency=16,
     draft_vocab_size=8192,
     epochs=3,
+    ttt_steps=1,
     num_speculative_tokens=3,
     eval_max_tokens=64,
     prompt_source="sharegpt",
