@@ -41,6 +41,7 @@ class Phase:
     build: SpecBuilder
     artifact: str
     gate: str | None = None  # the gate node that asks before this phase, if any
+    together: bool = False  # its jobs are one distributed job: a retry relaunches them all
 
     @property
     def entry(self) -> str:
@@ -52,7 +53,7 @@ PHASES = [
     Phase("data", "launch_data", "monitor_data", data.build_jobs, "conversations", gate="gate_data"),
     Phase("extract", "launch_extract", "monitor_extract", extract.build_jobs, "hidden_states", gate="gate_extract"),
     Phase("vocab", "launch_vocab", "monitor_vocab", train.build_vocab_jobs, "vocab", gate="gate_train"),
-    Phase("train", "launch_train", "monitor_train", train.build_train_jobs, "drafter"),
+    Phase("train", "launch_train", "monitor_train", train.build_train_jobs, "drafter", together=True),
     Phase("evaluate", "launch_evaluate", "monitor_evaluate", evaluate.build_jobs, "evaluation"),
 ]
 BY_NAME = {phase.name: phase for phase in PHASES}
@@ -129,7 +130,7 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None, *, context_sche
 
     for phase, following in zip(PHASES, [*(later.entry for later in PHASES[1:]), "gate_deploy"], strict=True):
         launch = stopping_production(
-            phase.name, make_launch(phase.name, phase.build, phase.artifact, SETUP.get(phase.name))
+            phase.name, make_launch(phase.name, phase.build, phase.artifact, SETUP.get(phase.name), phase.together)
         )
         add(phase.launch, recorded(phase.launch, launch))
         add(phase.monitor, recorded(phase.monitor, restoring_production(phase.monitor, make_monitor(phase.name))))

@@ -15,6 +15,7 @@ from eyas.graph.policy import Policy
 from eyas.graph.state import FAILURE_ACTIONS, Failure, GateAnswer, RunState
 from eyas.tools.hosts.patience import Backoff, patiently, stamp
 from eyas.tools.jobs.detached import JobState, JobStatus
+from eyas.tools.jobs.executor import JobExecutor
 from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.workloads.progress import last_progress
 
@@ -22,9 +23,12 @@ T = TypeVar("T")
 Setup = Callable[[RunContext, RunState], dict[str, Any]]  # a state update (e.g. what the setup found)
 
 
-def make_launch(phase: str, build: SpecBuilder, artifact: str, setup: Setup | None = None) -> Node:
+def make_launch(
+    phase: str, build: SpecBuilder, artifact: str, setup: Setup | None = None, together: bool = False
+) -> Node:
     """Launch every job of the phase. Job ids are fixed per run and phase, and the host refuses a second
-    process for an id, so re-running this node after a crash launches nothing twice."""
+    process for an id, so re-running this node after a crash launches nothing twice. Jobs `together` are the
+    nodes of one distributed job: after one failed, a retry stops the others and relaunches them all."""
 
     def launch(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         ctx = runtime.context
@@ -33,10 +37,9 @@ def make_launch(phase: str, build: SpecBuilder, artifact: str, setup: Setup | No
         prepared = setup(ctx, state) if setup is not None else {}
         jobs = ctx.jobs
         # Reached after a failure only through the failure gate's "retry": relaunch what failed or was lost.
-        retrying = state.get("failure") is not None
+        if state.get("failure") is not None:
+            clear_for_retry(jobs, [spec.job_id for spec in specs], together)
         for spec in specs:
-            if retrying and jobs.status(spec.job_id).status in (JobStatus.FAILED, JobStatus.LOST):
-                jobs.forget(spec.job_id)
             started = ctx.boundary.launch_job(jobs, spec)
             ctx.on_note(f"{phase}: job {spec.job_id} {started.describe()} (pid {started.pid})")
         return {
@@ -49,6 +52,20 @@ def make_launch(phase: str, build: SpecBuilder, artifact: str, setup: Setup | No
 
     launch.__name__ = f"launch_{phase}"
     return launch
+
+
+def clear_for_retry(jobs: JobExecutor, job_ids: list[str], together: bool) -> None:
+    """Forget the jobs that failed or were lost, so that launching relaunches them; when the jobs run together
+    and one of them broke, stop and forget the rest too (their collectives would wait for the lost one)."""
+    states = {state.job_id: state.status for state in jobs.statuses(job_ids)}
+    broken = [job_id for job_id in job_ids if states[job_id] in (JobStatus.FAILED, JobStatus.LOST)]
+    if together and broken:
+        for job_id in job_ids:
+            if states[job_id] is JobStatus.RUNNING:
+                jobs.cancel(job_id)
+        broken = [job_id for job_id in job_ids if states[job_id] is not JobStatus.ABSENT]
+    for job_id in broken:
+        jobs.forget(job_id)
 
 
 def make_monitor(phase: str) -> Node:

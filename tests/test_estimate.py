@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 import typer
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from eyas.graph.cli.plan import plan_command
+from eyas.tools.config import ClusterConfig, EyasConfig
+from eyas.tools.planning.cluster_plan import ClusterShape
 from eyas.tools.planning.estimate import (
     FILE_HEADER_BYTES,
     ModelDims,
@@ -24,6 +27,7 @@ from eyas.tools.planning.estimate import (
     token_stats,
     verdict,
 )
+from eyas.tools.planning.measure import cluster_shape
 
 KIMI_K2 = ModelDims(hidden_size=7168, num_layers=61, vocab_size=163840, intermediate_size=18432)
 SMOLLM2 = ModelDims(hidden_size=576, num_layers=30, vocab_size=49152, intermediate_size=1536)
@@ -108,6 +112,35 @@ def test_each_way_out_really_fits_and_is_the_largest_that_does() -> None:
     assert online.needed_bytes == plan.data_bytes + plan.checkpoint_bytes < parse_size("2.9TB")
     assert online.hours == pytest.approx(3 * plan.extraction_hours)
     assert [alt.path for alt in plan.alternatives if alt.kind == "other_path"] == ["/mnt/big"]
+
+
+def test_on_a_cluster_each_phase_is_planned_per_job_and_the_hidden_states_spread_over_node_disks() -> None:
+    """The Kimi-K2 job on four 8-GPU nodes with 3.84 TB NVMe each, two vLLM endpoints and 2.9 TB shared."""
+    one_host = estimate(kimi(training_tok_s=50_000.0))
+    cluster = {"endpoints": 2, "extract_shards": 4, "train_nodes": 4, "node_free_disk_bytes": parse_size("3.84TB")}
+    inputs = kimi(training_tok_s=50_000.0, cluster=cluster)
+    plan = estimate(inputs)
+
+    assert plan.generation_hours == pytest.approx(one_host.generation_hours / 2)
+    assert plan.extraction_hours == pytest.approx(one_host.extraction_hours / 4)
+    assert plan.training_hours == pytest.approx(one_host.training_hours / 4)
+    by_phase = {shard.phase: shard for shard in plan.shards}
+    assert by_phase["generation"].jobs == 2 and by_phase["generation"].bytes_each == -(-plan.data_bytes // 2)
+    assert by_phase["extraction"].bytes_each == -(-plan.hidden_state_bytes // 4)
+    assert by_phase["training"].hours_each == plan.training_hours and by_phase["training"].bytes_each == 0
+    text = verdict(inputs, plan)
+    assert "Per job, at once: generation 2 endpoints x" in text and "training 4 nodes x" in text
+    # 5.9 TB of hidden states: two node disks of 3.84 TB, each keeping the 10 GB reserve, hold them.
+    [spread] = [alt for alt in plan.alternatives if alt.kind == "spread_extraction"]
+    assert spread.nodes == 2 and plan.hidden_state_bytes / 2 <= parse_size("3.84TB") - inputs.reserve_bytes
+    assert (
+        "spread extraction over 2 nodes with their own disks" in spread.summary
+        and "extract_shards = 2" in spread.summary
+    )
+    assert spread.hours == pytest.approx(one_host.extraction_hours / 2)
+    # One host: no per-job sentence, and no spread without node disks.
+    assert one_host.shards == [] and "Per job" not in verdict(kimi(), one_host)
+    assert "spread_extraction" not in [alt.kind for alt in one_host.alternatives]
 
 
 def test_a_plan_that_fits_has_no_ways_out_and_reports_what_stays_free() -> None:
@@ -211,3 +244,16 @@ def test_eyas_plan_takes_the_training_shapes_the_run_will_use(cli: typer.Typer, 
     three = training_hours("--epochs", "3", "--draft-vocab-size", "32000", "--max-seq-len", "2048")
     assert training_hours("--epochs", "6", "--draft-vocab-size", "32000") == pytest.approx(2 * three)
     assert training_hours("--epochs", "3", "--draft-vocab-size", "8000") < three  # a smaller head trains faster
+
+
+def test_the_cluster_section_sets_the_jobs_each_phase_plans_with_and_a_node_disk_must_be_a_size(tmp_path: Path) -> None:
+    base = {
+        "hosts": {"local": {"address": "local", "python": "/usr/bin/python3", "workdir": str(tmp_path)}},
+        "target": {"base_url": "http://127.0.0.1:1", "model": "m"},
+    }
+    assert cluster_shape(EyasConfig.model_validate(base)) == ClusterShape()
+    cluster = {"endpoints": ["http://a:8000", "http://b:8000", "http://c:8000"], "extract_shards": 2, "train_nodes": 4}
+    shape = cluster_shape(EyasConfig.model_validate(base | {"cluster": cluster | {"node_free_disk": "3.84TB"}}))
+    assert shape == ClusterShape(endpoints=3, extract_shards=2, train_nodes=4, node_free_disk_bytes=3_840_000_000_000)
+    with pytest.raises(ValidationError, match="is not a size: write e"):
+        ClusterConfig.model_validate({"node_free_disk": "lots"})

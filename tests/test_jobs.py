@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from eyas.graph.supervise import clear_for_retry
 from eyas.tools.errors import JobError
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.local import LocalHost
@@ -121,6 +122,23 @@ def test_failed_job_reports_its_exit_code(jobs: Jobs, workdir: str) -> None:
     assert (done.status, done.rc) == (JobStatus.FAILED, 3)
     assert done.describe() == "failed (exit 3)"
     assert "about to fail" in jobs.tail("bad")
+
+
+def test_a_retry_forgets_what_broke_and_of_jobs_that_run_together_stops_the_rest(
+    local_jobs: Jobs, workdir: str
+) -> None:
+    """The failure gate's retry (supervise.clear_for_retry): a shard apart is forgotten alone; of the nodes of one
+    training job, the one still running is stopped and both are forgotten, so the launch starts them all again."""
+    for job_id, script in (("run.train-0", GATE), ("run.train-1", "exit 3"), ("run.extract-1", "exit 3")):
+        local_jobs.launch(shell_job(job_id, script, workdir))
+    wait_finished(local_jobs, "run.train-1")
+    wait_finished(local_jobs, "run.extract-1")
+
+    clear_for_retry(local_jobs, ["run.extract-1"], together=False)
+    assert local_jobs.status("run.extract-1").status is JobStatus.ABSENT
+    assert local_jobs.status("run.train-0").status is JobStatus.RUNNING
+    clear_for_retry(local_jobs, ["run.train-0", "run.train-1"], together=True)
+    assert [state.status for state in local_jobs.statuses(["run.train-0", "run.train-1"])] == [JobStatus.ABSENT] * 2
 
 
 def test_job_killed_without_exit_code_is_lost(jobs: Jobs, host: Host, workdir: str) -> None:

@@ -47,6 +47,27 @@ def test_train_job_is_what_train_py_parses() -> None:
     )
 
 
+def test_a_training_node_is_the_same_job_but_its_rank_and_meets_the_others_in_the_work_directory() -> None:
+    request = TrainRequest(hidden_states_dir="/d/hs", model_dir="/m", out_dir="/d/drafter", nodes=3)
+    ranks = [
+        train.parse_args(
+            train_job(f"r.train-{i}", HOST, WORKLOADS, request.model_copy(update={"node_rank": i})).argv[2:]
+        )
+        for i in range(3)
+    ]
+    assert [(args.nodes, args.node_rank) for args in ranks] == [(3, 0), (3, 1), (3, 2)]
+    assert {str(args.rendezvous) for args in ranks} == {"/d/drafter.work/rendezvous"}  # storage they all share
+    alone = train.parse_args(
+        train_job(
+            "r.train", HOST, WORKLOADS, TrainRequest(hidden_states_dir="/d/hs", model_dir="/m", out_dir="/d/drafter")
+        ).argv[2:]
+    )
+    assert (alone.nodes, alone.node_rank) == (1, 0)
+    assert {k: v for k, v in vars(ranks[2]).items() if k != "node_rank"} == {
+        k: v for k, v in vars(ranks[0]).items() if k != "node_rank"
+    }
+
+
 def test_finetune_job_names_no_drafter_shape() -> None:
     request = TrainRequest(
         hidden_states_dir="/d/hs", model_dir="/m", out_dir="/d/out", from_pretrained="/d/downloaded", num_layers=2
@@ -88,6 +109,7 @@ def test_the_wrapper_quotes_paths_with_spaces() -> None:
         {"d2t": "/v/d2t.npy"},
         {"val_ratio": 1.0},
         {"epochs": 0},
+        {"nodes": 2, "node_rank": 2},
     ],
 )
 def test_requests_refuse_what_train_py_would(bad: dict[str, object]) -> None:

@@ -171,6 +171,17 @@ class ClusterConfig(_Section):
     extract_shards: int = Field(
         1, ge=1, description="extraction jobs, one per GPU or node, each with a disjoint share of the samples"
     )
+    node_free_disk: str | None = Field(
+        None,
+        description='free space of each node\'s own data disk (e.g. "3.5TB"), when the nodes have local disks: '
+        "the plan then says over how many nodes extraction would fit when the shared storage is too small",
+    )
+    train_nodes: int = Field(
+        1,
+        ge=1,
+        description="training jobs, one per node, that train one drafter together (PyTorch distributed: gloo on "
+        "CPUs, NCCL on GPUs); a failed one fails them all, and a retry relaunches them all from the last checkpoint",
+    )
 
     @model_validator(mode="after")
     def _ray_needs_an_address(self) -> ClusterConfig:
@@ -179,6 +190,10 @@ class ClusterConfig(_Section):
         unknown = sorted(set(self.resources) - set(JOB_KINDS))
         if unknown:
             raise ValueError(f"resources names job kinds {unknown}; the kinds are {', '.join(JOB_KINDS)}")
+        if self.node_free_disk is not None:
+            from eyas.tools.planning.estimate import parse_size  # the one size syntax of eyas
+
+            parse_size(self.node_free_disk)  # a ValueError names the syntax
         if "working_dir" in self.runtime_env:
             raise ValueError("runtime_env.working_dir is eyas's own (its workload scripts); remove it")
         return self

@@ -59,6 +59,7 @@ def plan_command(
     max_tokens: Annotated[int | None, size_option("max_tokens")] = None,
     max_seq_len: Annotated[int | None, size_option("max_seq_len")] = None,
     epochs: Annotated[int | None, size_option("epochs")] = None,
+    ttt_steps: Annotated[int | None, size_option("ttt_steps")] = None,
     draft_vocab_size: Annotated[int | None, size_option("draft_vocab_size")] = None,
     prompt_source: Annotated[str | None, size_option("prompt_source", "--prompts")] = None,
     prompt_tokens: Annotated[
@@ -94,6 +95,7 @@ def plan_command(
         max_tokens=max_tokens,
         max_seq_len=max_seq_len,
         epochs=epochs,
+        ttt_steps=ttt_steps,
         draft_vocab_size=draft_vocab_size,
         prompt_source=prompt_source or cfg.pipeline.prompts,
     )
@@ -105,6 +107,7 @@ def plan_command(
         max_tokens=sizes.max_tokens,
         max_seq_len=sizes.max_seq_len,
         epochs=sizes.epochs,
+        ttt_steps=sizes.ttt_steps,
         draft_vocab_size=sizes.draft_vocab_size,
         prompt_source=sizes.prompt_source,
         free_disk_bytes=free_bytes,

@@ -37,7 +37,20 @@ def build_train_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         t2d=None if finetune else f"{vocab}/t2d-{n}.npy",
         from_pretrained=drafter_base_dir(ctx) if finetune else None,
         epochs=sizes.epochs,
+        ttt_steps=sizes.ttt_steps,
         total_seq_len=sizes.max_seq_len,
         trust_remote_code=trusts_remote_code(ctx, state),
     )
-    return [train_job(f"{ctx.run.run_id}.train", ctx.host_config, ctx.workloads_dir, request)]
+    n = ctx.config.cluster.train_nodes
+    if n == 1:
+        return [train_job(f"{ctx.run.run_id}.train", ctx.host_config, ctx.workloads_dir, request)]
+    # One job per node, the same flags but the rank; they meet in the checkpoints directory (train.py --rendezvous).
+    return [
+        train_job(
+            f"{ctx.run.run_id}.train-{i}",
+            ctx.host_config,
+            ctx.workloads_dir,
+            request.model_copy(update={"nodes": n, "node_rank": i}),
+        )
+        for i in range(n)
+    ]

@@ -24,11 +24,13 @@ from eyas.tools.jobs.executor import job_resources
 from eyas.tools.jobs.upload import WORKLOADS_DIR, remote_workloads_dir
 
 try:
+    from ray.dashboard.modules.job.common import JOB_ACTOR_NAME_TEMPLATE
     from ray.job_submission import JobDetails, JobSubmissionClient
 except ImportError:  # pragma: no cover - the message below says what to install
     JobSubmissionClient = None  # type: ignore[assignment,misc]
 
 _CLIENT_ERRORS = (RuntimeError, ValueError, OSError)  # the client's HTTP errors, refused connections, bad input
+_RAY_MONITOR_PERIOD_S = 1.0  # how often Ray's job manager checks a job's supervisor actor (JOB_MONITOR_LOOP_PERIOD_S)
 _TERMINATED = 143  # a stopped job's exit code, as a shell reports a command ended by SIGTERM
 # Ray's error types that mean the job's process or its node vanished, not that the command failed.
 _VANISHED = {"JOB_SUPERVISOR_ACTOR_DIED", "JOB_SUPERVISOR_ACTOR_UNKNOWN_FAILURE"}
@@ -200,6 +202,7 @@ class RayJobs:
         state = self.status(job_id)
         if state.status is JobStatus.RUNNING:
             raise JobError(f"Job {job_id} is still running on the Ray cluster; cancel it before forgetting it.")
+        self._wait_released(job_id)
         try:
             self._client.delete_job(job_id)
         except _CLIENT_ERRORS as exc:
@@ -207,6 +210,28 @@ class RayJobs:
                 raise self._error(f"Deleting job {job_id} from the Ray cluster", exc) from None
         directory = shlex.quote(self._records.directory(job_id))
         self.host.run(f"rm -rf -- {directory}", timeout=60).check(f"Removing the record of job {job_id}")
+
+    def _wait_released(self, job_id: str, timeout_s: float = 120.0) -> None:
+        """Wait until Ray has let go of a finished job, before deleting it. Ray's job manager watches a job
+        through its supervisor actor, by id, until it sees that actor dead, and a watch that finds the job's
+        record gone writes it back as failed ("supervisor actor died"); an id submitted again while the old watch
+        lives is watched by it, and reported failed when the old actor goes. So: the old supervisor dead, then
+        Ray's own poll period twice over."""
+        from ray.util.state import list_actors
+
+        name = JOB_ACTOR_NAME_TEMPLATE.format(job_id=job_id)
+        deadline = time.monotonic() + timeout_s
+
+        def alive() -> bool:
+            try:
+                actors = list_actors(address=self.address, filters=[("name", "=", name)], raise_on_missing_output=False)
+            except _CLIENT_ERRORS:
+                return False  # no state API to ask (an older head): nothing to wait for
+            return any(actor.state != "DEAD" for actor in actors)
+
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2 * _RAY_MONITOR_PERIOD_S)
 
 
 def _shell_rc(code: int) -> int:

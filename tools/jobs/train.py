@@ -43,11 +43,15 @@ class TrainRequest(JobRequest):
     gpus: int | None = Field(None, gt=0)
     threads: int | None = Field(None, gt=0)
     trust_remote_code: bool = False
+    nodes: int = Field(1, gt=0, description="train.py processes (one per node) that train together")
+    node_rank: int = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _vocab_pair(self) -> TrainRequest:
         if (self.d2t is None) != (self.t2d is None):
             raise ValueError("d2t and t2d come together (both written by vocab.py) or not at all")
+        if self.node_rank >= self.nodes:
+            raise ValueError(f"node_rank {self.node_rank} is not below nodes {self.nodes}")
         return self
 
 
@@ -93,6 +97,8 @@ def train_job(job_id: str, host: HostConfig, workloads_dir: str, request: TrainR
         "--threads": request.threads,
     })  # fmt: skip
     flags += remote_code_flag(request.trust_remote_code)
+    if request.nodes > 1:
+        flags += ["--nodes", str(request.nodes), "--node-rank", str(request.node_rank)]
     if request.from_pretrained is None:
         flags += ["--num-layers", str(request.num_layers)]
         if request.target_layer_ids:

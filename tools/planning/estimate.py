@@ -31,6 +31,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from eyas.tools.planning.cluster_plan import ClusterShape, ShardPlan, nodes_for_hidden_states, shard_plans
+from eyas.tools.planning.sizes import DEFAULT_SIZES
+
 FILE_HEADER_BYTES = 160
 GPU_TRAINING_FLOPS = 1e14  # a data-center GPU at 30-40% of its bf16 peak
 CPU_CORE_TRAINING_FLOPS = 1e10  # one AVX2 core running torch training
@@ -110,13 +113,14 @@ class PlanInputs(BaseModel):
         None, gt=0, description="measured drafter training tokens/s (a probe); replaces the FLOP/s arithmetic"
     )
     epochs: int = Field(3, gt=0)
-    ttt_steps: int = Field(3, gt=0, description="EAGLE-3 test-time-training steps per position")
+    ttt_steps: int = Field(DEFAULT_SIZES.ttt_steps, gt=0, description="EAGLE-3 test-time-training steps per position")
     draft_vocab_size: int = Field(32000, gt=0)
     data_bytes_per_token: float = Field(4.5, gt=0, description="JSONL text per token when nothing is measured")
     free_disk_bytes: int = Field(ge=0)
     data_path: str = "the data directory"
     reserve_bytes: int = Field(10 * 1000**3, ge=0, description="left free after everything")
     other_volumes: list[Volume] = Field(default_factory=list)
+    cluster: ClusterShape = Field(default_factory=ClusterShape, description="the jobs each phase runs at once")
 
     @property
     def layers(self) -> list[int]:
@@ -124,8 +128,9 @@ class PlanInputs(BaseModel):
 
 
 class Alternative(BaseModel):
-    kind: Literal["fewer_samples", "shorter_samples", "online_extraction", "other_path"]
+    kind: Literal["fewer_samples", "shorter_samples", "online_extraction", "other_path", "spread_extraction"]
     summary: str
+    nodes: int | None = None
     samples: int | None = None
     max_tokens: int | None = None
     path: str | None = None
@@ -153,6 +158,7 @@ class Plan(BaseModel):
     reserve_bytes: int
     data_path: str
     alternatives: list[Alternative]
+    shards: list[ShardPlan] = Field(default_factory=list, description="phases of more than one job (a cluster)")
 
 
 def drafter_parameters(inputs: PlanInputs) -> tuple[int, int]:
@@ -176,16 +182,19 @@ def estimate(inputs: PlanInputs) -> Plan:
     trained, saved = drafter_parameters(inputs)
     requests = measured.avg_requests if measured else 1.0
     per_sample_s = generated / inputs.generation_tok_s + requests * inputs.generation_overhead_s
-    generation_h = inputs.samples * per_sample_s / 3600
-    extraction_h = total / (inputs.extraction_tok_s or inputs.generation_tok_s) / 3600
+    shape = inputs.cluster
+    generation_h = inputs.samples * per_sample_s / 3600 / shape.endpoints
+    extraction_h = total / (inputs.extraction_tok_s or inputs.generation_tok_s) / 3600 / shape.extract_shards
     if inputs.training_tok_s:
         training_h = inputs.epochs * total / inputs.training_tok_s / 3600
     else:
         training_h = inputs.epochs * total * 6 * trained * inputs.ttt_steps / inputs.training_flops_per_s / 3600
+    training_h /= shape.train_nodes
     hidden = math.ceil(total * hidden_bytes_per_token(inputs) + inputs.samples * FILE_HEADER_BYTES)
     data = math.ceil(inputs.samples * line_bytes)
     checkpoints = saved * 2 * inputs.epochs
     needed = hidden + data + checkpoints
+    hours = {"generation": generation_h, "extraction": extraction_h, "training": training_h}
     plan = Plan(
         fits=inputs.free_disk_bytes - needed >= inputs.reserve_bytes,
         samples=inputs.samples,
@@ -206,6 +215,7 @@ def estimate(inputs: PlanInputs) -> Plan:
         reserve_bytes=inputs.reserve_bytes,
         data_path=inputs.data_path,
         alternatives=[],
+        shards=shard_plans(shape, hours, {"generation": data, "extraction": hidden}),
     )
     return plan if plan.fits else plan.model_copy(update={"alternatives": alternatives(inputs, plan)})
 
@@ -236,6 +246,17 @@ def alternatives(inputs: PlanInputs, plan: Plan) -> list[Alternative]:
             "in all) and the target is served beside the trainer"
         )
         found.append(Alternative(kind="online_extraction", needed_bytes=online, hours=online_hours, summary=summary))
+    nodes = nodes_for_hidden_states(inputs.cluster, plan.hidden_state_bytes, inputs.reserve_bytes)
+    if nodes is not None:
+        per_node = plan.hidden_state_bytes / nodes
+        shard_hours = plan.extraction_hours * inputs.cluster.extract_shards / nodes
+        summary = (
+            f"spread extraction over {nodes} nodes with their own disks: {format_size(per_node)} of hidden states "
+            f"on each (of {format_size(inputs.cluster.node_free_disk_bytes or 0)} free), {format_hours(shard_hours)}"
+            f" per shard ([cluster] extract_shards = {nodes}, each shard's path on its node's disk; training then "
+            "reads every node's share)"
+        )
+        found.append(Alternative(kind="spread_extraction", nodes=nodes, hours=shard_hours, summary=summary))
     for volume in sorted(roomy, key=lambda v: -v.free_bytes):
         summary = f"put the data on {volume.mount} ({format_size(volume.free_bytes)} free)"
         found.append(Alternative(kind="other_path", path=volume.mount, needed_bytes=plan.needed_bytes, summary=summary))
@@ -266,12 +287,28 @@ def verdict(inputs: PlanInputs, plan: Plan) -> str:
         f" Time: generation {format_hours(plan.generation_hours)}, extraction {format_hours(plan.extraction_hours)}, "
         f"training {format_hours(plan.training_hours)}."
     )
+    if plan.shards:
+        hours += f" {per_job(plan.shards)}"
     if plan.fits:
         return f"Fits: {head} {format_size(plan.disk_left_bytes)} stays free.{hours}"
     short = plan.needed_bytes + plan.reserve_bytes - plan.free_disk_bytes
     ways = "; ".join(alternative.summary for alternative in plan.alternatives)
     reserve = format_size(plan.reserve_bytes)
     return f"Does not fit: {head} It is {format_size(short)} short (keeping {reserve} free).{hours} Ways out: {ways}."
+
+
+def per_job(shards: list[ShardPlan]) -> str:
+    """The phases that run as several jobs, one sentence: N jobs x hours (and bytes) each."""
+    nouns = {"generation": "endpoints", "extraction": "shards", "training": "nodes"}
+    parts = [
+        f"{shard.phase} {shard.jobs} {nouns[shard.phase]} x {format_hours(shard.hours_each)}"
+        + (f" and {format_size(shard.bytes_each)}" if shard.bytes_each else "")
+        for shard in shards
+    ]
+    return (
+        f"Per job, at once: {'; '.join(parts)} (each job at one job's measured speed, an upper bound for "
+        "generation and training)."
+    )
 
 
 def token_stats(lines: Iterable[str]) -> TokenStats | None:

@@ -25,6 +25,7 @@ from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient, HttpError
 from eyas.tools.jobs.data import PROMPT_SET
 from eyas.tools.jobs.upload import upload_workloads
+from eyas.tools.planning.cluster_plan import ClusterShape
 from eyas.tools.planning.estimate import (
     CPU_CORE_TRAINING_FLOPS,
     GPU_TRAINING_FLOPS,
@@ -32,6 +33,7 @@ from eyas.tools.planning.estimate import (
     PlanInputs,
     TokenStats,
     Volume,
+    parse_size,
     token_stats,
 )
 from eyas.tools.planning.host_probe import SpeedRequest, probe_speeds, sample_bucket
@@ -61,6 +63,7 @@ class Figures(BaseModel):
     data_path: str | None = None
     max_seq_len: int = Field(DEFAULT_SIZES.max_seq_len, gt=0)
     epochs: int = Field(DEFAULT_SIZES.epochs, gt=0)
+    ttt_steps: int = Field(DEFAULT_SIZES.ttt_steps, gt=0)
     draft_vocab_size: int = Field(DEFAULT_SIZES.draft_vocab_size, gt=0)
     probe_speeds: bool = Field(True, description="on a host without GPUs, measure extraction and training speed")
     prompt_source: str = Field(DEFAULT_SIZES.prompt_source, description="the run's prompts, whose length is measured")
@@ -287,6 +290,17 @@ def training_flops(ctx: CheckContext) -> tuple[float, str, int]:
     return cores * CPU_CORE_TRAINING_FLOPS, source, 0
 
 
+def cluster_shape(config: EyasConfig) -> ClusterShape:
+    """The jobs each phase runs at once, as `[cluster]` sets them (all 1 on one host)."""
+    cluster = config.cluster
+    return ClusterShape(
+        endpoints=max(1, len(cluster.endpoints)),
+        extract_shards=cluster.extract_shards,
+        train_nodes=cluster.train_nodes,
+        node_free_disk_bytes=parse_size(cluster.node_free_disk) if cluster.node_free_disk else None,
+    )
+
+
 def measured_speeds(
     ctx: CheckContext, config: EyasConfig, figures: Figures, model_dir: str, tokens: float, clock: Clock
 ) -> tuple[dict[str, float], dict[str, str]]:
@@ -297,6 +311,7 @@ def measured_speeds(
         sample_tokens=sample_bucket(tokens, figures.max_seq_len),
         total_seq_len=figures.max_seq_len,
         draft_vocab_size=figures.draft_vocab_size,
+        ttt_steps=figures.ttt_steps,
         trust_remote_code=bool(config.target.trust_remote_code),
     )
     speeds = probe_speeds(ctx.host, config.host(), request, clock)
@@ -374,10 +389,12 @@ def measure_inputs(
         generation_overhead_s=overhead,
         training_flops_per_s=flops,
         epochs=figures.epochs,
+        ttt_steps=figures.ttt_steps,
         draft_vocab_size=figures.draft_vocab_size,
         **speeds,
         free_disk_bytes=free,
         data_path=data_path,
         other_volumes=others,
+        cluster=cluster_shape(config),
     )
     return Measured(inputs=inputs, sources=sources, throughput=throughput)

@@ -133,11 +133,19 @@ class PackedBatches:
     """speculators' packed batches of one split: samples packed into rows of `total_seq_len` tokens.
 
     The order of an epoch depends only on (seed, epoch), so a resumed run replays the same batches. With
-    `replicas` > 1 it yields rank 0's share, as many batches as a torchrun job over that many GPUs steps.
+    `replicas` > 1 it yields `rank`'s share, as many batches as a torchrun job over that many GPUs steps.
     """
 
     def __init__(
-        self, staged: Staged, *, split: str, train_ratio: float, total_seq_len: int, seed: int, replicas: int = 1
+        self,
+        staged: Staged,
+        *,
+        split: str,
+        train_ratio: float,
+        total_seq_len: int,
+        seed: int,
+        replicas: int = 1,
+        rank: int = 0,
     ) -> None:
         import torch
         from hs_connectors import FileTransfer
@@ -158,7 +166,7 @@ class PackedBatches:
             batch_max_length=total_seq_len,
             lengths=self.dataset.approx_lengths,
             num_replicas=replicas,
-            rank=0,
+            rank=rank,
             seed=seed,
         )
         self.collate = CollateFn(

