@@ -117,3 +117,19 @@ def write_sample_file(
         data += blob
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+
+
+def noise_training_data(target: EmbeddedTarget, root: Path, samples: int) -> dict[str, Path]:
+    """Seeded noise in extract.py's format (train_probe.py synthetic) under `root`, and vocab.py's 256-token
+    mapping for it: {"hs", "d2t", "t2d"}."""
+    made = run_python(
+        target, TESTS / "train_probe.py", "synthetic", "--out", root / "hs", "--samples", str(samples),
+        "--pattern", "random",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr[-3000:]
+    done = run_python(
+        target, WORKLOADS_DIR / "vocab.py", "--hidden-states", root / "hs", "--model", target.model_dir,
+        "--draft-vocab-size", "256", "--out", root / "vocab",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {"hs": root / "hs", "d2t": root / "vocab" / "d2t-256.npy", "t2d": root / "vocab" / "t2d-256.npy"}

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from extraction import differing_tensors, prepared_target, run_python
+from extraction import differing_tensors, noise_training_data, prepared_target
 from eyas.graph.supervise import clear_for_retry
 from eyas.tools.config import ClusterConfig, HostConfig
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import JobSpec, JobState, JobStatus
 from eyas.tools.jobs.ray_jobs import RayJobs
 from eyas.tools.jobs.train import TrainRequest, train_job
-from eyas.tools.jobs.upload import WORKLOADS_DIR, upload_workloads
+from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.workloads.progress import TAG
 from ray_cluster import RayCluster
@@ -33,7 +33,6 @@ from waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # the target environment's torch and speculators
 
-PROBE = Path(__file__).resolve().parent / "train_probe.py"
 NODES = 2
 RUN_S = 900  # a pair's start and training on two busy cores
 
@@ -41,16 +40,7 @@ RUN_S = 900  # a pair's start and training on two busy cores
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Seeded noise in extract.py's format, and vocab.py's mapping for it."""
-    target = prepared_target()
-    root = tmp_path_factory.mktemp("ray-train-data")
-    made = run_python(target, PROBE, "synthetic", "--out", root / "hs", "--samples", "32", "--pattern", "random")
-    assert made.returncode == 0, made.stderr[-3000:]
-    done = run_python(
-        target, WORKLOADS_DIR / "vocab.py", "--hidden-states", root / "hs", "--model", target.model_dir,
-        "--draft-vocab-size", "256", "--out", root / "vocab",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {"hs": root / "hs", "d2t": root / "vocab" / "d2t-256.npy", "t2d": root / "vocab" / "t2d-256.npy"}
+    return noise_training_data(prepared_target(), tmp_path_factory.mktemp("ray-train-data"), 32)
 
 
 class Pair:

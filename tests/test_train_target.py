@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from extraction import differing_tensors, prepared_target, run_python
+from extraction import differing_tensors, noise_training_data, prepared_target, run_python
 from eyas.tools.config import HostConfig
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobStatus
@@ -53,14 +53,7 @@ def probe(target: EmbeddedTarget, *args: str | Path) -> Any:
 @pytest.fixture(scope="module")
 def random_data(target: EmbeddedTarget, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Seeded noise in extract.py's format, and vocab.py's mapping for it."""
-    root = tmp_path_factory.mktemp("random-data")
-    probe(target, "synthetic", "--out", root / "hs", "--samples", "24", "--pattern", "random")
-    done = run_python(
-        target, WORKLOADS_DIR / "vocab.py", "--hidden-states", root / "hs", "--model", target.model_dir,
-        "--draft-vocab-size", "256", "--out", root / "vocab",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {"hs": root / "hs", "d2t": root / "vocab" / "d2t-256.npy", "t2d": root / "vocab" / "t2d-256.npy"}
+    return noise_training_data(target, tmp_path_factory.mktemp("random-data"), 24)
 
 
 def test_batches_are_shifted_exactly_as_speculators_shift_batch(target: EmbeddedTarget, tmp_path: Path) -> None:

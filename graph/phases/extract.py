@@ -12,6 +12,7 @@ from eyas.graph.state import RunState, run_sizes
 from eyas.tools.checks.server_flags import EXTRACT_OWN
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.drafter import ExtractionRequest, extract_job
+from eyas.tools.jobs.request import fan_out
 from eyas.tools.workloads.drafter_format import shape
 
 
@@ -49,16 +50,12 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         layers=drafter_layers(ctx),
         **vllm_backend(ctx, state),
     )
-    n = ctx.config.cluster.extract_shards
-    if n == 1:
-        return [extract_job(f"{ctx.run.run_id}.extract", ctx.host_config, ctx.workloads_dir, request)]
+    shards = ctx.config.cluster.extract_shards
     # N jobs fill one directory with disjoint files (sample index modulo N); a failed shard is retried alone.
-    return [
-        extract_job(
-            f"{ctx.run.run_id}.extract-{i}",
-            ctx.host_config,
-            ctx.workloads_dir,
-            request.model_copy(update={"shard": (i, n)}),
-        )
-        for i in range(n)
-    ]
+    return fan_out(
+        f"{ctx.run.run_id}.extract",
+        shards,
+        lambda job_id, i: extract_job(
+            job_id, ctx.host_config, ctx.workloads_dir, request.model_copy(update={"shard": (i, shards)})
+        ),
+    )

@@ -9,6 +9,7 @@ from eyas.graph.phases.extract import trusts_remote_code
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.drafter import VocabRequest, vocab_job
+from eyas.tools.jobs.request import fan_out
 from eyas.tools.jobs.train import TrainRequest, train_job
 
 
@@ -41,16 +42,12 @@ def build_train_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         total_seq_len=sizes.max_seq_len,
         trust_remote_code=trusts_remote_code(ctx, state),
     )
-    n = ctx.config.cluster.train_nodes
-    if n == 1:
-        return [train_job(f"{ctx.run.run_id}.train", ctx.host_config, ctx.workloads_dir, request)]
+    nodes = ctx.config.cluster.train_nodes
     # One job per node, the same flags but the rank; they meet in the checkpoints directory (train.py --rendezvous).
-    return [
-        train_job(
-            f"{ctx.run.run_id}.train-{i}",
-            ctx.host_config,
-            ctx.workloads_dir,
-            request.model_copy(update={"nodes": n, "node_rank": i}),
-        )
-        for i in range(n)
-    ]
+    return fan_out(
+        f"{ctx.run.run_id}.train",
+        nodes,
+        lambda job_id, rank: train_job(
+            job_id, ctx.host_config, ctx.workloads_dir, request.model_copy(update={"nodes": nodes, "node_rank": rank})
+        ),
+    )

@@ -8,6 +8,7 @@ there. The job wrapper quotes each argument, so argv values need no quoting here
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -47,3 +48,10 @@ def workload_job(
 def optional_flags(values: dict[str, object | None]) -> list[str]:
     """`--flag value` for each value that is set; None leaves the script's default."""
     return [item for flag, value in values.items() if value is not None for item in (flag, str(value))]
+
+
+def fan_out(job_id: str, count: int, make: Callable[[str, int], JobSpec]) -> list[JobSpec]:
+    """One job named `job_id`, or `count` jobs named `<job_id>-<i>` (a phase's shards or nodes): `make(id, i)`."""
+    if count == 1:
+        return [make(job_id, 0)]
+    return [make(f"{job_id}-{i}", i) for i in range(count)]
