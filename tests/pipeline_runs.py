@@ -69,6 +69,12 @@ def sleeps_in(run_dir: Path, task: str) -> int:
     return sum(1 for e in events(run_dir) if e["kind"] == "clock" and e.get("op") == "sleep" and e["task"] == task)
 
 
+def run_started(runs: Path) -> bool:
+    """A run folder holds its run.json: the folder itself appears a moment before it (on a loaded machine, long
+    enough for a test that looked only for the folder to find no run)."""
+    return runs.exists() and any((path / "run.json").exists() for path in runs.iterdir())
+
+
 def only_run(runs: Path) -> Path:
     found = [path for path in runs.iterdir() if (path / "run.json").exists()]
     assert len(found) == 1, found

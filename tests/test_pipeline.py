@@ -22,6 +22,7 @@ from pipeline_runs import (
     launches,
     node_started,
     only_run,
+    run_started,
     sleeps_in,
     start,
     write_policy,
@@ -40,7 +41,7 @@ def test_kill_during_generation_resumes_without_a_second_process(
     policy = write_policy(tmp_path / "policy.toml", **STOP_BEFORE_EXTRACTION)
     runs = tmp_path / "runs"
     first = start(embedded_target, runs, "run", "--policy", str(policy), *TINY)
-    wait_for(lambda: runs.exists() and any(runs.iterdir()), timeout=60)
+    wait_for(lambda: run_started(runs), timeout=120, what="the run's run.json")
     run = only_run(runs)
     # The monitor polls inside one node: hours of polling must not grow the checkpoint DB.
     wait_for(lambda: sleeps_in(run, "monitor_data") >= 5 or first.poll() is not None, timeout=300)
@@ -98,7 +99,7 @@ def test_lost_job_stops_at_the_failure_gate_and_retry_resumes(embedded_target: E
     policy = write_policy(tmp_path / "policy.toml", **STOP_BEFORE_EXTRACTION)
     runs = tmp_path / "runs"
     running = start(embedded_target, runs, "run", "--policy", str(policy), *TINY)
-    wait_for(lambda: runs.exists() and any(runs.iterdir()), timeout=60)
+    wait_for(lambda: run_started(runs), timeout=120, what="the run's run.json")
     run = only_run(runs)
     output = embedded_target.workdir / "runs" / run.name / "data" / "conversations.jsonl"
     wait_for(lambda: output.exists() and len(output.read_text().splitlines()) >= 3, timeout=300)

@@ -17,7 +17,7 @@ from ray.job_submission import JobSubmissionClient
 from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
-from pipeline_runs import TINY, events, eyas, node_started, only_run, start
+from pipeline_runs import TINY, events, eyas, node_started, only_run, run_started, start
 from ray_cluster import RayCluster
 from waiting import wait_for
 
@@ -69,7 +69,7 @@ def test_a_run_on_ray_shards_every_phase_and_resumes_after_kill_9_without_a_seco
     runs = tmp_path / "runs"
     sizes = [*TINY, "--held-out", "4", "--eval-max-tokens", "16", "--extraction-backend", "hf", "--prompts", "shipped"]
     first = start(embedded_target, runs, "run", "--config", str(config), "--auto-approve", *sizes)
-    wait_for(lambda: runs.exists() and any(runs.iterdir()), timeout=60, what="the run folder")
+    wait_for(lambda: run_started(runs), timeout=120, what="the run's run.json")
     run = only_run(runs)
     wait_for(
         lambda: node_started(run, "monitor_extract") or first.poll() is not None,
