@@ -71,7 +71,8 @@ class World:
         """Stop unless every rank has the same `value` (say, the step a checkpoint resumed them at)."""
         if self.size == 1:
             return
-        low, high = self.smallest([value])[0], -self.smallest([-value])[0]
+        low, negated_high = self.smallest([value, -value])  # both ends in one all-reduce
+        high = -negated_high
         if low != high:
             raise SystemExit(f"train.py: the training processes disagree on {what} ({low} to {high}); rerun them all.")
 
