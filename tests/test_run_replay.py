@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from eyas.graph.cli.replay import replay
 from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir
+from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.target.embedded import EmbeddedTarget
 from offline import world_watch
 from pipeline_runs import TINY, eyas, only_run
@@ -71,8 +73,25 @@ def test_cut_transcript_replays_up_to_the_cut(tmp_path: Path) -> None:
     assert report.events_replayed > 0
 
 
+def stale_workloads(transcript: Path) -> list[str]:
+    """The workload scripts that differ from what the recorded run found on its host (the sha256sum listing of
+    its upload): a replay of such a recording diverges at the upload, and only `make examples` can fix it."""
+    for line in transcript.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("kind") == "command" and "sha256sum *.py" in event.get("command", ""):
+            recorded = dict(reversed(row.split(maxsplit=1)) for row in event["stdout"].splitlines() if row.strip())
+            return [
+                path.name
+                for path in sorted(WORKLOADS_DIR.glob("*.py"))
+                if path.name in recorded and recorded[path.name] != hashlib.sha256(path.read_bytes()).hexdigest()
+            ]
+    return []
+
+
 @pytest.mark.parametrize("example", sorted(p.parent.name for p in EXAMPLES.glob("*/transcript.jsonl")))
 def test_example_runs_replay_without_divergence(example: str, tmp_path: Path) -> None:
+    stale = stale_workloads(EXAMPLES / example / "transcript.jsonl")
+    assert not stale, f"runs/examples/{example} was recorded with other versions of {', '.join(stale)}: `make examples`"
     shutil.copytree(EXAMPLES / example, tmp_path / example)
     with world_watch() as attempts:
         report, state = replay(tmp_path / example / "transcript.jsonl")
