@@ -21,6 +21,8 @@ from eyas.tools.errors import JobError
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobSpec, JobState, JobStatus, wrapper_script
+from in_process import eyas
+from jobs_config import jobs_config
 from sshd import Sshd
 from waiting import process_gone, wait_for
 
@@ -226,6 +228,25 @@ def test_list_and_tail(jobs: Jobs, workdir: str) -> None:
     assert jobs.tail("a-counts", lines=3) == "line 4\nline 5\neyas: job ended with exit code 0\n"
     assert jobs.tail("never-launched") == ""
     assert jobs.status("never-launched").status is JobStatus.ABSENT
+
+
+def test_the_jobs_command_lists_tails_and_cancels(local_jobs: Jobs, workdir: str, tmp_path: Path) -> None:
+    """`eyas jobs` on the target's host: a table, --json for scripts, a log's end, and a cancel that stops it."""
+    config = str(jobs_config(tmp_path / "eyas.toml", Path(workdir)))
+    local_jobs.launch(shell_job("r.generate", f"echo answered; {GATE}", workdir))
+    wait_for(lambda: "answered" in local_jobs.tail("r.generate"), 20, what="the job's first line")
+
+    table = eyas("jobs", "--config", config)
+    assert table.code == 0 and "r.generate" in table.output and "running" in table.output, table.output
+    listed = json.loads(eyas("jobs", "--config", config, "--json").stdout)
+    assert [(job["job_id"], job["status"]) for job in listed] == [("r.generate", "running")]
+    assert listed[0]["pid"] == local_jobs.status("r.generate").pid
+
+    tail = eyas("jobs", "--config", config, "tail", "r.generate").stdout
+    assert tail.startswith("eyas: started ") and tail.endswith("running /bin/sh\nanswered\n"), tail
+    cancelled = eyas("jobs", "--config", config, "cancel", "r.generate")
+    assert cancelled.code == 0 and "r.generate: failed (exit 143)" in cancelled.output, cancelled.output
+    assert local_jobs.status("r.generate").status is JobStatus.FAILED
 
 
 def test_forget_refuses_a_running_job(jobs: Jobs, workdir: str) -> None:

@@ -23,6 +23,8 @@ from eyas.tools.jobs.executor import executor_for, job_kind, job_resources
 from eyas.tools.jobs.ray_jobs import RayJobs
 from eyas.tools.jobs.request import workload_job
 from eyas.tools.jobs.upload import remote_workloads_dir
+from in_process import eyas
+from jobs_config import jobs_config
 from ray_cluster import WORKER_LABEL, RayCluster
 from waiting import process_gone, wait_for
 
@@ -98,11 +100,21 @@ def sleeper(jobs: RayJobs, kind: str, pid_file: Path) -> tuple[JobSpec, int]:
     return spec, int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), START_S, what="the job's pid"))
 
 
-def test_cancel_stops_the_job_and_its_process(ray_cluster: RayCluster, tmp_path: Path) -> None:
+def test_the_jobs_command_lists_and_cancels_ray_jobs_and_the_process_stops(
+    ray_cluster: RayCluster, tmp_path: Path
+) -> None:
+    """`eyas jobs` with `executor = "ray"` shows the cluster's jobs of the run, and its cancel goes through Ray."""
     jobs = RayJobs(LocalHost(), str(tmp_path), cluster_config(ray_cluster))
     spec, pid = sleeper(jobs, "train", tmp_path / "pid")
-    state = jobs.cancel(spec.job_id)
-    assert state.status is JobStatus.FAILED and state.rc == 143
+    cluster = f'[cluster]\nexecutor = "ray"\nray_address = "{ray_cluster.address}"\n'
+    config = str(jobs_config(tmp_path / "eyas.toml", tmp_path, cluster))
+    listed = json.loads(eyas("jobs", "--config", config, "--json").stdout)
+    assert [(job["job_id"], job["status"], job["host"]) for job in listed] == [
+        (spec.job_id, "running", f"ray {ray_cluster.address}")
+    ]
+    cancelled = eyas("jobs", "--config", config, "cancel", spec.job_id)
+    assert cancelled.code == 0 and f"{spec.job_id}: failed (exit 143)" in cancelled.output, cancelled.output
+    assert jobs.status(spec.job_id).rc == 143
     wait_for(lambda: process_gone(pid), 60, what="the cancelled job's process to end")
     jobs.forget(spec.job_id)
     assert jobs.status(spec.job_id).status is JobStatus.ABSENT

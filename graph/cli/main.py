@@ -7,6 +7,8 @@ import logging
 import shlex
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated
@@ -51,6 +53,7 @@ from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs
+from eyas.tools.jobs.executor import JobExecutor, executor_for
 from eyas.tools.planning.sizes import DEMO, Sizes
 from eyas.tools.recording.redacted_stream import redact_standard_streams
 from eyas.tools.service.deploy import DeployResult, Thresholds, rollback
@@ -84,7 +87,10 @@ def _options(
 
 
 config_app = typer.Typer(help="Write and validate configuration files.", no_args_is_help=True)
-jobs_app = typer.Typer(help="Detached jobs on a host: list, read logs, cancel.", invoke_without_command=True)
+jobs_app = typer.Typer(
+    help="The jobs a run launched (detached on a host, or on a Ray cluster): list, read logs, cancel.",
+    invoke_without_command=True,
+)
 app.add_typer(config_app, name="config")
 app.add_typer(target_app, name="target")
 app.add_typer(jobs_app, name="jobs")
@@ -189,23 +195,38 @@ def config_init(
     )
 
 
+@contextmanager
+def job_executor(ctx: typer.Context) -> Iterator[JobExecutor]:
+    """The jobs of `--host`, or of the run's executor: the target host's detached jobs, or the Ray cluster's that
+    `[cluster] executor = "ray"` sends them to (their records live on the target host)."""
+    config, host = ctx.obj
+    cfg, _ = use_config(config)
+    name = host or cfg.target.host
+    with open_host(name, cfg.host(name)) as machine:
+        yield executor_for(cfg, machine) if name == cfg.target.host else Jobs(machine, cfg.host(name).workdir)
+
+
 @jobs_app.callback()
-def jobs_list(ctx: typer.Context, config: ConfigOption = None, host: HostOption = None) -> None:
-    """List the jobs on a host with their state."""
+def jobs_list(
+    ctx: typer.Context, config: ConfigOption = None, host: HostOption = None, as_json: JsonOption = False
+) -> None:
+    """List the jobs of the target's host, or of the Ray cluster a `[cluster]` section names, with their state."""
     ctx.obj = (config, host)
     if ctx.invoked_subcommand is not None:
         return
     from rich.table import Table
 
-    cfg, _ = use_config(config)
-    name = host or cfg.target.host
-    with open_host(name, cfg.host(name)) as machine:
-        states = Jobs(machine, cfg.host(name).workdir).list()
-    table = Table(title=escape(f"jobs on '{name}'"), title_justify="left")
-    for column in ("job", "state", "pid", "log"):
+    with job_executor(ctx) as jobs:
+        states = jobs.list()
+    if as_json:
+        print(json.dumps([state.model_dump(mode="json") for state in states], indent=2))
+        return
+    where = states[0].host if states else (host or "the target's host")
+    table = Table(title=escape(f"jobs on {where}"), title_justify="left")
+    for column in ("job", "state", "pid", "records"):
         table.add_column(column)
     for state in states:
-        cells = (state.job_id, state.describe(), str(state.pid or ""), f"{state.directory}/log")
+        cells = (state.job_id, state.describe(), str(state.pid or ""), state.directory)
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
 
@@ -216,22 +237,16 @@ def jobs_tail(
     job_id: str,
     lines: Annotated[int, typer.Option("--lines", "-n", help="how many lines")] = 50,
 ) -> None:
-    """Print the end of a job's log."""
-    config, host = ctx.obj
-    cfg, _ = use_config(config)
-    name = host or cfg.target.host
-    with open_host(name, cfg.host(name)) as machine:
-        sys.stdout.write(Jobs(machine, cfg.host(name).workdir).tail(job_id, lines))
+    """Print the end of a job's log (from Ray, for a Ray job)."""
+    with job_executor(ctx) as jobs:
+        sys.stdout.write(jobs.tail(job_id, lines))
 
 
 @jobs_app.command("cancel")
 def jobs_cancel(ctx: typer.Context, job_id: str) -> None:
-    """Stop a job's whole process group (SIGTERM, then SIGKILL after 10 s)."""
-    config, host = ctx.obj
-    cfg, _ = use_config(config)
-    name = host or cfg.target.host
-    with open_host(name, cfg.host(name)) as machine:
-        state = Jobs(machine, cfg.host(name).workdir).cancel(job_id)
+    """Stop a job: a detached job's whole process group (SIGTERM, then SIGKILL after 10 s); a Ray job through Ray."""
+    with job_executor(ctx) as jobs:
+        state = jobs.cancel(job_id)
     console.print(f"{job_id}: {state.describe()}", markup=False)
 
 
