@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 from eyas.graph.cli.replay import replay
 from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir
-from eyas.tools.jobs.upload import WORKLOADS_DIR
+from eyas.tools.jobs.upload import LISTING, changed_scripts
 from eyas.tools.target.embedded import EmbeddedTarget
 from offline import world_watch
 from pipeline_runs import TINY, eyas, only_run
@@ -74,17 +73,12 @@ def test_cut_transcript_replays_up_to_the_cut(tmp_path: Path) -> None:
 
 
 def stale_workloads(transcript: Path) -> list[str]:
-    """The workload scripts that differ from what the recorded run found on its host (the sha256sum listing of
-    its upload): a replay of such a recording diverges at the upload, and only `make examples` can fix it."""
+    """The workload scripts the recorded run did not find on its host as they are now (its upload's listing):
+    a replay of such a recording diverges at the upload, and only `make examples` can fix it."""
     for line in transcript.read_text().splitlines():
         event = json.loads(line)
-        if event.get("kind") == "command" and "sha256sum *.py" in event.get("command", ""):
-            recorded = dict(reversed(row.split(maxsplit=1)) for row in event["stdout"].splitlines() if row.strip())
-            return [
-                path.name
-                for path in sorted(WORKLOADS_DIR.glob("*.py"))
-                if path.name in recorded and recorded[path.name] != hashlib.sha256(path.read_bytes()).hexdigest()
-            ]
+        if event.get("kind") == "command" and LISTING in event.get("command", ""):
+            return [path.name for path in changed_scripts(event["stdout"])]
     return []
 
 

@@ -24,15 +24,21 @@ def remote_workloads_dir(workdir: str) -> str:
     return f"{workdir.rstrip('/')}/workloads"
 
 
+LISTING = "sha256sum *.py"  # what a host's workloads directory holds, run in it
+
+
 def upload_workloads(host: Host, workdir: str) -> str:
     """Copy the workload scripts to the host (only those that changed); returns their directory there."""
     remote = remote_workloads_dir(workdir)
-    scripts = sorted(path for path in WORKLOADS_DIR.glob("*.py") if path.name != "__init__.py")
-    listing = host.run(f"mkdir -p {shlex.quote(remote)} && cd {shlex.quote(remote)} && sha256sum *.py 2>/dev/null")
-    lines = (line.split(maxsplit=1) for line in listing.stdout.splitlines() if line.strip())
-    present = {name: digest for digest, name in lines}
-    for script in scripts:
-        data = script.read_bytes()
-        if present.get(script.name) != hashlib.sha256(data).hexdigest():
-            host.write_bytes(f"{remote}/{script.name}", data, mode=0o755)
+    listing = host.run(f"mkdir -p {shlex.quote(remote)} && cd {shlex.quote(remote)} && {LISTING} 2>/dev/null")
+    for script in changed_scripts(listing.stdout):
+        host.write_bytes(f"{remote}/{script.name}", script.read_bytes(), mode=0o755)
     return remote
+
+
+def changed_scripts(listing: str) -> list[Path]:
+    """The workload scripts that a host's `LISTING` output does not hold as they are here: new or changed."""
+    lines = (line.split(maxsplit=1) for line in listing.splitlines() if line.strip())
+    present = {name: digest for digest, name in lines}
+    scripts = sorted(path for path in WORKLOADS_DIR.glob("*.py") if path.name != "__init__.py")
+    return [path for path in scripts if present.get(path.name) != hashlib.sha256(path.read_bytes()).hexdigest()]
