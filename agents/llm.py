@@ -10,11 +10,9 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from openai import APIConnectionError, APIStatusError, APITimeoutError, InternalServerError, OpenAI, RateLimitError
-from openai.resources.chat.completions import Completions
-from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, Field
 
 from eyas.agents.structured import (
@@ -41,8 +39,19 @@ from eyas.tools.recording.boundary import Boundary
 from eyas.tools.recording.transcript import register_error_type
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 
-# Request fields the SDK takes as arguments; any other (a vLLM sampling field) travels in extra_body.
-_SDK_FIELDS = frozenset(inspect.signature(Completions.create).parameters) - {"self", "extra_body"}
+if TYPE_CHECKING:
+    from openai import APIStatusError
+    from openai.types.chat import ChatCompletion
+
+
+@cache
+def _sdk_fields() -> frozenset[str]:
+    """Request fields the SDK takes as arguments; any other (a vLLM sampling field) travels in extra_body."""
+    from openai.resources.chat.completions import Completions  # here, not at start-up of every eyas process
+
+    return frozenset(inspect.signature(Completions.create).parameters) - {"self", "extra_body"}
+
+
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 # A keyless server (a local vLLM) still needs some key for the SDK to send a request.
@@ -154,6 +163,8 @@ class LLM:
         self.sampling = sampling or {}
         self._clock = clock
         self._timeout_s = timeout_s
+        from openai import OpenAI  # here, not at start-up of every eyas process (openai takes ~0.4 s)
+
         # The deadline client makes `timeout_s` bound each whole answer, not each read of it. openai types the
         # argument as its own httpx2 client, and takes an httpx one too (checked when it is constructed).
         self._client = OpenAI(
@@ -255,12 +266,15 @@ class LLM:
             ) from None
 
     def _perform(self, request: dict[str, Any]) -> dict[str, Any]:
+        from openai import APIConnectionError, APIStatusError, APITimeoutError, InternalServerError, RateLimitError
+
+        sdk_fields = _sdk_fields()
         last = ""
         for attempt in range(self.retry.attempts):
             retry_after = None
             try:
-                known = {key: value for key, value in request.items() if key in _SDK_FIELDS}
-                extra = {key: value for key, value in request.items() if key not in _SDK_FIELDS}
+                known = {key: value for key, value in request.items() if key in sdk_fields}
+                extra = {key: value for key, value in request.items() if key not in sdk_fields}
                 return _compact(self._client.chat.completions.create(**known, extra_body=extra or None))
             except (RateLimitError, InternalServerError) as exc:
                 last = f"HTTP {exc.status_code}: {_detail(exc)}"
@@ -292,6 +306,8 @@ class LLM:
         return LlmRejected(f"{where} A prompt too long for the model's context is the usual cause.")
 
     def _context_tokens(self) -> int:
+        from openai import APIConnectionError, APIStatusError, APITimeoutError
+
         def perform() -> dict[str, Any]:
             try:
                 models = self._client.models.list().data

@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from eyas.agents.operator_tools import size_flags
 from eyas.agents.service_tools import command_change, downtime
 from eyas.graph.answers import pending_view, record_gate_answer
-from eyas.graph.cli.deploy import DEPLOY_FILE
 from eyas.graph.cli.run import job_rows
+from eyas.graph.phases.deploy import DEPLOY_FILE
 from eyas.graph.policy import Policy
 from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir, run_dir

@@ -19,7 +19,6 @@ from typing import Any
 
 from eyas.graph.driver import driver_jobs, driver_log, is_driving, latest_driver, start_driver
 from eyas.graph.heartbeat import Beat, read_beat
-from eyas.graph.runner import read_run, run_condition
 from eyas.graph.runs import RunDir, list_runs
 from eyas.tools.hosts.patience import stamp
 from eyas.tools.jobs.detached import JobState, JobStatus
@@ -254,6 +253,8 @@ def driver_phrase(facts: dict[str, Any] | None) -> str:
 def runs_listing(root: Path | None, now: float) -> list[dict[str, Any]]:
     """Each run in the runs folder (`root`, else the default) as `eyas runs` and the dashboard list it: phase, where
     it stands, its driver's facts and its report (None when there is none)."""
+    from eyas.graph.runner import read_run, run_condition  # langgraph: not at start-up of every eyas process
+
     rows = []
     for run in list_runs(root):
         view = read_run(run)

@@ -24,9 +24,9 @@ from eyas.agents.service_tools import (
 from eyas.agents.structured import tool_name
 from eyas.agents.toolbox import ToolDef
 from eyas.graph.chat_control import ChatPipeline
-from eyas.graph.cli.deploy import DEPLOY_FILE
 from eyas.graph.cli.run import run_command
 from eyas.graph.context import RunContext
+from eyas.graph.phases.deploy import DEPLOY_FILE
 from eyas.graph.pipeline import build_graph
 from eyas.graph.runner import checkpointer, drive, thread
 from eyas.graph.runs import RunDir

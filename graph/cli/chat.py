@@ -9,33 +9,32 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from eyas.agents.llm import Usage, open_llm
-from eyas.agents.operator import OperatorSession, Update, build_operator_graph
-from eyas.agents.operator_control import BoundaryControl
-from eyas.agents.operator_model import ModelNotice, model_notice
-from eyas.agents.operator_tools import OperatorEnv, PipelineControl, operator_tools
 from eyas.agents.prompts import prompt
-from eyas.agents.research import ResearchDeps, run_research
-from eyas.agents.toolbox import Toolbox
-from eyas.graph.chat_control import ChatPipeline
 from eyas.graph.cli.options import ConfigOption, announce, use_config
-from eyas.graph.runner import redacted_saver
 from eyas.graph.runs import RunDir, list_runs, open_run, runs_root
-from eyas.graph.session import create_run, open_recorder, run_source
 from eyas.tools.config import EyasConfig
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.private_files import touch_private, write_private
 from eyas.tools.recording.boundary import Boundary
-from eyas.tools.recording.recorder import Recorder
-from eyas.tools.recording.replay import ReplaySession
 from eyas.tools.web.search import WebSearch
+
+# The agents and the graph's modules (langgraph, ~0.5 s) load in the functions that use them, not at start-up of
+# every eyas process.
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    from eyas.agents.llm import Usage
+    from eyas.agents.operator import OperatorSession, Update
+    from eyas.agents.operator_model import ModelNotice
+    from eyas.agents.operator_tools import PipelineControl
+    from eyas.tools.recording.recorder import Recorder
+    from eyas.tools.recording.replay import ReplaySession
 
 CHAT_STATE = "chat.json"  # which conversation thread of the run is current
 CHAT_CHECKPOINTS = "chat.sqlite"
@@ -64,6 +63,8 @@ def chat_command(
     tools at once), starts research, and asks you ("yes" to proceed) before anything that launches, cancels or
     answers a gate. The conversation is checkpointed (`eyas chat --resume` continues it) and recorded in the
     run folder, your typed lines included (`eyas replay` replays it offline). Type `exit` or Ctrl-D to leave."""
+    from eyas.graph.chat_control import ChatPipeline
+
     with open_chat(run, resume, config, control_for=ChatPipeline) as chat:
         converse(chat, input, print)
 
@@ -77,6 +78,10 @@ def open_chat(
 ) -> Iterator[Chat]:
     """The chat of a new run, of `run_id`, or (resume) its last conversation; `control_for` gives the tools
     that drive the run's pipeline (none: the chat verifies, reads, lists, cancels and researches only)."""
+    from eyas.agents.operator_control import BoundaryControl
+    from eyas.graph.runner import redacted_saver
+    from eyas.graph.session import open_recorder
+
     run, cfg, attached = _chat_run(run_id, resume, config_path)
     control = control_for(run, cfg) if control_for else None
     recorder = open_recorder(run, cfg, run.root / ATTACHED_TRANSCRIPT if attached else None)
@@ -117,6 +122,13 @@ def assemble(
     progress: Callable[[str], None] = lambda line: None,
 ) -> Chat:
     """The operator session, every crossing through `boundary`: live and recorded, or answered by a replay."""
+    from eyas.agents.llm import open_llm
+    from eyas.agents.operator import OperatorSession, build_operator_graph
+    from eyas.agents.operator_model import model_notice
+    from eyas.agents.operator_tools import OperatorEnv, operator_tools
+    from eyas.agents.research import ResearchDeps, run_research
+    from eyas.agents.toolbox import Toolbox
+
     llm = open_llm(cfg, boundary=boundary)
     http = boundary.http()
 
@@ -219,6 +231,8 @@ def _shown(update: Update) -> str:
 
 def _chat_run(run_id: str | None, resume: bool, config_path: Path | None) -> tuple[RunDir, EyasConfig, bool]:
     """The run folder of the chat, its config (announced), and whether it belongs to a pipeline run."""
+    from eyas.graph.session import create_run, run_source
+
     if run_id is not None:
         if config_path is not None:
             raise EyasError(f"Run {run_id} keeps the config it was created with; drop --config.")

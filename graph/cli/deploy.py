@@ -14,13 +14,8 @@ import typer
 from rich.markup import escape
 
 from eyas.graph.cli.console import console
-from eyas.graph.phases.deploy import DEPLOY_FILE, save_result
-from eyas.graph.phases.report import with_deploy
 from eyas.graph.policy import Policy
-from eyas.graph.report_html.page import write_html_report
-from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir, open_run
-from eyas.graph.session import run_source
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
@@ -29,8 +24,14 @@ from eyas.tools.service.deploy import DeployResult, Thresholds, deploy, rollback
 from eyas.tools.service.production import production_service
 
 
+# The graph's modules (langgraph, ~0.5 s) load in the functions that use them, not at start-up of every eyas process.
 def save(run: RunDir, result: DeployResult) -> None:
     """deploy.json, and the report's deploy section: production before and after."""
+    from eyas.graph.phases.deploy import save_result
+    from eyas.graph.phases.report import with_deploy
+    from eyas.graph.report_html.page import write_html_report
+    from eyas.graph.runner import read_run
+
     save_result(run, result)
     report = run.report.read_text() if run.report.exists() else f"# eyas run {run.run_id}\n"
     run.write_report(with_deploy(report, result.model_dump()))
@@ -63,6 +64,8 @@ def deploy_command(
 ) -> None:
     """Add the drafter to the production service (a drop-in with --speculative-config), restart it, measure
     acceptance from production's own /metrics over probe requests, and roll back unless it passes."""
+    from eyas.graph.runner import read_run
+
     run = open_run(run_id)
     state = read_run(run).state
     drafter_dir = drafter or state.get("artifacts", {}).get("drafter")
@@ -81,6 +84,8 @@ def deploy_command(
 
 def deploy_run(run: RunDir, drafter_dir: str, k: int, thresholds: Thresholds) -> DeployResult:
     """Deploy on the run's production service, keep the outcome in the run folder and print it."""
+    from eyas.graph.session import run_source
+
     config = run_source(run.meta()).load()
     http = HttpClient(SYSTEM_CLOCK)
     with open_host(config.target.host, config.host()) as host:
@@ -93,6 +98,9 @@ def deploy_run(run: RunDir, drafter_dir: str, k: int, thresholds: Thresholds) ->
 
 def rollback_command(run_id: Annotated[str, typer.Argument(help="the run whose drafter eyas deployed")]) -> None:
     """Remove the drop-in `eyas deploy` added, restart production and wait until it is healthy again."""
+    from eyas.graph.phases.deploy import DEPLOY_FILE
+    from eyas.graph.session import run_source
+
     run = open_run(run_id)
     config = run_source(run.meta()).load()
     http = HttpClient(SYSTEM_CLOCK)

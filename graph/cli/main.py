@@ -18,7 +18,6 @@ from pydantic import ValidationError
 from rich.markup import escape
 
 import eyas
-from eyas.graph.answers import record_gate_answer
 from eyas.graph.cli.chat import chat_command
 from eyas.graph.cli.console import console, notice, print_error, verify_table
 from eyas.graph.cli.deploy import deploy_command, print_result, rollback_command
@@ -35,12 +34,10 @@ from eyas.graph.cli.run import (
     runs_command,
     status_command,
 )
-from eyas.graph.cli.run_ui import gate_panel
 from eyas.graph.cli.show import show_command
 from eyas.graph.cli.target import app as target_app
 from eyas.graph.cli.ui import ui_command
 from eyas.graph.cli.watch import watch_command
-from eyas.graph.phases.deploy import DEPLOY_FILE
 from eyas.graph.policy import AUTO_APPROVE
 from eyas.graph.runs import open_run
 from eyas.graph.state import GateAnswer
@@ -261,8 +258,12 @@ def demo(
     showing each gate it passed and why. The deploy gate asks a person even then; the demo answers it as its
     operator (approve), and the deploy keeps the drafter only when production's own /metrics show it is accepted
     often enough, else rolls it back."""
+    # The graph's modules (langgraph, ~0.5 s) load here, not at start-up of every eyas process.
+    from eyas.graph.answers import record_gate_answer
     from eyas.graph.cli.run import advance, finish, start_run
+    from eyas.graph.cli.run_ui import gate_panel
     from eyas.graph.cli.target import bring_up
+    from eyas.graph.phases.deploy import DEPLOY_FILE
 
     target = EmbeddedTarget.from_env()
     source = ConfigSource(None, "`eyas demo` always runs on it", target)

@@ -11,27 +11,25 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, ValidationError, field_validator
 from pydantic_core import to_jsonable_python
 from rich.markup import escape
 
-from eyas.graph.cli.chat_replay import is_chat, replay_chat
 from eyas.graph.cli.console import console
-from eyas.graph.context import RunContext, RunGraph
-from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import Policy
-from eyas.graph.resume_point import note_resume
-from eyas.graph.runner import drive, thread
 from eyas.graph.runs import RUN_ID_RULE, is_run_id, run_dir
 from eyas.tools.config import EyasConfig, format_validation_error
 from eyas.tools.errors import EyasError
 from eyas.tools.recording.boundary import ReplayError
 from eyas.tools.recording.replay import CrashBoundary, ReplayReport, ReplaySession
 from eyas.tools.recording.transcript import ResumeEvent, RunEvent
+
+# The graph's modules (langgraph, ~0.5 s) load in the functions that use them, not at start-up of every eyas process.
+if TYPE_CHECKING:
+    from eyas.graph.context import RunContext, RunGraph
 
 
 class RecordedRun(BaseModel):
@@ -54,6 +52,12 @@ class RecordedRun(BaseModel):
 
 def replay(path: Path) -> tuple[ReplayReport, dict[str, Any]]:
     """Replay a run's (or a chat's) transcript; returns the replay report and the final state the code reached."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from eyas.graph.cli.chat_replay import is_chat, replay_chat
+    from eyas.graph.context import RunContext
+    from eyas.graph.pipeline import build_graph
+
     session = ReplaySession.load(path)
     start = next((event for event in session.transcript.events if isinstance(event, RunEvent)), None)
     if start is None:
@@ -95,6 +99,9 @@ def _drive_every_try(session: ReplaySession, graph: RunGraph, ctx: RunContext, f
     """Drive the run as each recorded process did: the first from its input, each `eyas resume` from the checkpoint
     its resume event names. A try that a crash cut short ends where its recording ends (CrashBoundary); a try
     that stopped at a gate ends there. Transcripts from before resume events continue after every gate stop."""
+    from eyas.graph.resume_point import note_resume
+    from eyas.graph.runner import drive, thread
+
     resumes = [event.seq for event in session.transcript.events if isinstance(event, ResumeEvent)]
     state: dict[str, Any] = {}
     try:

@@ -9,8 +9,6 @@ import typer
 from rich.markup import escape
 
 from eyas.graph.cli.console import console
-from eyas.graph.report_html.page import write_html_report
-from eyas.graph.runner import read_run
 from eyas.graph.runs import open_run
 
 
@@ -21,6 +19,10 @@ def report_command(
     """Write runs/<run>/report.html: one page that works offline (charts inline, nothing fetched), readable on a
     phone and printable. Built from the run's checkpointed state when it has one, else from its transcript; a
     part the run lacks is said to be missing."""
+    # The graph's modules (langgraph, ~0.5 s) load here, not at start-up of every eyas process.
+    from eyas.graph.report_html.page import write_html_report
+    from eyas.graph.runner import read_run
+
     run = open_run(run_id)
     view = read_run(run)
     path = write_html_report(run.root, view.state if view.started else None)

@@ -8,12 +8,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from eyas.agents.llm import open_llm
-from eyas.agents.research import ResearchDeps, run_research
-from eyas.agents.researcher import ResearchSettings
 from eyas.graph.cli.console import console
 from eyas.graph.cli.options import ConfigOption, use_config
-from eyas.graph.session import create_run, open_recorder
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.web.search import WebSearch
@@ -39,6 +35,12 @@ def research_command(
     vllm/speculators --help, and a synthesizer writes one report with numbered citations to
     runs/<run_id>/research.md, noting where sources disagree and which flags exist in the installed versions.
     The agent LLM is [agent] from the config, else the embedded SmolLM2 server (weak, but offline)."""
+    # The agents and the graph's modules (langgraph, ~0.5 s) load here, not at start-up of every eyas process.
+    from eyas.agents.llm import open_llm
+    from eyas.agents.research import ResearchDeps, run_research
+    from eyas.agents.researcher import ResearchSettings
+    from eyas.graph.session import create_run, open_recorder
+
     cfg, source = use_config(config)
     name = host or cfg.target.host
     run = create_run(source, None, None, kind="research", brief=brief)

@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -14,24 +14,14 @@ from pydantic_core import to_jsonable_python
 from rich.markup import escape
 from rich.table import Table
 
-from eyas.graph.answers import pending_view, record_gate_answer
 from eyas.graph.cli.console import console, notice
 from eyas.graph.cli.detach import DetachOption, detach_driver, same_command
 from eyas.graph.cli.options import ConfigOption, JsonOption, size_option, use_config
-from eyas.graph.cli.run_ui import RunUI
-from eyas.graph.dry_run import dry_run as dry_run_walk
-from eyas.graph.dry_run import dry_run_lines
 from eyas.graph.heartbeat import Heartbeat
-from eyas.graph.pipeline import build_graph
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
-from eyas.graph.report_html.page import write_html_report
-from eyas.graph.resume_point import note_resume
-from eyas.graph.runner import Outcome, checkpointer, drive, end_message, notify, read_run, thread
 from eyas.graph.runs import RUN_ID_RULE, RunDir, open_run, runs_root
-from eyas.graph.session import begin_run, initial_state, new_run, open_context, run_meta, run_source
 from eyas.graph.shard_total import phase_total
 from eyas.graph.state import Action, GateAnswer
-from eyas.graph.watch import driver_facts, driver_phrase, runs_listing
 from eyas.tools.config import EyasConfig, format_validation_error
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.errors import EyasError, HostError
@@ -40,6 +30,10 @@ from eyas.tools.jobs.detached import Jobs
 from eyas.tools.planning.sizes import Sizes, starting_sizes
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.workloads.progress import last_progress
+
+# The graph's modules (langgraph, ~0.5 s) load in the commands that use them, not at start-up of every eyas process.
+if TYPE_CHECKING:
+    from eyas.graph.runner import Outcome
 
 STOPPED_AT_GATE = 3
 
@@ -54,6 +48,8 @@ def start_run(
     poll_interval_s: float,
     run_id: str | None = None,
 ) -> Outcome:
+    from eyas.graph.session import initial_state, new_run, run_meta
+
     run = new_run(run_id)
     meta = run_meta(source, policy, sizes, poll_interval_s=poll_interval_s)
     first = initial_state(run, config, meta)
@@ -64,6 +60,13 @@ def start_run(
 def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any] | None = None) -> Outcome:
     """Drive the run from `first` (its first input, or None to continue) and write its report at the end.
     `start` is a new run's meta, written once its context has opened: a run that cannot start leaves no run."""
+    from eyas.graph.cli.run_ui import RunUI
+    from eyas.graph.pipeline import build_graph
+    from eyas.graph.report_html.page import write_html_report
+    from eyas.graph.resume_point import note_resume
+    from eyas.graph.runner import checkpointer, drive, end_message, notify, thread
+    from eyas.graph.session import begin_run, open_context
+
     meta = start or run.meta()
     ui = RunUI()
     with (
@@ -155,6 +158,9 @@ def run_command(
     """Start a pipeline run: research, verify, plan, then generation, extraction, training and evaluation,
     each behind an approval gate. Checkpointed after every step: after any crash, `eyas resume RUN`.
     Exits 3 when the run stops at a gate that needs an answer (`eyas approve RUN`)."""
+    from eyas.graph.dry_run import dry_run as dry_run_walk
+    from eyas.graph.session import new_run
+
     chosen = load_policy(policy) if policy else (AUTO_APPROVE if auto_approve else None)
     cfg, source = use_config(config)
     try:
@@ -181,6 +187,8 @@ def run_command(
 
 
 def print_dry_run(walk: dict[str, Any], as_json: bool) -> None:
+    from eyas.graph.dry_run import dry_run_lines
+
     if as_json:
         print(json.dumps(to_jsonable_python(walk), indent=2))
         return
@@ -194,6 +202,8 @@ def resume_command(
 ) -> None:
     """Continue a run from its last checkpoint: finished work is not redone, running jobs are re-attached,
     nothing is launched twice. Answers recorded with `eyas approve` are applied first."""
+    from eyas.graph.session import run_source
+
     run = open_run(run_id)
     if not run.checkpoints.exists():
         kind = run.meta().get("kind") or "pipeline"
@@ -217,6 +227,8 @@ def approve_command(
 ) -> None:
     """Answer the gate a run waits at, from any terminal. A run waiting in another terminal continues at once;
     a stopped one continues with `eyas resume RUN`."""
+    from eyas.graph.answers import pending_view, record_gate_answer
+
     run = open_run(run_id)
     _, view = pending_view(run)
     action: Action
@@ -238,6 +250,9 @@ def status_command(
     json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Where a run is: its phase, the gate it waits at, each job with its progress, and the decisions so far."""
+    from eyas.graph.runner import read_run
+    from eyas.graph.watch import driver_facts
+
     run = open_run(run_id)
     view = read_run(run)
     state, pending = view.state, view.pending
@@ -304,6 +319,8 @@ def print_driver(driver: dict[str, Any]) -> None:
 def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
     """Each job with its progress, read from the host (not recorded: reading status is no part of the run), or
     why they could not be read (the host is unreachable)."""
+    from eyas.graph.session import run_source
+
     if not state.get("jobs"):
         return [], None
     config = run_source(run.meta()).load()
@@ -338,6 +355,8 @@ def progress_cells(seen: dict[str, Any]) -> dict[str, Any]:
 def runs_command(json_output: JsonOption = False) -> None:
     """List the runs in the runs folder (EYAS_RUNS_DIR, default ./runs): phase, where each stands, its driver (the
     eyas process driving it: alive, died, ended; a host outage it waits out) and its report."""
+    from eyas.graph.watch import driver_phrase, runs_listing
+
     rows = runs_listing(None, time.time())
     if json_output:
         print(json.dumps(rows, indent=2))
@@ -358,6 +377,8 @@ def graph_command(
 ) -> None:
     """Print the pipeline's state machine: paste the Mermaid text into any Mermaid viewer (GitHub renders it),
     or read --json from a script."""
+    from eyas.graph.pipeline import build_graph
+
     drawable = build_graph().get_graph()
     if mermaid:
         print(drawable.draw_mermaid())

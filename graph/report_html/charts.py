@@ -7,11 +7,13 @@ import io
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-import matplotlib
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from eyas.graph.report_html.record import Span
+
+if TYPE_CHECKING:
+    import matplotlib
+    from matplotlib.figure import Figure
 
 PALETTE = ("#1f6feb", "#d1242f", "#1a7f37", "#9a6700", "#8250df", "#bf3989")
 SPAN_COLOURS = {"step": "#1f6feb", "gate": "#8c959f", "wait": "#d4a72c", "failure": "#d1242f"}
@@ -39,6 +41,8 @@ class Chart:
 def to_svg(figure: Figure, name: str) -> str:
     """The figure as an <svg> element: no XML prologue, no fixed size (CSS sizes it), and ids salted by `name`,
     so two charts on one page never share a clip-path id."""
+    import matplotlib  # here, not at start-up of every eyas process (matplotlib takes ~0.3 s)
+
     buffer = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
         figure.savefig(buffer, format="svg", bbox_inches="tight")
@@ -49,6 +53,8 @@ def to_svg(figure: Figure, name: str) -> str:
 
 
 def _figure(height: float = 3.0) -> Figure:
+    from matplotlib.figure import Figure  # here, not at start-up of every eyas process (matplotlib takes ~0.3 s)
+
     figure = Figure(figsize=(7.5, height), dpi=100)
     figure.set_facecolor("white")
     return figure

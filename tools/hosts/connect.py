@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from eyas.tools.config import HostConfig
 from eyas.tools.errors import ConfigError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.hosts.ssh import SSHHost
-from eyas.tools.hosts.ssh_config import SshRoute, parse_jump, resolve
+
+if TYPE_CHECKING:
+    from eyas.tools.hosts.ssh import SSHHost
+    from eyas.tools.hosts.ssh_config import SshRoute
 
 MAX_JUMPS = 8  # deeper than any real chain: a ProxyJump that leads back to itself would otherwise never end
 
@@ -16,6 +20,8 @@ MAX_JUMPS = 8  # deeper than any real chain: a ProxyJump that leads back to itse
 def open_host(name: str, config: HostConfig, clock: Clock = SYSTEM_CLOCK) -> Host:
     if config.is_local:
         return LocalHost(name, clock=clock)
+    from eyas.tools.hosts.ssh_config import resolve  # paramiko loads for SSH hosts, not at every eyas start-up
+
     # A port left at its default may come from the ssh config; one written in eyas's config wins.
     port = config.port if "port" in config.model_fields_set else None
     route = resolve(config.address, port=port, user=config.user, key_file=config.key_file)
@@ -25,6 +31,9 @@ def open_host(name: str, config: HostConfig, clock: Clock = SYSTEM_CLOCK) -> Hos
 def _ssh_host(name: str, config: HostConfig, route: SshRoute, clock: Clock, *, depth: int) -> SSHHost:
     """The SSHHost for one hop, holding the host it is reached through (the last ProxyJump entry, itself
     reached through the entries before it)."""
+    from eyas.tools.hosts.ssh import SSHHost  # paramiko loads for SSH hosts, not at every eyas start-up
+    from eyas.tools.hosts.ssh_config import parse_jump, resolve
+
     jump = None
     if route.jumps:
         if depth == MAX_JUMPS:
