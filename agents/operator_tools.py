@@ -130,21 +130,28 @@ def _size(name: str) -> Any:
     return Field(None, gt=0, description=f"{Sizes.model_fields[name].description}; default: the target's")
 
 
-class StartRun(BaseModel):
-    """Start the whole pipeline run in the background: verify, plan, then data, extract, vocab, train and
-    evaluate, each behind its approval gate (it stops at the first one for an answer). Sizes not given take the
-    defaults that fit the target. Asks the operator first, showing the exact command."""
+class PlannedSizes(BaseModel):
+    """The sizes a plan depends on, the same for planning a run and for starting it, so that the plan the operator
+    saw is the plan of the run that starts (and the host's speed probe, measured at these shapes, is reused)."""
 
     samples: int | None = _size("samples")
     max_tokens: int | None = _size("max_tokens")
     max_seq_len: int | None = _size("max_seq_len")
-    concurrency: int | None = _size("concurrency")
     draft_vocab_size: int | None = _size("draft_vocab_size")
     epochs: int | None = _size("epochs")
-    held_out: int | None = _size("held_out")
+    ttt_steps: int | None = _size("ttt_steps")
 
     def sizes(self) -> dict[str, int]:
         return {name: value for name, value in self.model_dump().items() if value is not None}
+
+
+class StartRun(PlannedSizes):
+    """Start the whole pipeline run in the background: verify, plan, then data, extract, vocab, train and
+    evaluate, each behind its approval gate (it stops at the first one for an answer). Sizes not given take the
+    defaults that fit the target. Asks the operator first, showing the exact command."""
+
+    concurrency: int | None = _size("concurrency")
+    held_out: int | None = _size("held_out")
 
 
 def size_flags(sizes: dict[str, int]) -> list[str]:
@@ -152,16 +159,11 @@ def size_flags(sizes: dict[str, int]) -> list[str]:
     return [part for name, value in sizes.items() for part in (f"--{name.replace('_', '-')}", str(value))]
 
 
-class ShowPlan(BaseModel):
+class ShowPlan(PlannedSizes):
     """Plan a run before anything starts, as `eyas plan` does: measure the target and the host, estimate the hours
     and the disk of each phase for these sizes, and say whether it fits, with the ways out when it does not.
-    Re-plan by calling it again with other sizes. Starts nothing, so it asks nothing."""
-
-    samples: int | None = _size("samples")
-    max_tokens: int | None = _size("max_tokens")
-
-    def sizes(self) -> dict[str, int]:
-        return {name: value for name, value in self.model_dump().items() if value is not None}
+    Re-plan by calling it again with other sizes; give the sizes the run will start with. Starts nothing, so it
+    asks nothing."""
 
 
 class ResumeRun(BaseModel):

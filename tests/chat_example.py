@@ -51,12 +51,15 @@ script = s.operator_script(
 
 
 def config_text(
-    workdir: Path, agent_url: str, model: str = MODEL, python: str | None = None, target: EmbeddedTarget | None = None
-) -> str:
+    workdir: Path, agent_url: str, model: str = MODEL, python: str | None = None, target: EmbeddedTarget | None = None,
+    prompts: str | None = None,
+) -> str:  # fmt: skip
     """A chat's config: the embedded target on this machine (through `python`, default its venv's) and the agent.
-    With `target`, that target as production: its service's unit file and its model directory too."""
+    With `target`, that target as production: its service's unit file and its model directory too; with
+    `prompts`, the runs' prompt source."""
     served = target or EmbeddedTarget.from_env()
     service = f'unit_file = "{served.unit_file}"\nmodel_dir = "{served.model_dir}"\n' if target else ""
+    pipeline = f'\n[pipeline]\nprompts = "{prompts}"\n' if prompts else ""
     return f"""
 [hosts.local]
 address = "local"
@@ -67,7 +70,7 @@ workdir = "{workdir}"
 host = "local"
 base_url = "{served.base_url}"
 model = "SmolLM2-135M-Instruct"
-{service}
+{service}{pipeline}
 [agent]
 base_url = "{agent_url}"
 model = "{model}"

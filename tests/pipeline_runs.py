@@ -12,9 +12,12 @@ from typing import Any
 from eyas.tools.target.embedded import EmbeddedTarget
 
 EYAS = str(Path(sys.executable).parent / "eyas")
-# Small enough for 2 cores: a data phase of a few dozen seconds.
+# Small enough for 2 cores: a data phase of a few dozen seconds. Every run of the session plans at these shapes
+# (max_seq_len, draft vocabulary, TTT steps, and the prompt source, whose length sets the probe's sample length; a
+# config's runs too, whose defaults differ), so the host's speed probe measures once and the rest read its cache.
 TINY = ["--samples", "24", "--max-tokens", "48", "--max-seq-len", "256", "--concurrency", "4",
-        "--draft-vocab-size", "2048", "--epochs", "1", "--poll-interval", "0.2"]  # fmt: skip
+        "--draft-vocab-size", "2048", "--epochs", "1", "--ttt-steps", "1", "--prompts", "sharegpt",
+        "--poll-interval", "0.2"]  # fmt: skip
 
 
 def environment(target: EmbeddedTarget, runs: Path) -> dict[str, str]:

@@ -38,13 +38,16 @@ from waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
-SIZES = {"max_tokens": 48, "max_seq_len": 256, "concurrency": 4, "draft_vocab_size": 2048, "epochs": 1}
+# The sizes the plan shapes are planned and started alike, at TINY's shapes (tests/pipeline_runs.py), so that the
+# host's speed probe measures one shape for the whole session (at the planner's defaults it took 304 s here).
+PLANNED = {"max_tokens": 48, "max_seq_len": 256, "draft_vocab_size": 2048, "epochs": 1, "ttt_steps": 1}
+SIZES = {**PLANNED, "concurrency": 4}
 NO_DRAFTER = "/nonexistent/eyas-test-drafter"  # production cannot load it: the deploy is rolled back
 # The operator's line -> the tool call the scripted agent makes for it.
 WANTED: dict[str, tuple[str, dict[str, Any]]] = {
     "verify the target": ("verify", {"checks": ["health", "disk"]}),
-    "plan 24 samples": ("show_plan", {"samples": 24, "max_tokens": 48}),
-    "make it 16 samples": ("show_plan", {"samples": 16, "max_tokens": 48}),
+    "plan 24 samples": ("show_plan", {"samples": 24, **PLANNED}),
+    "make it 16 samples": ("show_plan", {"samples": 16, **PLANNED}),
     "start it": ("start_run", {"samples": 16, **SIZES}),
     "approve the data gate": ("answer_gate", {"action": "approve", "reason": "16 samples fit"}),
     "retry": ("answer_gate", {"action": "retry", "reason": "the job was killed"}),
@@ -86,7 +89,8 @@ def test_a_whole_operator_session(production_target: EmbeddedTarget, tmp_path: P
     argv_before = server_argv(production_target)
     with OpenAIStub(script) as stub:
         workdir = production_target.config().host().workdir
-        (tmp_path / "eyas.toml").write_text(config_text(Path(workdir), stub.url, target=production_target))
+        config = config_text(Path(workdir), stub.url, target=production_target, prompts="sharegpt")  # TINY's source
+        (tmp_path / "eyas.toml").write_text(config)
         terminal = Terminal([EYAS, "chat", "--config", str(tmp_path / "eyas.toml")], env, str(tmp_path))
         try:
             chat_id = terminal.expect(r"eyas chat, run (\S+), talking to stub-model", 120).group(1)
@@ -96,9 +100,9 @@ def test_a_whole_operator_session(production_target: EmbeddedTarget, tmp_path: P
             terminal.expect(r"  <- health: (ok|warn): ", 120)
 
             say(terminal, "plan 24 samples", "show_plan")
-            terminal.expect(r"eyas: Done: The plan for \{'samples': 24, 'max_tokens': 48\} fits", 600)
+            terminal.expect(r"eyas: Done: The plan for \{'samples': 24, 'max_tokens': 48, .*'ttt_steps': 1\} fits", 600)
             say(terminal, "make it 16 samples", "show_plan")
-            terminal.expect(r"eyas: Done: The plan for \{'samples': 16, 'max_tokens': 48\} fits", 600)
+            terminal.expect(r"eyas: Done: The plan for \{'samples': 16, 'max_tokens': 48, .*'ttt_steps': 1\} fits", 600)
             assert not runs.joinpath(run.run_id).exists()  # planning started nothing
 
             say(terminal, "start it", "start_run")

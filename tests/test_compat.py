@@ -8,6 +8,7 @@ extraction backend is listed as unavailable.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -78,6 +79,30 @@ def test_the_target_environment_has_every_path(tmp_path: Path) -> None:
     paths = result.facts["paths"]
     assert paths["extract.vllm"] is True and paths["train.cpu loop / speculators"] is True
     assert paths["evaluate.vllm"] is True and paths["train.SpecForge drafter"] is True
+
+
+def test_the_answer_is_kept_by_versions_and_a_new_stack_is_probed_again(tmp_path: Path) -> None:
+    """The second verify reads the first one's answer (no import of vllm or torch); other versions are another key."""
+    target = prepared_target()
+    first = checked(str(target.python), tmp_path, target.model_dir)
+    kept = list((tmp_path / "cache" / "compat").glob("compat-*.json"))
+    assert first.status is Status.OK and len(kept) == 1, kept
+    # An answer marked in the cache file, so that the next check shows it came from there.
+    answer = json.loads(kept[0].read_text())
+    kept[0].write_text(json.dumps({**answer, "features": {**answer["features"], "speculators_converter": False}}))
+    again = checked(str(target.python), tmp_path, target.model_dir)
+    assert again.facts["paths"]["train.SpecForge drafter"] is False and again.status is Status.OK
+
+    python = tmp_path / "python"  # the same interpreter with an older speculators first on its path
+    stack = tmp_path / "newer-stack" / "speculators-0.1.0.dist-info"
+    stack.mkdir(parents=True)
+    (stack / "METADATA").write_text(OLD_STACK["speculators-0.1.0.dist-info/METADATA"])
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={stack.parent} exec {target.python} "$@"\n')
+    os.chmod(python, 0o755)
+    other = checked(str(python), tmp_path, target.model_dir)
+    assert other.facts["versions"]["speculators"] == "0.1.0"
+    assert other.facts["paths"]["train.SpecForge drafter"] is True  # probed, not read from the marked file
+    assert len(list((tmp_path / "cache" / "compat").glob("compat-*.json"))) == 2
 
 
 def test_an_older_stack_refuses_training_and_lists_what_is_missing(tmp_path: Path) -> None:

@@ -111,7 +111,9 @@ def test_edit_at_a_gate_replans_with_the_new_sizes(embedded_target: EmbeddedTarg
         seen.append(view)
         return next(answers)
 
-    first = {"run_id": "run-test", "sizes": {"samples": 50, "max_seq_len": 256}, "decisions": []}
+    # TINY's shapes (tests/pipeline_runs.py): the speed probe measures one shape per session, not the defaults'.
+    shapes = {"max_seq_len": 256, "draft_vocab_size": 2048, "ttt_steps": 1}
+    first = {"run_id": "run-test", "sizes": {"samples": 50, **shapes}, "decisions": []}
     outcome = drive(graph, ctx, first, ask=ask, on_update=lambda update: None)
     assert outcome.finished
     assert [d["action"] for d in outcome.state["decisions"]] == ["edit", "reject"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -24,6 +24,7 @@ from eyas.agents.service_tools import (
 from eyas.agents.structured import tool_name
 from eyas.agents.toolbox import ToolDef
 from eyas.graph.chat_control import ChatPipeline
+from eyas.graph.cli.plan import plan_command
 from eyas.graph.cli.run import run_command
 from eyas.graph.context import RunContext
 from eyas.graph.phases.deploy import DEPLOY_FILE
@@ -87,6 +88,12 @@ def test_every_tool_that_changes_anything_asks_first_and_no_read_does(tmp_path: 
         assert defined[name].confirm is not None, name
 
 
+def command_flags(command: Callable[..., None]) -> set[str]:
+    app = typer.Typer()
+    app.command()(command)
+    return {opt for param in typer.main.get_command(app).params for opt in getattr(param, "opts", [])}
+
+
 def test_start_run_shows_the_exact_command_it_runs(tmp_path: Path, gated: RunDir) -> None:
     pipeline = control(tmp_path, gated)
     start = tools(tmp_path, pipeline)["start_run"]
@@ -98,12 +105,11 @@ def test_start_run_shows_the_exact_command_it_runs(tmp_path: Path, gated: RunDir
     argv = pipeline.start_argv(args.sizes())
     assert argv[:3] == ["run", "--run-id", gated.run_id]
     assert " ".join(argv).endswith("--samples 5000 --max-tokens 1024 --epochs 2")
-    # Every size the tool offers is a flag `eyas run` takes.
-    app = typer.Typer()
-    app.command()(run_command)
-    flags = {opt for param in typer.main.get_command(app).params for opt in getattr(param, "opts", [])}
-    for name in StartRun.model_fields:
-        assert f"--{name.replace('_', '-')}" in flags, name
+    # Every size the tool offers is a flag `eyas run` takes; every size a plan is shown for, one `eyas plan` takes,
+    # and the plan is shown for every size of the run that shapes it (the probe is measured at those shapes).
+    assert command_flags(run_command) >= {f"--{name.replace('_', '-')}" for name in StartRun.model_fields}
+    assert command_flags(plan_command) >= {f"--{name.replace('_', '-')}" for name in ShowPlan.model_fields}
+    assert set(ShowPlan.model_fields) == set(StartRun.model_fields) - {"concurrency", "held_out"}
     # The run has started (it waits at its gate): a second start is refused in words, nothing is spawned.
     with pytest.raises(EyasError, match="has started already"):
         pipeline.start_run(args.sizes())

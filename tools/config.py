@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from eyas.tools.errors import ConfigError
+from eyas.tools.planning.sizes import known_prompt_source
 
 LOCAL = "local"
 
@@ -113,10 +114,11 @@ class AgentConfig(_Section):
 class PipelineConfig(_Section):
     """Where a run takes its inputs from; sizes are chosen per run (`eyas run --samples ...`)."""
 
-    prompts: AbsolutePath | None = Field(
+    prompts: Annotated[str, AfterValidator(known_prompt_source)] | None = Field(
         None,
-        description="prompts JSONL on the host (ShareGPT rows or {id, prompt}), split into training and held-out "
-        "prompts; default: eyas's shipped set, or ShareGPT on the embedded target. `eyas run --prompts` overrides it",
+        description="`sharegpt`, `shipped` (eyas's own set) or a prompts JSONL on the host (ShareGPT rows or {id, "
+        "prompt}), split into training and held-out prompts; default: the shipped set, or ShareGPT on the embedded "
+        "target. `eyas run --prompts` overrides it",
     )
     conversations: AbsolutePath | None = Field(
         None, description="existing generated conversations on the host: the run skips the data phase"

@@ -10,6 +10,7 @@ choices made later (the extraction backend).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 from pathlib import Path
@@ -97,9 +98,15 @@ def target_architecture(ctx: CheckContext) -> str | None:
 
 
 def check_compat(ctx: CheckContext) -> CheckResult:
+    """The table, from the probe's answer; cached on the host by interpreter and installed versions beside the
+    --help cache (cli_help.py), since importing vllm and torch costs every verify 10 s or more."""
     python = ctx.host_config.python
     architecture = target_architecture(ctx)
-    command = f"{shlex.quote(python)} -c {shlex.quote(PROBE.read_text())} {shlex.quote(architecture or '')}"
+    script = PROBE.read_text()
+    cache = f"{ctx.host_config.workdir.rstrip('/')}/cache/compat"
+    argv = [python, "-c", script, architecture or "", "--cache-dir", cache,
+            "--key", hashlib.sha256(script.encode()).hexdigest()[:16]]  # fmt: skip
+    command = shlex.join(argv)
     result = ctx.host.run(command, timeout=300)
     answer = last_json(result.stdout) if result.ok else None
     if not isinstance(answer, dict):

@@ -10,6 +10,13 @@ PROMPT_SOURCES = ("sharegpt", "shipped")
 EXTRACTION_BACKENDS = ("auto", "hf", "vllm")
 
 
+def known_prompt_source(source: str) -> str:
+    """A prompt source as a flag, a gate edit and the config's `pipeline.prompts` all name it."""
+    if source not in PROMPT_SOURCES and not source.startswith("/"):
+        raise ValueError(f"must be {' or '.join(PROMPT_SOURCES)}, or an absolute path to a JSONL file on the host")
+    return source
+
+
 class Sizes(BaseModel):
     """What the operator chooses per run (and can edit at a gate); everything else follows from these and the
     host. The defaults suit a real target on a GPU host; `DEMO` suits the embedded target on a laptop."""
@@ -44,9 +51,7 @@ class Sizes(BaseModel):
     @field_validator("prompt_source")
     @classmethod
     def _known_source(cls, source: str) -> str:
-        if source not in PROMPT_SOURCES and not source.startswith("/"):
-            raise ValueError(f"must be {' or '.join(PROMPT_SOURCES)}, or an absolute path to a JSONL file on the host")
-        return source
+        return known_prompt_source(source)
 
     @field_validator("extraction_backend")
     @classmethod
