@@ -10,6 +10,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from eyas.graph.context import Node, RunContext
+from eyas.graph.crash_points import crash_point
 from eyas.graph.gates import SpecBuilder
 from eyas.graph.policy import Policy
 from eyas.graph.state import FAILURE_ACTIONS, Failure, GateAnswer, RunState
@@ -39,9 +40,11 @@ def make_launch(
         # Reached after a failure only through the failure gate's "retry": relaunch what failed or was lost.
         if state.get("failure") is not None:
             clear_for_retry(jobs, [spec.job_id for spec in specs], together)
+        crash_point("before_launch")
         for spec in specs:
             started = ctx.boundary.launch_job(jobs, spec)
             ctx.on_note(f"{phase}: job {spec.job_id} {started.describe()} (pid {started.pid})")
+        crash_point("after_launch")
         return {
             **prepared,
             "phase": phase,

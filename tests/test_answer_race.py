@@ -15,18 +15,40 @@ from eyas.graph.state import GateAnswer
 from eyas.tools.errors import EyasError
 from gated_runs import run_at_data_gate
 
-# What a chat's answer_gate does (graph/chat_control.py), in a process of its own: get ready, wait for the go,
-# answer. Both processes hold the line until the test has heard "ready" from each, so they answer together.
+# What a chat's answer_gate does (graph/chat_control.py), in a process of its own, held at its answer's first write:
+# the first file it opens for writing under the run's answers (answers/ or answers.jsonl). There it says "writing"
+# and waits for the go, which the test sends only when both racers are there: whatever each checked before writing,
+# both checked it before either wrote, so a check-then-write race makes two winners every time.
 RACER = """
-import sys
-from eyas.graph.answers import pending_view, record_gate_answer
+import builtins, io, os, sys
+from pathlib import Path
+from eyas.graph.answers import record_gate_answer
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
 from eyas.tools.errors import EyasError
 
-run, who, action = RunDir(__import__("pathlib").Path(sys.argv[1])), sys.argv[2], sys.argv[3]
-print("ready", flush=True)
-sys.stdin.readline()
+run, who, action = RunDir(Path(sys.argv[1])), sys.argv[2], sys.argv[3]
+answers = (run.root / "answers", run.root / "answers.jsonl")
+real_open, real_os_open, held = io.open, os.open, []
+
+def hold(path, writes):
+    if writes and not held and isinstance(path, (str, os.PathLike)):
+        where = Path(os.fsdecode(path)).absolute()
+        if any(where == place or place in where.parents for place in answers):
+            held.append(where)
+            print("writing", flush=True)
+            sys.stdin.readline()
+
+def hooked_open(file, mode="r", *args, **kwargs):
+    hold(file, any(c in mode for c in "wax+"))
+    return real_open(file, mode, *args, **kwargs)
+
+def hooked_os_open(path, flags, *args, **kwargs):
+    hold(path, bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)))
+    return real_os_open(path, flags, *args, **kwargs)
+
+builtins.open = io.open = hooked_open
+os.open = hooked_os_open
 try:
     record_gate_answer(run, GateAnswer(action=action, who=who))
     print("won", flush=True)
@@ -49,8 +71,10 @@ def racer(run: RunDir, who: str, action: str) -> subprocess.Popen[str]:
 
 def test_two_operators_answering_at_once_get_exactly_one_winner(gated: RunDir) -> None:
     racers = {"alice": racer(gated, "alice", "approve"), "bob": racer(gated, "bob", "reject")}
-    for process in racers.values():
-        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+    for process in racers.values():  # both at their first write, neither past it
+        assert process.stdout is not None
+        reached = process.stdout.readline().strip()
+        assert reached == "writing", reached or process.communicate(timeout=60)[1]
     for process in racers.values():  # the go, to both, before either has been waited for
         assert process.stdin is not None
         process.stdin.write("go\n")

@@ -26,7 +26,6 @@ from eyas.tools.config_source import ConfigSource
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobStatus
 from eyas.tools.recording.transcript import ApprovalEvent, read_transcript
-from eyas.tools.target.embedded import EmbeddedTarget
 from openai_stub import OpenAIStub, Reply, Request
 from scripted_llm import ResearchTeam
 from terminal import Terminal
@@ -55,6 +54,7 @@ def write_config(path: Path, workdir: Path, agent_url: str, python: str | None =
     path.write_text(config_text(workdir, agent_url, python=python))
 
 
+@pytest.mark.slow  # its verify runs the packages check in the target venv (`make target`)
 def test_the_chat_verifies_then_launches_only_after_yes(tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     jobs = Jobs(LocalHost(), str(workdir))
@@ -71,8 +71,7 @@ def test_the_chat_verifies_then_launches_only_after_yes(tmp_path: Path) -> None:
             terminal.expect(r"  -> verify\(checks=\['disk', 'packages'\]\)", 60)
             disk = terminal.expect(r"  <- disk: (ok|warn|fail): (.+)", 60)
             packages = terminal.expect(r"  <- packages: (ok|warn|fail): (.+)", 60)
-            if EmbeddedTarget.from_env().python.exists():
-                assert packages.group(1) == "ok" and "vllm" in packages.group(2)
+            assert packages.group(1) == "ok" and "vllm" in packages.group(2), packages.group(0)
             terminal.expect(r"eyas: Checked: disk: " + disk.group(1), 30)
             terminal.expect(r"you> ", 30)
 

@@ -1,10 +1,13 @@
 """`eyas ui`, the live dashboard: a real uvicorn process over a runs folder, a real browser (Debian's chromium
 through Playwright) that logs in and answers a gate, and every refusal that keeps an answer from being recorded
-without the token or the CSRF token. The slow test answers a real `eyas run` on the embedded target."""
+without the token or the CSRF token. The slow test answers a real `eyas run` on the embedded target, and kills
+its resume at each named point of the launch (it is also the pipeline's "kill between approval and launch" test)."""
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +16,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from dashboard_server import TOKEN, Dashboard, dashboard, form_value
+from eyas.graph.crash_points import CRASH_AT
 from eyas.graph.dashboard.views import gate_panel
 from eyas.graph.runner import read_run
 from eyas.graph.runs import RunDir
@@ -20,7 +24,18 @@ from eyas.graph.state import GateAnswer
 from eyas.tools.planning.sizes import DEMO
 from eyas.tools.target.embedded import EmbeddedTarget
 from gated_runs import run_at_data_gate
-from pipeline_runs import TINY, eyas, only_run, start
+from pipeline_runs import (
+    EYAS,
+    TINY,
+    conversation_ids,
+    environment,
+    events,
+    eyas,
+    job_dir,
+    launches,
+    only_run,
+    start,
+)
 
 REASON = 'fits the disk <b>really</b> & "quoted"'
 HOSTILE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
@@ -158,13 +173,19 @@ def test_the_gate_views_escape_what_they_show() -> None:
 
 
 @pytest.mark.slow
-def test_a_real_run_proceeds_after_approval_in_the_browser(
+def test_a_real_run_approved_in_the_browser_and_killed_at_launch_launches_its_job_once(
     embedded_target: EmbeddedTarget, tmp_path: Path, browser: Browser
 ) -> None:
+    """A real `eyas run` answered in the browser at its data gate; `eyas resume` killed (SIGKILL, by the crash hook
+    of graph/crash_points.py) after the approval is checkpointed and before the job starts, then again after the job
+    starts and before the launch is checkpointed; the next resume launches the generation job exactly once, and the
+    page follows the run to the extract gate."""
     runs = tmp_path / "runs"
     stopped = eyas(embedded_target, runs, "run", *TINY)  # no policy, no terminal: it stops at the data gate
     assert stopped.returncode == 3 and "stopped at the data gate" in stopped.stdout, stopped.stdout + stopped.stderr
     run = only_run(runs)
+    generate = job_dir(embedded_target, run.name, "generate")
+    assert not generate.exists()
     with dashboard(runs, tmp_path / "ui.log") as served:
         page = browser.new_page()
         problems: list[str] = []
@@ -175,6 +196,16 @@ def test_a_real_run_proceeds_after_approval_in_the_browser(
         page.click("#approve")
         expect(page.locator("#answered")).to_contain_text("approve by dashboard")
 
+        for point, launched in (("before_launch", False), ("after_launch", True)):
+            crashed = subprocess.run(
+                [EYAS, "resume", run.name], env={**environment(embedded_target, runs), CRASH_AT: point},
+                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+            )  # fmt: skip
+            assert crashed.returncode == -signal.SIGKILL, (point, crashed.stdout + crashed.stderr)
+            last = [(e["node"], e["phase"]) for e in events(run) if e["kind"] == "node"][-1]
+            assert last == ("launch_data", "start"), (point, last)  # killed inside the launch node, before its end
+            assert generate.exists() is launched, point
+
         resumed = start(embedded_target, runs, "resume", run.name)  # the driver picks the answer up
         # The page follows the run: its generation job appears, then the page shows the next gate.
         expect(page.locator("#live")).to_contain_text(f"{run.name}.generate", timeout=300_000)
@@ -183,5 +214,8 @@ def test_a_real_run_proceeds_after_approval_in_the_browser(
         expect(page.locator("#gate h2")).to_have_text("Gate: extract", timeout=60_000)
         assert problems == []
         page.close()
+    assert launches(embedded_target, run.name, "generate") == 1
+    ids = conversation_ids(embedded_target, run.name)
+    assert len(ids) == len(set(ids)) == 24
     decisions = read_run(RunDir(run)).state["decisions"]
     assert {"gate": "data", "action": "approve", "reason": REASON, "who": "dashboard"} in decisions

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 from pathlib import Path
@@ -188,7 +189,8 @@ def test_the_deploy_gate_reject_leaves_production_and_approve_keeps_the_drafter_
         seen.append(view)
         return GateAnswer(action="reject", reason="not tonight")
 
-    rejected = at_deploy_gate(production_target, runs, "deploy-rejected", untrained, reject)
+    # Job ids and evaluation.json on the shared target are per run: fresh ids, never last session's.
+    rejected = at_deploy_gate(production_target, runs, f"deploy-rejected-{secrets.token_hex(3)}", untrained, reject)
     assert rejected.finished and rejected.state["deploy"]["status"] == "rejected"
     (view,) = seen
     change = view["deploy"]
@@ -203,10 +205,12 @@ def test_the_deploy_gate_reject_leaves_production_and_approve_keeps_the_drafter_
     assert "**Drafter not deployed (rejected):** rejected at the deploy gate: not tonight" in rejected.state["report"]
     assert server_argv(production_target) == argv_before and not Path(unit.drop_in_path()).exists()
 
-    approved = at_deploy_gate(production_target, runs, "deploy-kept", untrained)
+    kept = f"deploy-kept-{secrets.token_hex(3)}"
+    approved = at_deploy_gate(production_target, runs, kept, untrained)
     assert approved.gate is not None and approved.gate["phase"] == "deploy"  # the policy asks a person
-    run = runs / "deploy-kept"
-    eyas(production_target, runs, "approve", run.name, "--reason", "deploy it")
+    run = runs / kept
+    answered = eyas(production_target, runs, "approve", run.name, "--reason", "deploy it")
+    assert answered.returncode == 0, answered.stdout + answered.stderr
     resuming = start(production_target, runs, "resume", run.name)
     wait_for(lambda: Path(unit.drop_in_path()).exists() or resuming.poll() is not None, timeout=300)
     assert resuming.poll() is None, resuming.stdout.read() if resuming.stdout else ""

@@ -43,6 +43,7 @@ from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.planning.measure import read_model_dims
 from eyas.tools.planning.sizes import DEMO, Sizes
+from gpu_host import without_a_gpu
 from nvidia_smi_standin import FIXTURES, install_nvidia_smi
 
 KIMI_CONFIG = {"hidden_size": 7168, "num_hidden_layers": 61, "vocab_size": 163840, "intermediate_size": 18432}
@@ -116,6 +117,8 @@ def smol(tmp_path: Path) -> RunContext:
     return context(target.config(), tmp_path)
 
 
+@pytest.mark.slow  # smol: the embedded target's venv and model (`make target`)
+@without_a_gpu
 def test_smollm2_on_a_cpu_host_is_extracted_by_hf_and_an_edit_can_choose_vllm(smol: RunContext) -> None:
     state = planned(smol, {"sizes": DEMO.model_dump(), "artifacts": {"conversations": "/data/c.jsonl"}})
     assert state["gpus"]["count"] == 0  # the real gpus check: no nvidia-smi on this machine
@@ -142,6 +145,7 @@ def old_stack(state: RunState) -> RunState:
     return state
 
 
+@pytest.mark.slow  # smol: the embedded target's venv and model (`make target`)
 def test_an_older_stack_blocks_the_phases_whose_paths_it_lacks_and_names_the_minimum_versions(
     smol: RunContext,
 ) -> None:
@@ -177,6 +181,7 @@ def test_an_older_stack_blocks_the_phases_whose_paths_it_lacks_and_names_the_min
     assert ("blocked later", data["blocked_later"][0]) in paths_lines(data)
 
 
+@pytest.mark.slow  # smol: the embedded target's venv and model (`make target`)
 def test_a_blocked_phase_is_never_launched_whoever_approves(smol: RunContext, tmp_path: Path) -> None:
     """A policy does not approve it; an operator's approval ends the run with the reason, nothing launched."""
     sizes = {**DEMO.model_dump(), "extraction_backend": "vllm"}
@@ -207,6 +212,7 @@ def test_a_blocked_phase_is_never_launched_whoever_approves(smol: RunContext, tm
     assert blocked in outcome.state["stopped"]
 
 
+@pytest.mark.slow  # smol: the embedded target's venv and model (`make target`)
 def test_the_research_summary_is_a_short_section_of_the_gate(smol: RunContext) -> None:
     state = planned(smol, {"sizes": DEMO.model_dump(), "artifacts": {"conversations": "/data/c.jsonl"}})
     state["research_summary"] = {

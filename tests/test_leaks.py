@@ -203,6 +203,11 @@ def test_no_planted_secret_leaves_eyas(embedded_target: EmbeddedTarget, tmp_path
     config = str(write_config(tmp_path / "eyas.toml", embedded_target, work, unit))
     policy = str(write_policy(tmp_path / "policy.toml", max_disk_bytes=1_000_000))  # data passes, extract stops
     eyas = Eyas(embedded_target, runs)
+    # The caches eyas writes beside the runs are scanned too: the speed probes' ($XDG_CACHE_HOME/eyas/probes,
+    # tools/planning/host_probe.py; here the test's own, so the probe is measured and written with the secrets
+    # planted) and, under the host's workdir, the --help and compat caches (tools/checks/host_facts.py, compat.py).
+    cache = tmp_path / "xdg-cache"
+    eyas.env["XDG_CACHE_HOME"] = str(cache)
 
     with OpenAIStub(chatty_model) as agent, ps_samples() as samples:
         chat_config = str(write_config(tmp_path / "chat.toml", embedded_target, work, unit, agent=agent.url))
@@ -211,9 +216,9 @@ def test_no_planted_secret_leaves_eyas(embedded_target: EmbeddedTarget, tmp_path
             rc, out = eyas("verify", "--config", refused)
             assert rc != 0 and "holds credentials" in out, out
         rc, out = eyas("verify", "--config", config, "--json")
-        assert '"name": "service"' in out, out
+        assert rc == 0 and '"name": "service"' in out, out
         rc, out = eyas("plan", "--config", config, *SIZES[:6])  # the run's shapes: its speed probe is reused
-        assert "hidden" in out.lower(), out
+        assert rc == 0 and "hidden" in out.lower(), out
         rc, out = eyas("run", "--config", config, "--policy", policy, "--run-id", "leak", *SIZES)
         assert rc == 3 and "over the budget" in out, out  # the data phase ran; stopped at the extract gate
         rc, out = eyas("approve", "leak", "--reject", "--reason", EVERY_CARRIER, typed=True)
@@ -234,7 +239,9 @@ def test_no_planted_secret_leaves_eyas(embedded_target: EmbeddedTarget, tmp_path
         "jwt in secrets.env"
     ]
     assert samples and (runs / "leak" / "report.md").exists() and any(work.glob("runs/leak/data/*.jsonl"))
-    written = [(str(path), path.read_bytes()) for path in files_under(runs, work) if path != secrets]
+    assert any((cache / "eyas" / "probes").glob("speed-*.json")), "the plan wrote no speed probe to scan"
+    assert any((work / "cache" / "cli-help").iterdir()), "verify wrote no --help cache to scan"
+    written = [(str(path), path.read_bytes()) for path in files_under(runs, work, cache) if path != secrets]
     logs = [(str(path), path.read_bytes()) for path in files_under(embedded_target.logs, since=started)]
     shown = [(f"ps: {line[:160]}", line.encode()) for sample in samples for line in sample.splitlines()]
     ps = [(where, line) for where, line in shown if not any(line.endswith(t.encode()) for t in eyas.typed)]

@@ -37,6 +37,7 @@ def test_each_row_form_gives_its_opening_turn() -> None:
     assert first_turns(lines, 2) == ["plain prompt", "sharegpt turn"]
 
 
+@pytest.mark.slow  # prompt_split.py runs in the target venv (`make target`)
 def test_a_file_source_is_split_on_the_host_like_the_data_phase(tmp_path: Path) -> None:
     target = EmbeddedTarget.from_env()
     source = tmp_path / "prompts.jsonl"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import stat
 from pathlib import Path
@@ -41,7 +42,7 @@ PLAN = {"fits": True, "verdict": "Fits: 1 MB of 100 GB free", "needed_bytes": 1_
 def run_at_extract_gate(target: EmbeddedTarget, runs: Path) -> RunDir:
     """A run planned as the plan node would leave it, with its conversations already made (the fixture), so it
     waits at the extraction gate; it polls its jobs every 30 s, so a killed monitor is still between polls."""
-    run = RunDir(runs / "prod-stop")
+    run = RunDir(runs / f"prod-stop-{secrets.token_hex(3)}")  # job ids on the shared target are per run: a fresh one
     sizes = DEMO.model_copy(update={"max_seq_len": 256, "draft_vocab_size": 2048, "epochs": 1}).model_dump()
     run.write_meta(run_meta(ConfigSource(None, "a test", target), None, DEMO, poll_interval_s=30.0))
     ctx = RunContext(config=target.config(), host=LocalHost(), http=HttpClient(), clock=SYSTEM_CLOCK, run=run)
@@ -63,7 +64,8 @@ def test_killed_while_production_is_stopped_resume_restarts_it_first(
     unit = service(production_target)
     argv_before = server_argv(production_target)
     run = run_at_extract_gate(production_target, runs).root
-    eyas(production_target, runs, "approve", run.name, "--reason", "stop production for it")
+    approved = eyas(production_target, runs, "approve", run.name, "--reason", "stop production for it")
+    assert approved.returncode == 0, approved.stdout + approved.stderr
 
     resuming = start(production_target, runs, "resume", run.name)
     wait_for(lambda: node_started(run, "monitor_extract") or resuming.poll() is not None, timeout=300)
@@ -95,7 +97,8 @@ def test_killed_while_production_is_stopped_resume_restarts_it_first(
         == parse_unit_file(production_target.unit_file.read_text()).exec_start
     )
 
-    eyas(production_target, runs, "approve", run.name, "--reject", "--reason", "enough for this test")
+    rejected = eyas(production_target, runs, "approve", run.name, "--reject", "--reason", "enough for this test")
+    assert rejected.returncode == 0, rejected.stdout + rejected.stderr
     ended = eyas(production_target, runs, "resume", run.name)
     assert ended.returncode == 0, ended.stdout + ended.stderr
     report = (run / "report.md").read_text()

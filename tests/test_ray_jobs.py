@@ -57,6 +57,7 @@ def wait_finished(jobs: RayJobs, job: str, timeout: float, what: str) -> JobStat
     return state
 
 
+@pytest.mark.slow  # the session's real Ray cluster
 def test_a_workload_runs_on_the_node_it_asks_for_once_however_often_it_is_launched(
     ray_cluster: RayCluster, tmp_path: Path
 ) -> None:
@@ -100,6 +101,7 @@ def sleeper(jobs: RayJobs, kind: str, pid_file: Path) -> tuple[JobSpec, int]:
     return spec, int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), START_S, what="the job's pid"))
 
 
+@pytest.mark.slow  # the session's real Ray cluster
 def test_the_jobs_command_lists_and_cancels_ray_jobs_and_the_process_stops(
     ray_cluster: RayCluster, tmp_path: Path
 ) -> None:
@@ -120,6 +122,7 @@ def test_the_jobs_command_lists_and_cancels_ray_jobs_and_the_process_stops(
     assert jobs.status(spec.job_id).status is JobStatus.ABSENT
 
 
+@pytest.mark.slow  # the session's real Ray cluster
 def test_a_job_killed_on_its_node_fails_with_its_exit_code(ray_cluster: RayCluster, tmp_path: Path) -> None:
     jobs = RayJobs(LocalHost(), str(tmp_path), cluster_config(ray_cluster))
     spec, pid = sleeper(jobs, "generate", tmp_path / "pid")
@@ -128,6 +131,7 @@ def test_a_job_killed_on_its_node_fails_with_its_exit_code(ray_cluster: RayClust
     assert state.status is JobStatus.FAILED and state.rc == 137
 
 
+@pytest.mark.slow  # the session's real Ray cluster
 def test_a_job_whose_node_dies_is_lost_and_a_retry_runs_it_again(ray_cluster: RayCluster, tmp_path: Path) -> None:
     """Last in this module: it kills the worker node, then starts a new one for the retry."""
     jobs = RayJobs(LocalHost(), str(tmp_path), cluster_config(ray_cluster))
@@ -137,12 +141,16 @@ def test_a_job_whose_node_dies_is_lost_and_a_retry_runs_it_again(ray_cluster: Ra
     spec = shell(job_id("train"), script)
     jobs.launch(spec)
     wait_for(started.exists, START_S, what="the job to start on the worker node")
-    ray_cluster.kill_worker()
-    lost = wait_finished(jobs, spec.job_id, 120, "Ray to see the job's node die")
-    assert lost.status is JobStatus.LOST
-    assert "vanished without an exit code" in diagnose(lost, jobs.tail(spec.job_id))
-    assert jobs.launch(spec).status is JobStatus.LOST  # no relaunch without the failure gate's retry
-    ray_cluster.start_worker()
+    try:
+        ray_cluster.kill_worker()
+        lost = wait_finished(jobs, spec.job_id, 120, "Ray to see the job's node die")
+        assert lost.status is JobStatus.LOST
+        assert "vanished without an exit code" in diagnose(lost, jobs.tail(spec.job_id))
+        assert jobs.launch(spec).status is JobStatus.LOST  # no relaunch without the failure gate's retry
+    finally:  # the session's cluster gets its worker node back, whatever failed above
+        assert ray_cluster.worker is not None
+        if ray_cluster.worker.poll() is not None:
+            ray_cluster.start_worker()
     jobs.forget(spec.job_id)
     jobs.launch(spec)
     done = wait_finished(jobs, spec.job_id, START_S, "the retried job to end")

@@ -24,6 +24,15 @@ from waiting import wait_for
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 SAMPLES = 24  # TINY's
+# The evaluation is large enough to tell a trained drafter from an untrained one. Measured with the workloads on 2
+# CPU cores, on the shipped prompts' held-out ones (12, as here; 13) at 64 tokens and k=3: a drafter as initialised
+# (train.py --dry-run: random layers, the target's embeddings and head) accepted 0 of 723 drafts; TINY's training
+# accepted 49 of 614 on one node, and 15 of 647 on two gloo nodes as here (each node half the optimizer steps). At
+# 4 prompts of 16 tokens (about 60 drafts) a drafter trained as here accepts nothing one time in four: the 1.000
+# once seen.
+HELD_OUT, EVAL_TOKENS = 12, 64
+MIN_DRAFTS = 300  # fewer, and the floor below says little
+MIN_ACCEPTED = 3  # an untrained drafter's 0, with room; two-node TINY's ~15 falls under it about once in 25,000
 
 
 def config_text(target: EmbeddedTarget, cluster: RayCluster, workdir: Path) -> str:
@@ -67,7 +76,8 @@ def test_a_run_on_ray_shards_every_phase_and_resumes_after_kill_9_without_a_seco
     config = tmp_path / "eyas.toml"
     config.write_text(config_text(embedded_target, ray_cluster, tmp_path / "work"))
     runs = tmp_path / "runs"
-    sizes = [*TINY, "--held-out", "4", "--eval-max-tokens", "16", "--extraction-backend", "hf", "--prompts", "shipped"]
+    sizes = [*TINY, "--held-out", str(HELD_OUT), "--eval-max-tokens", str(EVAL_TOKENS), "--extraction-backend", "hf",
+             "--prompts", "shipped"]  # fmt: skip
     first = start(embedded_target, runs, "run", "--config", str(config), "--auto-approve", *sizes)
     wait_for(lambda: run_started(runs), timeout=120, what="the run's run.json")
     run = only_run(runs)
@@ -83,7 +93,9 @@ def test_a_run_on_ray_shards_every_phase_and_resumes_after_kill_9_without_a_seco
 
     resumed = eyas(embedded_target, runs, "resume", run.name, timeout=1800)
     output = resumed.stdout + resumed.stderr
-    assert resumed.returncode in (0, 3), output  # done, or stopped at the deploy gate, which asks a person
+    # --auto-approve's policy approves every phase but the deploy (deploy = "ask": a person approves changes to
+    # production), so the run stops at the deploy gate.
+    assert resumed.returncode == 3 and "stopped at the deploy gate" in output, output
     state = read_run(RunDir(run)).state
     assert state["jobs"]["data"] == [f"{run.name}.generate-0", f"{run.name}.generate-1"]
     assert state["jobs"]["extract"] == [f"{run.name}.extract-0", f"{run.name}.extract-1"]
@@ -101,4 +113,5 @@ def test_a_run_on_ray_shards_every_phase_and_resumes_after_kill_9_without_a_seco
     drafter = Path(artifacts["drafter"])
     assert {"config.json", "model.safetensors", "metrics.jsonl"} <= {path.name for path in drafter.iterdir()}
     evaluation = json.loads(Path(artifacts["evaluation"]).read_text())
-    assert evaluation["outputs_identical"] and evaluation["mean_acceptance_length"] >= 1.0, evaluation
+    assert evaluation["outputs_identical"], evaluation
+    assert evaluation["drafts"] >= MIN_DRAFTS and evaluation["accepted_tokens"] >= MIN_ACCEPTED, evaluation

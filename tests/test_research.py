@@ -228,6 +228,7 @@ def test_an_unreachable_model_fails_the_run_with_a_clear_error(tmp_path: Path) -
     assert "HTTP 503: overloaded" in str(raised.value) and "eyas target up" in str(raised.value)
 
 
+@pytest.mark.slow  # the target venv's vllm and speculators (`make target`)
 def test_advice_is_checked_against_the_installed_vllm_and_speculators(tmp_path: Path) -> None:
     """With the real target environment: the installed versions and --help ground the research, and every
     flag the report mentions is looked up in them (a flag from another version's docs is flagged)."""

@@ -14,7 +14,7 @@ from eyas.graph.runs import RunDir
 from eyas.tools.jobs.upload import LISTING, changed_scripts
 from eyas.tools.target.embedded import EmbeddedTarget
 from offline import world_watch
-from pipeline_runs import TINY, eyas, only_run
+from pipeline_runs import TINY, eyas, job_dir, only_run
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "runs" / "examples"
 
@@ -23,11 +23,24 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "runs" / "examples"
 def recorded_run(embedded_target: EmbeddedTarget, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run that stops at the data gate, is answered from the command line, and ends rejected."""
     runs = tmp_path_factory.mktemp("runs")
-    assert eyas(embedded_target, runs, "run", *TINY).returncode == 3
+    stopped = eyas(embedded_target, runs, "run", *TINY)
+    assert stopped.returncode == 3 and "stopped at the data gate" in stopped.stdout, stopped.stdout + stopped.stderr
     run = only_run(runs)
-    eyas(embedded_target, runs, "approve", run.name, "--reject", "--reason", "recorded for replay")
-    assert eyas(embedded_target, runs, "resume", run.name).returncode == 0
+    rejected = eyas(embedded_target, runs, "approve", run.name, "--reject", "--reason", "recorded for replay")
+    assert rejected.returncode == 0, rejected.stdout + rejected.stderr
+    ended = eyas(embedded_target, runs, "resume", run.name)
+    assert ended.returncode == 0, ended.stdout + ended.stderr
     return run
+
+
+@pytest.mark.slow
+def test_a_reject_at_a_gate_ends_the_run_with_its_reason_and_launches_nothing(
+    embedded_target: EmbeddedTarget, recorded_run: Path
+) -> None:
+    report = (recorded_run / "report.md").read_text()
+    assert "rejected at the data gate: recorded for replay" in report
+    assert "| data | reject | cli | recorded for replay |" in report
+    assert not job_dir(embedded_target, recorded_run.name, "generate").exists()
 
 
 @pytest.mark.slow
@@ -57,7 +70,8 @@ def test_a_tampered_answer_diverges_at_that_event(recorded_run: Path, tmp_path: 
     assert report.divergence is not None
     assert report.divergence.seq is not None and report.divergence.seq > events[index]["seq"]
     assert report.divergence.kind == "node"  # the first thing the changed answer alters: the node's output
-    assert "free_disk_bytes" in report.divergence.diff or "free" in report.divergence.diff
+    # The verify node's disk check reads the tampered df: its free bytes are what the diff shows changed.
+    assert "free_disk_bytes" in report.divergence.diff, report.divergence.diff
 
 
 def test_cut_transcript_replays_up_to_the_cut(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import JobStatus
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.target.server import server_state, up
+from gpu_host import without_a_gpu
 
 pytestmark = pytest.mark.slow
 
@@ -28,6 +29,7 @@ def eyas(target: EmbeddedTarget, *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
+@without_a_gpu
 def test_verify_reports_the_real_target(embedded_target: EmbeddedTarget) -> None:
     config = embedded_target.config()
     ctx = CheckContext(
