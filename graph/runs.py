@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eyas.graph.run_damage import damage
 from eyas.graph.state import GateAnswer
 from eyas.tools.errors import EyasError
 from eyas.tools.private_files import open_private, private_dir, write_private
@@ -216,9 +217,13 @@ class RunDir:
 
 
 def open_run(run_id: str, root: Path | None = None) -> RunDir:
+    """The run's folder, once it is there and readable: a damaged one is refused with the file at fault and the fix."""
     run = run_dir(run_id, root)
     if not run.meta_path.exists():
         raise EyasError(f"There is no run '{run_id}' in {run.root.parent}; `eyas runs` lists the runs there.")
+    found = damage(run)
+    if found is not None:
+        raise EyasError(found.text())
     return run
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from eyas.graph.driver import driver_jobs, driver_log, is_driving, latest_driver, start_driver
 from eyas.graph.heartbeat import Beat, read_beat
+from eyas.graph.run_damage import READ_ERRORS, damage, from_error
 from eyas.graph.runs import RunDir, list_runs
 from eyas.tools.hosts.patience import stamp
 from eyas.tools.jobs.detached import JobState, JobStatus
@@ -252,13 +253,26 @@ def driver_phrase(facts: dict[str, Any] | None) -> str:
 
 def runs_listing(root: Path | None, now: float) -> list[dict[str, Any]]:
     """Each run in the runs folder (`root`, else the default) as `eyas runs` and the dashboard list it: phase, where
-    it stands, its driver's facts and its report (None when there is none)."""
-    from eyas.graph.runner import read_run, run_condition  # langgraph: not at start-up of every eyas process
-
+    it stands, its driver's facts and its report (None when there is none); a run that cannot be read is listed as
+    damaged, with the file at fault and the fix, and never hides the others."""
     rows = []
     for run in list_runs(root):
-        view = read_run(run)
-        report = str(run.report) if run.report.exists() else None
-        rows.append({"run": run.run_id, "phase": str(view.state.get("phase", "")), "state": run_condition(run, view),
-                     "driver": driver_facts(run, now), "report": report})  # fmt: skip
+        found = damage(run)
+        if found is None:
+            try:
+                rows.append(_listed(run, now))
+                continue
+            except READ_ERRORS as error:
+                found = from_error(run, error)
+        rows.append({"run": run.run_id, "phase": "", "state": "damaged", "damage": found.text(), "driver": None,
+                     "report": None})  # fmt: skip
     return rows
+
+
+def _listed(run: RunDir, now: float) -> dict[str, Any]:
+    from eyas.graph.runner import read_run, run_condition  # langgraph: not at start-up of every eyas process
+
+    view = read_run(run)
+    report = str(run.report) if run.report.exists() else None
+    return {"run": run.run_id, "phase": str(view.state.get("phase", "")), "state": run_condition(run, view),
+            "damage": None, "driver": driver_facts(run, now), "report": report}  # fmt: skip

@@ -368,6 +368,9 @@ def runs_command(json_output: JsonOption = False) -> None:
         cells = (row["run"], row["phase"], row["state"], driver_phrase(row["driver"]), row["report"] or "")
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
+    for row in rows:  # whole, below the table: what is wrong and how to recover does not fit a cell
+        if row["damage"]:
+            console.print(f"[red]{escape(row['damage'])}[/]")
 
 
 def graph_command(

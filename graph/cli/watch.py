@@ -13,8 +13,9 @@ import typer
 
 from eyas.graph.cli.console import console
 from eyas.graph.heartbeat import HEARTBEAT_INTERVAL_S
+from eyas.graph.run_damage import READ_ERRORS, Damage, damage, from_error
 from eyas.graph.runs import RunDir, list_runs, run_dir, runs_root
-from eyas.graph.watch import MAX_RESTARTS, SETTLED, Watcher
+from eyas.graph.watch import MAX_RESTARTS, SETTLED, Assessment, Watcher
 from eyas.tools.errors import EyasError
 from eyas.tools.private_files import private_dir
 
@@ -64,15 +65,33 @@ def watch_command(
     watcher = Watcher(say=_say, notify_command=notify_command, max_restarts=max_restarts)
     only = watched_run(run_id) if run_id else None
     _say(f"watching {only.run_id if only else f'the runs in {runs_root()}'} every {interval:g} s")
+    told: set[str] = set()  # each damage is said once, not at every look
     while True:
         for run in [only] if only else _watchable():
-            found = watcher.tend(run)
+            found = _tend(watcher, run)
+            if isinstance(found, Damage):
+                if found.text() not in told:
+                    told.add(found.text())
+                    _say(f"{found.text()} eyas watch leaves it alone until then.")
+                continue
             if only is not None and found.condition in SETTLED:
                 _say(f"run {run.run_id}: {found.condition.value} ({found.detail}); nothing more to watch")
                 return
         if once:
             return
         time.sleep(interval)
+
+
+def _tend(watcher: Watcher, run: RunDir) -> Assessment | Damage:
+    """What the watch found and did for the run, or the damage that keeps it from reading it (one damaged run never
+    stops the watch of the others)."""
+    hurt = damage(run)
+    if hurt is not None:
+        return hurt
+    try:
+        return watcher.tend(run)
+    except READ_ERRORS as error:
+        return from_error(run, error)
 
 
 def watched_run(run_id: str) -> RunDir:

@@ -21,6 +21,7 @@ from eyas.graph.dashboard import views
 from eyas.graph.dashboard.auth import SESSION_COOKIE, Sessions
 from eyas.graph.dashboard.forms import GateForm
 from eyas.graph.dashboard.snapshots import Snapshots
+from eyas.graph.run_damage import damage
 from eyas.graph.runs import RunDir, is_run_id
 from eyas.graph.watch import driver_phrase, runs_listing
 from eyas.tools.config import format_validation_error
@@ -104,7 +105,8 @@ def create_app(runs_root: Path, sessions: Sessions) -> Starlette:
     async def runs(request: Request, csrf: str) -> Response:
         def rows() -> list[tuple[str, str, str, str]]:
             listed = runs_listing(runs_root, time.time())
-            return [(row["run"], row["phase"], row["state"], driver_phrase(row["driver"])) for row in listed]
+            return [(row["run"], row["phase"], row["damage"] or row["state"], driver_phrase(row["driver"]))
+                    for row in listed]  # fmt: skip
 
         listed = await run_in_threadpool(rows)
         return HTMLResponse(views.runs_page(listed, str(runs_root), csrf))
@@ -113,6 +115,9 @@ def create_app(runs_root: Path, sessions: Sessions) -> Starlette:
         run = run_of(request)
         if run is None:
             return HTMLResponse(views.message_page("no such run", "There is no such run in the runs folder."), 404)
+        found = await run_in_threadpool(damage, run)
+        if found is not None:
+            return HTMLResponse(views.message_page("damaged run", found.text()), 409)
         now = await run_in_threadpool(snapshots.read, run)
         gate = ""
         if now.pending is not None:
@@ -124,6 +129,9 @@ def create_app(runs_root: Path, sessions: Sessions) -> Starlette:
         run = run_of(request)
         if run is None:
             return Response("no such run", 404)
+        found = await run_in_threadpool(damage, run)
+        if found is not None:
+            return Response(found.text(), 409)
         now = await run_in_threadpool(snapshots.read, run)
         return HTMLResponse(now.html, headers={"X-Eyas-Gate": now.gate_id or ""})
 
