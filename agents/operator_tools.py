@@ -24,7 +24,7 @@ from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.jobs.detached import Jobs
-from eyas.tools.planning.sizes import Sizes
+from eyas.tools.planning.sizes import SIZE_LIMITS, Sizes
 
 if TYPE_CHECKING:
     CheckName = str  # the names are known only at run time
@@ -127,7 +127,9 @@ class RunStatus(BaseModel):
 
 
 def _size(name: str) -> Any:
-    return Field(None, gt=0, description=f"{Sizes.model_fields[name].description}; default: the target's")
+    """A size the agent may choose, with the bounds `Sizes` checks (the agent sees them in the tool's schema)."""
+    field = f"{Sizes.model_fields[name].description}; default: the target's"
+    return Field(None, gt=0, le=SIZE_LIMITS[name], description=field)
 
 
 class PlannedSizes(BaseModel):

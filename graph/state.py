@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import TypedDict  # pydantic (and so LangGraph Studio) needs it on Python < 3.12
 
-from eyas.tools.planning.sizes import Sizes, SizeValue
+from eyas.tools.planning.sizes import DEFAULT_SIZES, Sizes, SizeValue
 from eyas.tools.recording.redact import Redactor
 
 ApprovalAction = Literal["approve", "reject", "edit"]
@@ -66,6 +66,15 @@ class GateAnswer(BaseModel):
     sizes: dict[str, SizeValue] | None = Field(
         None, description="an edit's sizes: those it names change, the rest stay"
     )
+
+    @field_validator("sizes")
+    @classmethod
+    def _known_and_in_bounds(cls, sizes: dict[str, SizeValue] | None) -> dict[str, SizeValue] | None:
+        # Checked when the answer is made, wherever it comes from, before it is recorded: an out-of-range size
+        # recorded as a gate's one answer would fail every resume after it.
+        if sizes:
+            Sizes.model_validate({**DEFAULT_SIZES.model_dump(), **sizes})
+        return sizes
 
     @field_validator("reason")
     @classmethod

@@ -258,7 +258,30 @@ TRANSCRIPT_CASES = [
          files={"t.jsonl": recorded_config("http://127.0.0.1:99999")}),
 ]  # fmt: skip
 
-CASES = RUN_ID_CASES + CONFIG_CASES + TRANSCRIPT_CASES
+# -- sizes: every count has bounds (tools/planning/sizes.py SIZE_LIMITS), checked before anything starts ---------
+
+
+def nothing_set_up(root: Path) -> None:
+    nothing_outside_runs(root)
+    assert not (root / "cache").exists()  # `eyas demo` refused before building or starting its target
+
+
+HUGE = str(10**20)  # above 2**64: a checkpoint could not store it
+SIZE_CASES = [
+    Case("size", "run-samples-huge", ["run", "--samples", HUGE, "--dry-run"], 2,
+         ("samples", "less than or equal to 100000000"), check=nothing_outside_runs),
+    Case("size", "run-ttt-steps", ["run", "--ttt-steps", "1000"], 2, ("ttt_steps", "less than or equal to 64"),
+         check=nothing_outside_runs),
+    Case("size", "run-max-tokens-zero", ["run", "--max-tokens", "0"], 2, ("max_tokens", "greater than 0"),
+         check=nothing_outside_runs),
+    Case("size", "plan-samples-huge", ["plan", "--samples", HUGE], 2, ("samples", "less than or equal to 100000000")),
+    Case("size", "plan-samples-zero", ["plan", "--samples", "0"], 2, ("samples", "greater than 0")),
+    Case("size", "plan-epochs-huge", ["plan", "--epochs", HUGE], 2, ("epochs", "less than or equal to 1000")),
+    Case("size", "demo-epochs-huge", ["demo", "--epochs", HUGE], 2, ("epochs", "less than or equal to 1000"),
+         check=nothing_set_up),
+]  # fmt: skip
+
+CASES = RUN_ID_CASES + CONFIG_CASES + TRANSCRIPT_CASES + SIZE_CASES
 
 
 @pytest.fixture(autouse=True)

@@ -104,6 +104,9 @@ def test_edited_sizes_are_checked_and_recorded_whole(gated: tuple[RunDir, Dashbo
     refused = client.post("/runs/run-gated/answer", data={**fields, "size.samples": "-4"})
     assert refused.status_code == 400 and "samples: Input should be greater than 0" in refused.text
     assert not run.answers.exists()
+    huge = client.post("/runs/run-gated/answer", data={**fields, "size.samples": str(10**24)})
+    assert huge.status_code == 400 and "samples: Input should be less than or equal to" in huge.text
+    assert not run.answers.exists()  # refused before it became the gate's one answer (it would fail every resume)
     wrong_kind = client.post("/runs/run-gated/answer", data={**fields, "action": "retry"})
     assert wrong_kind.status_code == 409 and not run.answers.exists()
     moved_on = client.post("/runs/run-gated/answer", data={**fields, "gate_id": "another-gate", "size.samples": "40"})

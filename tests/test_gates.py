@@ -129,6 +129,16 @@ def test_an_unknown_answer_is_refused() -> None:
         apply_answer("data", Sizes(), {"action": "retry"})
 
 
+def test_an_answer_with_a_size_out_of_bounds_is_refused_wherever_it_is_made() -> None:
+    """GateAnswer checks its sizes when it is made (terminal, `eyas approve`, chat, dashboard, a recording), so an
+    out-of-range size never becomes a gate's one answer; within bounds, only the sizes named are kept."""
+    with pytest.raises(ValidationError, match=r"sizes\.samples\n.*less than or equal to 100000000"):
+        GateAnswer(action="edit", sizes={"samples": 10**24})
+    with pytest.raises(ValidationError, match="colour"):
+        GateAnswer(action="edit", sizes={"colour": 3})
+    assert GateAnswer(action="edit", sizes={"ttt_steps": 64}).sizes == {"ttt_steps": 64}
+
+
 def test_an_edit_changes_the_sizes_it_names_and_is_validated_with_the_rest() -> None:
     before = Sizes(samples=50, max_seq_len=256)
     update = apply_answer("data", before, {"action": "edit", "sizes": {"samples": 7}, "reason": "smaller"})

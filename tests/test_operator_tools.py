@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import typer
+from pydantic import ValidationError
 
 from eyas.agents.operator_tools import AnswerGate, OperatorEnv, RunStatus, ShowPlan, StartRun, operator_tools
 from eyas.agents.service_tools import (
@@ -110,6 +111,10 @@ def test_start_run_shows_the_exact_command_it_runs(tmp_path: Path, gated: RunDir
     assert command_flags(run_command) >= {f"--{name.replace('_', '-')}" for name in StartRun.model_fields}
     assert command_flags(plan_command) >= {f"--{name.replace('_', '-')}" for name in ShowPlan.model_fields}
     assert set(ShowPlan.model_fields) == set(StartRun.model_fields) - {"concurrency", "held_out"}
+    # The agent sees each size's bounds in the tool's schema, and a call beyond them is refused before it starts.
+    assert StartRun.model_json_schema()["properties"]["samples"]["anyOf"][0]["maximum"] == 100_000_000
+    with pytest.raises(ValidationError, match="less than or equal to"):
+        ShowPlan(samples=10**24)
     # The run has started (it waits at its gate): a second start is refused in words, nothing is spawned.
     with pytest.raises(EyasError, match="has started already"):
         pipeline.start_run(args.sizes())

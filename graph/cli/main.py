@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.markup import escape
 
 import eyas
 from eyas.graph.cli.chat import chat_command
 from eyas.graph.cli.console import console, notice, print_error, verify_table
 from eyas.graph.cli.deploy import deploy_command, print_result, rollback_command
-from eyas.graph.cli.options import ConfigOption, JsonOption, announce, demo_size_option, use_config
+from eyas.graph.cli.options import ConfigOption, JsonOption, announce, chosen_sizes, demo_size_option, use_config
 from eyas.graph.cli.plan import plan_command
 from eyas.graph.cli.replay import replay_command
 from eyas.graph.cli.report import report_command
@@ -43,7 +42,7 @@ from eyas.graph.runs import open_run
 from eyas.graph.state import GateAnswer
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.checks.verify import CHECKS, verify
-from eyas.tools.config import config_problems, format_validation_error
+from eyas.tools.config import config_problems
 from eyas.tools.config_source import LOCAL_FILE, ConfigSource, locate_config
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.connect import open_host
@@ -51,7 +50,7 @@ from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs
 from eyas.tools.jobs.executor import JobExecutor, executor_for
-from eyas.tools.planning.sizes import DEMO, Sizes
+from eyas.tools.planning.sizes import DEMO
 from eyas.tools.recording.redacted_stream import redact_standard_streams
 from eyas.tools.service.deploy import DeployResult, Thresholds, rollback
 from eyas.tools.target.embedded import EmbeddedTarget
@@ -265,6 +264,7 @@ def demo(
     from eyas.graph.cli.target import bring_up
     from eyas.graph.phases.deploy import DEPLOY_FILE
 
+    sizes = chosen_sizes(True, samples=samples, epochs=epochs, prompt_source=prompt_source)  # before any set-up
     target = EmbeddedTarget.from_env()
     source = ConfigSource(None, "`eyas demo` always runs on it", target)
     config = announce(source)
@@ -274,12 +274,6 @@ def demo(
     bring_up(target, eager=True)
     retire_earlier_drafter(target)
     set_up_s = time.monotonic() - started
-    try:
-        sizes = Sizes.model_validate(
-            {**DEMO.model_dump(), "samples": samples, "epochs": epochs, "prompt_source": prompt_source}
-        )
-    except ValidationError as exc:
-        raise typer.BadParameter("; ".join(format_validation_error(exc))) from None
     policy = AUTO_APPROVE.model_copy(update={"deploy_probe_requests": DEMO_PROBE_REQUESTS})
     outcome = start_run(source, config, policy, sizes, interactive=False, poll_interval_s=2.0)
     if outcome.gate is not None and outcome.gate.get("phase") == "deploy":

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from eyas.graph.cli.console import notice
-from eyas.tools.config import EyasConfig
+from eyas.tools.config import EyasConfig, format_validation_error
 from eyas.tools.config_source import ConfigSource, find_config
-from eyas.tools.planning.sizes import DEFAULT_SIZES, DEMO, Sizes
+from eyas.tools.planning.sizes import DEFAULT_SIZES, DEMO, Sizes, SizeValue, starting_sizes
 
 ConfigOption = Annotated[
     Path | None,
@@ -46,6 +47,14 @@ def size_option(name: str, *flags: str) -> Any:
     field = Sizes.model_fields[name]
     defaults = f"default {_shown(getattr(DEFAULT_SIZES, name))}; {_shown(getattr(DEMO, name))} on the embedded default"
     return typer.Option(*flags, help=f"{field.description} ({defaults})", show_default=False)
+
+
+def chosen_sizes(embedded: bool, **chosen: SizeValue | None) -> Sizes:
+    """The run's sizes from its flags (`starting_sizes`); a size out of its bounds is a bad flag, said in words."""
+    try:
+        return starting_sizes(embedded, **chosen)
+    except ValidationError as exc:
+        raise typer.BadParameter("; ".join(format_validation_error(exc))) from None
 
 
 def demo_size_option(name: str, *flags: str) -> Any:

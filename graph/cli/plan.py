@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from eyas.graph.cli.console import console, errors
-from eyas.graph.cli.options import ConfigOption, size_option, use_config
+from eyas.graph.cli.options import ConfigOption, chosen_sizes, size_option, use_config
 from eyas.tools.checks.drafter import check_drafter
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.config import EyasConfig
@@ -19,7 +19,6 @@ from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.planning.estimate import Plan, estimate, format_hours, format_size, parse_size, verdict
 from eyas.tools.planning.measure import Figures, Measured, measure_inputs
-from eyas.tools.planning.sizes import starting_sizes
 
 
 def plan_table(measured: Measured, plan: Plan) -> Table:
@@ -89,7 +88,7 @@ def plan_command(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--free-disk") from None
     cfg, source = use_config(config)
-    sizes = starting_sizes(
+    sizes = chosen_sizes(
         source.path is None,
         samples=samples,
         max_tokens=max_tokens,

