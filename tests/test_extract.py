@@ -189,6 +189,14 @@ def test_impossible_flags_are_refused_with_the_flag_named(target: EmbeddedTarget
     too_long = extract(target, CONVERSATIONS, tmp_path / "hs", "--max-tokens", "8192")
     assert too_long.returncode == 1 and "--max-tokens 8192 must be below the model's context of 8192" in too_long.stderr
     assert not sample_files(tmp_path / "hs")
+    # A generation that produced nothing, and conversations none of which fits: no extraction of nothing passes.
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    nothing = extract(target, empty, tmp_path / "hs")
+    assert nothing.returncode == 1 and "holds no conversation to extract" in nothing.stderr, nothing.stderr
+    unusable = extract(target, CONVERSATIONS, tmp_path / "hs", "--max-tokens", "8")
+    assert unusable.returncode == 1 and "no conversation of" in unusable.stderr, unusable.stderr
+    assert "--max-tokens is the longest conversation kept" in unusable.stderr
 
 
 def test_vllm_backend_works_on_cpu_and_matches_the_hf_backend(

@@ -125,6 +125,23 @@ def test_a_client_error_is_not_retried(tmp_path: Path) -> None:
     assert [entry["id"] for entry in lines(tmp_path / "out.failed.jsonl")] == ["p1"]
 
 
+def test_a_run_in_which_every_sample_fails_fails_with_the_servers_reason(tmp_path: Path) -> None:
+    """--max-tokens above the server's max_model_len: vLLM answers every request with HTTP 400. Fewer samples than
+    --abort-after, so no abort; the run still must not end 0 and hand an empty output to the next phase."""
+    write_prompts(tmp_path / "in.jsonl", 4)
+
+    def context_too_small(request: Request, stub: OpenAIStub) -> Reply:
+        return Reply(status=400, body=b'{"message": "maximum context length is 2048 tokens"}')
+
+    with OpenAIStub(context_too_small) as stub:
+        result = run(tmp_path, stub.url, "--max-tokens", "4096")
+    assert result.returncode == 1, result.stderr
+    assert "All 4 samples failed and none was generated" in result.stderr
+    assert "HTTP 400" in result.stderr and "maximum context length is 2048" in result.stderr
+    assert "max_model_len" in result.stderr and summary(tmp_path)["exit_code"] == 1
+    assert output_ids(tmp_path) == [] and stub.requests == 4
+
+
 def test_concurrency_really_reaches_n(tmp_path: Path) -> None:
     """The first requests are held until 200 are in flight at once (or 30 s pass): a latch in the stub."""
     write_prompts(tmp_path / "in.jsonl", 400)

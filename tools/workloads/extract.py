@@ -178,6 +178,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     skipped: Counter[str] = Counter()
     total = sum(isinstance(item, Conversation) for item in read_conversations(args.input))
+    if total == 0:  # a data phase that produced nothing must not pass as an extraction of nothing
+        raise UsageError(
+            f"{args.input} holds no conversation to extract; the generation that wrote it produced nothing usable "
+            "(its log and its .failed.jsonl say why): fix that and generate again"
+        )
     if args.max_samples is not None:
         total = min(total, args.max_samples)
     total = len(range(args.shard[0], total, args.shard[1]))  # this shard's share
@@ -223,6 +228,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         if backend is not None:
             backend.close()
+    if stats["files"] == 0 and args.shard == shards.WHOLE:
+        reasons = "; ".join(f"{count} {reason}" for reason, count in skipped.most_common(3))
+        raise UsageError(
+            f"no conversation of {args.input} could be extracted ({reasons or 'none usable'}); fix the sizes or the "
+            "data (--max-tokens is the longest conversation kept) and run again"
+        )
 
     seconds = time.monotonic() - started
     working = seconds - startup

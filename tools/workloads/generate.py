@@ -25,8 +25,8 @@ by the next run; it does not stop this one. --abort-after failures in a row (ser
 end the run. SIGTERM/SIGINT: no new samples are started, requests in flight get --drain seconds to
 finish and be written, the summary is written; a second signal stops at once. Progress: `EYAS_PROGRESS`
 lines (done, failed, total, tokens_per_s, eta_s); at the end a summary JSON (--summary).
-Exit codes: 0 every sample was tried (failures are in the summary), 1 fatal error, 2 bad arguments,
-3 stopped by a signal before the end (run again to resume).
+Exit codes: 0 every sample was tried (failures are in the summary), 1 fatal error (every sample failing is
+one), 2 bad arguments, 3 stopped by a signal before the end (run again to resume).
 """
 
 from __future__ import annotations
@@ -157,6 +157,7 @@ class Generator:
         )
         self.queue = iter(plan.pending)
         self.done = self.failed = self.retries = self.in_a_row = 0
+        self.last_error = ""
         self.tokens: Counter[str] = Counter()
         self.finish: Counter[str] = Counter()
         self.stopping = False
@@ -225,7 +226,8 @@ class Generator:
             try:
                 record = await self.generate(sample)
             except Exception as exc:
-                self.write(self.failed_file, {"id": sample.id, "error": describe(exc)})
+                self.last_error = describe(exc)
+                self.write(self.failed_file, {"id": sample.id, "error": self.last_error})
                 self.failed += 1
                 self.in_a_row += 1
                 if self.in_a_row >= self.args.abort_after and not self.fatal:
@@ -327,6 +329,13 @@ async def main_async(args: argparse.Namespace) -> int:
                 await run.run()
             except Fatal as exc:
                 run.fatal = str(exc)
+            if not run.fatal and run.failed and run.plan.already_done + run.done == 0:
+                # Nothing to train on: the run fails with the server's reason rather than hand on an empty file.
+                run.fatal = (
+                    f"All {run.failed} samples failed and none was generated; the last with {run.last_error}. "
+                    "Fix what the server refuses (an HTTP 400 about the context: --max-tokens and the prompts must "
+                    "fit the server's max_model_len), then run again."
+                )
         os.fsync(out.fileno())
     code = EXIT_FATAL if run.fatal else EXIT_STOPPED if run.not_tried else 0
     summary = run.summary(code)
