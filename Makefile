@@ -50,13 +50,15 @@ format: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-# Re-record the example transcripts the tests replay (after a change that alters what a run does).
+# Re-record the example transcripts the tests replay (after a change that alters what a run does). The workloads are
+# uploaded first: the recording must find the host's scripts as they are here (the replay test checks its listing).
 EXAMPLE_SIZES := --samples 24 --max-tokens 48 --max-seq-len 256 --concurrency 4 --draft-vocab-size 2048 --epochs 1 --poll-interval 5
 examples: setup target
 	$(BIN)/eyas target up --eager
 	rm -rf runs/examples/full-pipeline
 	work=$$($(BIN)/python -c 'from eyas.tools.target.embedded import EmbeddedTarget; print(EmbeddedTarget.from_env().workdir)') && \
-	  rm -rf "$$work"/jobs/full-pipeline.* "$$work"/runs/full-pipeline
+	  rm -rf "$$work"/jobs/full-pipeline.* "$$work"/runs/full-pipeline && \
+	  $(BIN)/python -c 'import sys; from eyas.tools.hosts.local import LocalHost; from eyas.tools.jobs.upload import upload_workloads; upload_workloads(LocalHost(), sys.argv[1])' "$$work"
 	EYAS_RUNS_DIR=runs/examples $(BIN)/eyas run --run-id full-pipeline --auto-approve $(EXAMPLE_SIZES) < /dev/null; \
 	  test $$? -eq 3  # it waits at the deploy gate, which asks a person even under a policy
 	EYAS_RUNS_DIR=runs/examples $(BIN)/eyas approve full-pipeline --reject --reason "an example leaves the server as it is"
