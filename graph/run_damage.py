@@ -5,7 +5,7 @@ A disk that filled, a copy cut short or a hand that edited the wrong file leaves
 still needs every other run, and for the damaged one the file at fault and the way out, in words. The files are
 checked as eyas reads them, before anything opens them: the run record, the checkpoint database, and the small
 files that drivers and the watch keep (each rewritten by the next one, so removing it is safe when no eyas drives
-the run). What the checks did not foresee is named from the error itself (`from_error`).
+the run). What the checks did not foresee is named from the error itself (`_from_error`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import shlex
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # graph/runs.py opens a run through damage(): the class is needed for its annotations only
     from eyas.graph.runs import RunDir
@@ -26,8 +27,9 @@ REWRITTEN = {
     "heartbeat.json": "the driver's heartbeat",
     "watch.json": "eyas watch's count of restarts and notices",
 }
+T = TypeVar("T")
 # Errors from reading a run folder: a missing, unreadable or mistyped file, a database that is not one, bad JSON.
-READ_ERRORS = (OSError, ValueError, TypeError, KeyError, sqlite3.Error)
+_READ_ERRORS = (OSError, ValueError, TypeError, KeyError, sqlite3.Error)
 
 
 @dataclass(frozen=True)
@@ -46,16 +48,28 @@ class Damage:
 def damage(run: RunDir) -> Damage | None:
     """The first damaged file of the run, or None when everything eyas reads is readable."""
     for name, holds in REWRITTEN.items():
-        found = _not_a_file(run, run.root / name, f"It is {holds}, written again when missing: {_remove(run, name)}")
+        path, fix = run.root / name, f"It is {holds}, written again when missing: {_remove(run, name)}"
+        found = _not_a_file(run, path, fix)
+        if found is None and name.endswith(".json") and path.exists() and not _json_object(path):
+            found = Damage(run.run_id, path, "is not a JSON object", fix)
         if found is not None:
             return found
-        if name.endswith(".json") and (run.root / name).exists() and not _json_object(run.root / name):
-            return Damage(run.run_id, run.root / name, "is not a JSON object",
-                          f"It is {holds}, written again when missing: {_remove(run, name)}")  # fmt: skip
     return _run_record(run) or _checkpoints(run) or _answer_claims(run)
 
 
-def from_error(run: RunDir, error: BaseException) -> Damage:
+def read_undamaged(run: RunDir, read: Callable[[RunDir], T]) -> T | Damage:
+    """`read(run)`, or what keeps it from reading the run: a damage the checks find first, or one named by the
+    error reading raised. Where a damaged run must not stop the work on the others (the listings, the watch)."""
+    found = damage(run)
+    if found is not None:
+        return found
+    try:
+        return read(run)
+    except _READ_ERRORS as error:
+        return _from_error(run, error)
+
+
+def _from_error(run: RunDir, error: BaseException) -> Damage:
     """A damage the checks did not foresee, named by the error that reading the run raised."""
     where = Path(getattr(error, "filename", None) or run.root)
     detail = " ".join(str(error).split()) or type(error).__name__
@@ -117,7 +131,7 @@ def _not_a_file(run: RunDir, path: Path, fix: str) -> Damage | None:
 def _json_object(path: Path) -> bool:
     try:
         return isinstance(json.loads(path.read_text()), dict)
-    except READ_ERRORS:
+    except _READ_ERRORS:
         return False
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from eyas.graph.driver import driver_jobs, driver_log, is_driving, latest_driver, start_driver
 from eyas.graph.heartbeat import Beat, read_beat
-from eyas.graph.run_damage import READ_ERRORS, damage, from_error
+from eyas.graph.run_damage import Damage, read_undamaged
 from eyas.graph.runs import RunDir, list_runs
 from eyas.tools.hosts.patience import stamp
 from eyas.tools.jobs.detached import JobState, JobStatus
@@ -257,15 +257,11 @@ def runs_listing(root: Path | None, now: float) -> list[dict[str, Any]]:
     damaged, with the file at fault and the fix, and never hides the others."""
     rows = []
     for run in list_runs(root):
-        found = damage(run)
-        if found is None:
-            try:
-                rows.append(_listed(run, now))
-                continue
-            except READ_ERRORS as error:
-                found = from_error(run, error)
-        rows.append({"run": run.run_id, "phase": "", "state": "damaged", "damage": found.text(), "driver": None,
-                     "report": None})  # fmt: skip
+        listed = read_undamaged(run, lambda readable: _listed(readable, now))
+        if isinstance(listed, Damage):
+            listed = {"run": run.run_id, "phase": "", "state": "damaged", "damage": listed.text(), "driver": None,
+                      "report": None}  # fmt: skip
+        rows.append(listed)
     return rows
 
 

@@ -13,9 +13,9 @@ import typer
 
 from eyas.graph.cli.console import console
 from eyas.graph.heartbeat import HEARTBEAT_INTERVAL_S
-from eyas.graph.run_damage import READ_ERRORS, Damage, damage, from_error
+from eyas.graph.run_damage import Damage, read_undamaged
 from eyas.graph.runs import RunDir, list_runs, run_dir, runs_root
-from eyas.graph.watch import MAX_RESTARTS, SETTLED, Assessment, Watcher
+from eyas.graph.watch import MAX_RESTARTS, SETTLED, Watcher
 from eyas.tools.errors import EyasError
 from eyas.tools.private_files import private_dir
 
@@ -68,7 +68,7 @@ def watch_command(
     told: set[str] = set()  # each damage is said once, not at every look
     while True:
         for run in [only] if only else _watchable():
-            found = _tend(watcher, run)
+            found = read_undamaged(run, watcher.tend)  # a damaged run never stops the watch of the others
             if isinstance(found, Damage):
                 if found.text() not in told:
                     told.add(found.text())
@@ -80,18 +80,6 @@ def watch_command(
         if once:
             return
         time.sleep(interval)
-
-
-def _tend(watcher: Watcher, run: RunDir) -> Assessment | Damage:
-    """What the watch found and did for the run, or the damage that keeps it from reading it (one damaged run never
-    stops the watch of the others)."""
-    hurt = damage(run)
-    if hurt is not None:
-        return hurt
-    try:
-        return watcher.tend(run)
-    except READ_ERRORS as error:
-        return from_error(run, error)
 
 
 def watched_run(run_id: str) -> RunDir:
