@@ -65,7 +65,7 @@ examples: setup target
 	EYAS_RUNS_DIR=runs/examples $(BIN)/eyas resume full-pipeline < /dev/null
 	rm -f runs/examples/full-pipeline/checkpoints.sqlite* runs/examples/full-pipeline/driver.lock runs/examples/full-pipeline/heartbeat.json
 	rm -f runs/examples/chat-session/transcript.jsonl runs/examples/chat-session/run.json
-	cd tests && ../$(BIN)/python chat_example.py ../runs/examples
+	cd tests/support && ../../$(BIN)/python chat_example.py ../../runs/examples
 	$(BIN)/eyas target down  # its 3.4 GB would stay taken, beside the tests' own target
 
 clean:

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from eyas.agents.report import Source
+from eyas.agents.research_report import Source
 from eyas.tools.checks.host_facts import HostFacts, search_docs
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.host import Host

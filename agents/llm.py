@@ -31,12 +31,12 @@ from eyas.agents.structured import (
     tool_result,
     tool_spec,
 )
-from eyas.tools.config import AgentConfig, EyasConfig, secret
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.deadline_transport import deadline_client
 from eyas.tools.recording.boundary import Boundary
 from eyas.tools.recording.transcript import register_error_type
+from eyas.tools.settings.config import AgentConfig, EyasConfig, secret
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from eyas.tools.config import AgentConfig
+from eyas.tools.settings.config import AgentConfig
 
 # Below this, open models rarely choose tools and arguments well (a rule of thumb, not a measurement).
 MIN_TOOL_PARAMS = 7e9

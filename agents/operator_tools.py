@@ -19,12 +19,12 @@ from eyas.agents.service_tools import service_tools
 from eyas.agents.toolbox import ToolDef
 from eyas.tools.checks.result import CheckContext
 from eyas.tools.checks.verify import CHECKS, verify
-from eyas.tools.config import EyasConfig
 from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.jobs.detached import Jobs
-from eyas.tools.planning.sizes import SIZE_LIMITS, Sizes
+from eyas.tools.settings.config import EyasConfig
+from eyas.tools.settings.sizes import SIZE_LIMITS, Sizes
 
 if TYPE_CHECKING:
     CheckName = str  # the names are known only at run time

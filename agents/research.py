@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field, create_model
 from eyas.agents.evidence import DocSearch, help_sources
 from eyas.agents.llm import LLM, LlmBadOutput, LlmProfile
 from eyas.agents.prompts import CHARS_PER_TOKEN, fit, prompt, tokens
-from eyas.agents.report import (
+from eyas.agents.research_report import (
     ResearcherResult,
     ResearchReport,
     Synthesis,
@@ -45,11 +45,11 @@ from eyas.agents.report import (
 from eyas.agents.researcher import Assignment, Kit, ResearchSettings, research
 from eyas.agents.structured import OUTPUT_CHARS_PER_TOKEN
 from eyas.tools.checks.host_facts import HostFacts, installed_versions, local_docs_script, read_cli_help
-from eyas.tools.config import HostConfig, TargetConfig
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.private_files import write_private
 from eyas.tools.recording.boundary import Boundary
+from eyas.tools.settings.config import HostConfig, TargetConfig
 from eyas.tools.web.search import WebSearch
 
 REPORT_NAME = "research.md"

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from eyas.agents.evidence import DocSearch, Evidence
 from eyas.agents.llm import LLM, LlmBadOutput, LlmProfile
 from eyas.agents.prompts import CHARS_PER_TOKEN, fit, prompt, tokens
-from eyas.agents.report import Findings, ResearcherResult, Source, findings_model
+from eyas.agents.research_report import Findings, ResearcherResult, Source, findings_model
 from eyas.agents.structured import OUTPUT_CHARS_PER_TOKEN, Call, Message, tool_result
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.web.search import WebSearch

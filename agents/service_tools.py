@@ -19,12 +19,12 @@ from eyas.agents.toolbox import ToolDef
 from eyas.tools.checks.health import check_health
 from eyas.tools.checks.loading import wait_until_loaded
 from eyas.tools.checks.result import CheckContext, Status
-from eyas.tools.config import EyasConfig
 from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.service.base import Service
-from eyas.tools.service.production import production_service
+from eyas.tools.service.choose import production_service
+from eyas.tools.settings.config import EyasConfig
 
 MAX_WAIT_S = 4 * 3600.0  # the longest wait a tool call may ask for (the motivating model loads in 22 minutes)
 LOG_LINES = 15

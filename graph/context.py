@@ -12,7 +12,6 @@ from langgraph.runtime import Runtime
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
 from eyas.graph.state import RunState
-from eyas.tools.config import EyasConfig, HostConfig
 from eyas.tools.errors import ConfigError
 from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
@@ -21,6 +20,7 @@ from eyas.tools.jobs.detached import JobState
 from eyas.tools.jobs.executor import JobExecutor, executor_for
 from eyas.tools.jobs.upload import remote_workloads_dir
 from eyas.tools.recording.boundary import Boundary
+from eyas.tools.settings.config import EyasConfig, HostConfig
 
 
 def _ignore(*_: Any) -> None:

@@ -1,6 +1,7 @@
 """A test hook, and nothing else: `EYAS_CRASH_AT=<point>` makes an `eyas` process kill itself with SIGKILL when it
 reaches that named point, so that a test of "a crash here, then `eyas resume`" knows exactly where the crash was
-(tests/test_dashboard.py crashes a real run at both). Unset, as it always is outside the tests, it does nothing."""
+(tests/integration/test_dashboard.py crashes a real run at both). Unset, as it always is outside the tests, it does
+nothing."""
 
 from __future__ import annotations
 

@@ -15,18 +15,24 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
-from eyas.graph.gate_production import phase_servers, stop_start_commands
-from eyas.graph.phases import data, evaluate, extract, plan, train, verify
-from eyas.graph.phases.deploy import deploy_view
+from eyas.graph.downtime import stop_start_commands
+from eyas.graph.gates.production import phase_servers
+from eyas.graph.phases.data import node as data
+from eyas.graph.phases.deploy.node import deploy_view
+from eyas.graph.phases.evaluate import node as evaluate
+from eyas.graph.phases.extract import node as extract
+from eyas.graph.phases.plan import node as plan
+from eyas.graph.phases.train import node as train
+from eyas.graph.phases.verify import node as verify
 from eyas.graph.runs import RunDir
 from eyas.graph.state import RunState
-from eyas.tools.config import EyasConfig
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.planning.measure import MeasureError, read_model_dims
-from eyas.tools.planning.sizes import Sizes
+from eyas.tools.settings.config import EyasConfig
+from eyas.tools.settings.sizes import Sizes
 
 RUN_ID = "dry-run"
 # The phases in run order with the builder of their jobs (graph/pipeline.py launches the same ones).

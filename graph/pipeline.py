@@ -8,9 +8,9 @@
 A failed or lost job stops at the failure gate (retry relaunches the phase, whose workloads resume;
 abort ends the run with its report). A rejected gate ends the run; an edited gate re-plans. A run that
 starts from existing generated data skips straight to the extraction gate. A phase the plan says cannot share
-the host with production stops it at launch and starts it again when its monitor ends (graph/production.py).
+the host with production stops it at launch and starts it again when its monitor ends (graph/downtime.py).
 The deploy gate asks before the drafter goes into production; a reject (or a policy's deploy = "skip") leaves
-production untouched and goes to the report (graph/phases/deploy.py).
+production untouched and goes to the report (graph/phases/deploy/node.py).
 """
 
 from __future__ import annotations
@@ -23,11 +23,19 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from eyas.graph.context import Node, RunContext, RunGraph
-from eyas.graph.gates import SpecBuilder, after_gate, make_gate
-from eyas.graph.phases import data, deploy, evaluate, extract, plan, report, research, train, verify
-from eyas.graph.production import restoring_production, stopping_production
+from eyas.graph.downtime import restoring_production, stopping_production
+from eyas.graph.gates.gate import after_gate, make_gate
+from eyas.graph.phases.data import node as data
+from eyas.graph.phases.deploy import node as deploy
+from eyas.graph.phases.evaluate import node as evaluate
+from eyas.graph.phases.extract import node as extract
+from eyas.graph.phases.plan import node as plan
+from eyas.graph.phases.report import node as report
+from eyas.graph.phases.research import node as research
+from eyas.graph.phases.train import node as train
+from eyas.graph.phases.verify import node as verify
 from eyas.graph.state import RunState
-from eyas.graph.supervise import after_monitor, failure_gate, make_launch, make_monitor
+from eyas.graph.supervise import SpecBuilder, after_monitor, failure_gate, make_launch, make_monitor
 from eyas.tools.errors import EyasError
 
 

@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from eyas.tools.config import format_validation_error
 from eyas.tools.errors import ConfigError
 from eyas.tools.service.deploy import Thresholds
+from eyas.tools.settings.config import format_validation_error
 
 # What happens after the evaluation: "ask" (the default) puts the deploy gate before production changes and waits
 # for a person even in an unattended run, because a restart of production is the one step whose cost falls on its

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import TypedDict  # pydantic (and so LangGraph Studio) needs it on Python < 3.12
 
-from eyas.tools.planning.sizes import DEFAULT_SIZES, Sizes, SizeValue
 from eyas.tools.recording.redact import Redactor
+from eyas.tools.settings.sizes import DEFAULT_SIZES, Sizes, SizeValue
 
 ApprovalAction = Literal["approve", "reject", "edit"]
 FailureAction = Literal["retry", "abort"]
@@ -108,8 +108,8 @@ class RunState(TypedDict, total=False):
     research: str | None
     report: str
     stopped: str | None  # why the run ended early (rejected, aborted)
-    production: dict[str, Any]  # graph/production.py's summary: stopped now?, each stop's downtime
-    deploy: DeployOutcome  # the deploy phase's outcome (graph/phases/deploy.py)
+    production: dict[str, Any]  # graph/downtime.py's summary: stopped now?, each stop's downtime
+    deploy: DeployOutcome  # the deploy phase's outcome (graph/phases/deploy/node.py)
 
 
 def run_sizes(state: RunState) -> Sizes:

@@ -11,15 +11,16 @@ from langgraph.types import interrupt
 
 from eyas.graph.context import Node, RunContext
 from eyas.graph.crash_points import crash_point
-from eyas.graph.gates import SpecBuilder
 from eyas.graph.policy import Policy
 from eyas.graph.state import FAILURE_ACTIONS, Failure, GateAnswer, RunState
 from eyas.tools.hosts.patience import Backoff, patiently, stamp
-from eyas.tools.jobs.detached import JobState, JobStatus
-from eyas.tools.jobs.executor import JobExecutor
+from eyas.tools.jobs.detached import JobSpec, JobState, JobStatus
+from eyas.tools.jobs.executor import JobExecutor, launch_noted
 from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.workloads.progress import last_progress
 
+# How a phase turns the run's state into its jobs (the gate shows them, the launch starts them).
+SpecBuilder = Callable[[RunContext, RunState], list[JobSpec]]
 T = TypeVar("T")
 Setup = Callable[[RunContext, RunState], dict[str, Any]]  # a state update (e.g. what the setup found)
 
@@ -42,7 +43,7 @@ def make_launch(
             clear_for_retry(jobs, [spec.job_id for spec in specs], together)
         crash_point("before_launch")
         for spec in specs:
-            started = ctx.boundary.launch_job(jobs, spec)
+            started = launch_noted(ctx.boundary, jobs, spec)
             ctx.on_note(f"{phase}: job {spec.job_id} {started.describe()} (pid {started.pid})")
         crash_point("after_launch")
         return {

@@ -148,14 +148,15 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture(scope="session")
 def production_target() -> Iterator[EmbeddedTarget]:
     """A second embedded target that plays production for the tests that stop, restart and redeploy it, so the
-    shared `embedded_target` stays up. Started once per session from its unit file (tests/production_target.py)."""
+    shared `embedded_target` stays up. Started once per session from its unit file
+    (tests/support/production_target.py)."""
     yield from _session_server("production_target")
 
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[RayCluster]:
     """A real two-node Ray cluster on 127.0.0.1 (a head and a worker node, each its own `ray start`), started once
-    per session and stopped with every process it started (tests/ray_cluster.py)."""
+    per session and stopped with every process it started (tests/support/ray_cluster.py)."""
     cluster = RayCluster()
     try:
         cluster.start()

@@ -7,9 +7,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from eyas.tools.config import EyasConfig, load_config, secret_values
 from eyas.tools.errors import ConfigError
 from eyas.tools.recording.redact import remember_secrets
+from eyas.tools.settings.config import EyasConfig, load_config, secret_values
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 
 ENV_VAR = "EYAS_CONFIG"

@@ -20,11 +20,11 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
 from drafter_corpus import split_prompt_set
 from drafter_pipeline import Pipeline, Sizes, add_size_options, sizes_from, work_root
-from eyas.tools.jobs.data import PROMPT_SET
+from eyas.tools.settings.sizes import PROMPT_SET
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 
 DEFAULTS = Sizes(

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
 from drafter_pipeline import Pipeline, Sizes, add_size_options, sizes_from, work_root
 from eyas.tools.jobs.upload import WORKLOADS_DIR

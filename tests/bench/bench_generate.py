@@ -1,13 +1,14 @@
 """generate.py's own costs, measured side by side in one run (ratios; absolute figures depend on the machine).
 
-1. Client overhead: generate.py (AsyncOpenAI) against a minimal raw asyncio HTTP loop (tests/raw_http_client.py),
+1. Client overhead: generate.py (AsyncOpenAI) against a minimal raw asyncio HTTP loop
+(tests/support/raw_http_client.py),
    both as separate processes against the same scripted stub server at the same concurrency. With a stub that
    answers at once the figure is the pure client CPU cost per request; with a stub whose answers take 0.5-1.5 s
    (a real answer of 2K tokens takes 30-60 s on a GPU) it is what a run would see.
 2. Resume: the time from start to the first new request with 100K finished samples in the output, against a
    fresh start, and the time to read the 100K finished ids alone.
 
-Stand-in: tests/openai_stub.py, because the point is to measure the client, not a model.
+Stand-in: tests/support/openai_stub.py, because the point is to measure the client, not a model.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[1] / "support"
 sys.path.insert(0, str(TESTS))
 sys.path.insert(0, str(TESTS.parent / "tools" / "workloads"))
 

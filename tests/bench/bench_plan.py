@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from eyas.graph.report_html.plan_accuracy import format_minutes, format_ratio, phase_times
-from eyas.graph.report_html.record import load_record
+from eyas.agents.faces.report_html.plan_accuracy import format_minutes, format_ratio, phase_times
+from eyas.agents.faces.report_html.record import load_record
 
 AIM = (0.67, 1.5)
 

@@ -1,6 +1,6 @@
 """What a Ray job costs over a detached job, for the same short job, measured side by side in one run.
 
-A real two-node Ray cluster on this machine (tests/ray_cluster.py: a head and a worker node, each its own `ray
+A real two-node Ray cluster on this machine (tests/support/ray_cluster.py: a head and a worker node, each its own `ray
 start`) and detached jobs on this host run the same Python job, alternating, `--repeats` times each:
 - start-up latency: from the launch call to the job's first line of its own (a file it writes with the time);
 - wall time: from the launch call until the executor reports the job finished (polled every 0.1 s).
@@ -23,15 +23,15 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the Ray cluster helper
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # tests/: the Ray cluster helper
 
-from eyas.tools.config import ClusterConfig, HostConfig
+from eyas.graph.phases.extract.jobs import ExtractionRequest, extract_job
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobSpec
-from eyas.tools.jobs.drafter import ExtractionRequest, extract_job
 from eyas.tools.jobs.executor import JobExecutor
 from eyas.tools.jobs.ray_jobs import RayJobs
 from eyas.tools.jobs.upload import upload_workloads
+from eyas.tools.settings.config import ClusterConfig, HostConfig
 from eyas.tools.target.embedded import EmbeddedTarget
 from ray_cluster import WORKER_LABEL, RayCluster
 

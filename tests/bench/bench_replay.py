@@ -23,10 +23,11 @@ from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.http import HttpClient, HttpError
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobSpec
+from eyas.tools.jobs.executor import launch_noted
 from eyas.tools.recording.boundary import Boundary, BoundaryClock, BoundaryHost, BoundaryHttp
 from eyas.tools.recording.recorder import Recorder
 from eyas.tools.recording.replay import ReplaySession
-from eyas.tools.recording.transcript import read_transcript
+from eyas.tools.recording.transcript_reader import read_transcript
 from eyas.tools.target.embedded import EmbeddedTarget
 
 REPLAYS = 5
@@ -45,7 +46,7 @@ def verify_run(boundary: Boundary, host: BoundaryHost, http: BoundaryHttp, clock
 def supervised_job(workdir: str) -> Run:
     def run(boundary: Boundary, host: BoundaryHost, http: BoundaryHttp, clock: BoundaryClock) -> object:
         jobs = Jobs(host, workdir)
-        boundary.launch_job(jobs, JobSpec(job_id="train", argv=["/bin/sh", "-c", "sleep 3; echo trained"]))
+        launch_noted(boundary, jobs, JobSpec(job_id="train", argv=["/bin/sh", "-c", "sleep 3; echo trained"]))
         return boundary.node("supervise", poll, jobs, clock)
 
     return run

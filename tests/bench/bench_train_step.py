@@ -10,7 +10,7 @@ backward), the mean training loss of the last steps and the validation loss at t
 
     .venv/bin/python tests/bench/bench_train_step.py [--steps 3] [--data HS_DIR --vocab VOCAB_DIR] ...
 
-Without --data it trains on seeded noise in extract.py's format (tests/train_probe.py): as fast as real
+Without --data it trains on seeded noise in extract.py's format (tests/support/train_probe.py): as fast as real
 data, but only the timings mean something then. --data takes extract.py's files (and --vocab vocab.py's
 output for them) for losses worth comparing. Runs itself again under the embedded target's Python.
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[1] / "support"
 WORKLOADS = TESTS.parent / "tools" / "workloads"
 # Each training variant as train_loop.build_cpu_optimizers takes it: optimizer, dtype of Muon's Newton-Schulz.
 OPTIMIZERS = {"adamw": ("adamw", "float32"), "muon-bf16": ("muon", "bfloat16"), "muon-fp32": ("muon", "float32")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
-from eyas.tools.planning.estimate import format_size
+from eyas.tools.settings.units import format_size
 
 LOW_FREE_BYTES = 10 * 1024**3
 

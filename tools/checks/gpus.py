@@ -19,7 +19,7 @@ from eyas.tools.checks.nvidia_smi import (
     parse_gpu_uuids,
     parse_topology,
 )
-from eyas.tools.checks.production import production_processes
+from eyas.tools.checks.production_processes import production_processes
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
 from eyas.tools.checks.service import read_unit
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
 from eyas.tools.checks.vllm_metrics import summarize_vllm_metrics
-from eyas.tools.config import secret
 from eyas.tools.hosts.http import HttpError
+from eyas.tools.settings.config import secret
 
 PROBE_PROMPT = "Reply with one short sentence: what is 2 + 2?"
 

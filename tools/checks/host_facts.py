@@ -16,11 +16,11 @@ from pydantic import BaseModel, Field
 from eyas.tools.checks.json_output import last_json
 from eyas.tools.checks.packages import check_packages
 from eyas.tools.checks.result import CheckContext
-from eyas.tools.config import HostConfig, TargetConfig
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.host import Host, wrap_timeout
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.jobs.upload import upload_workloads, workload_path
+from eyas.tools.settings.config import HostConfig, TargetConfig
 from eyas.tools.web.search import Origin, SearchHit
 
 # --help=all: every flag with its description and default (plain --help lists only the flag names).

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from eyas.tools.checks.health import check_health
-from eyas.tools.checks.production import production_processes
+from eyas.tools.checks.production_processes import production_processes
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
 from eyas.tools.checks.service import read_unit
 from eyas.tools.hosts.clock import Clock

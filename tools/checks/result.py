@@ -8,10 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from eyas.tools.config import HostConfig, TargetConfig
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.recording.redact import Redactor
+from eyas.tools.settings.config import HostConfig, TargetConfig
 
 
 class Status(StrEnum):

@@ -1,6 +1,6 @@
 """Does the host's vLLM know every flag and speculative method that eyas itself will pass it?
 
-Research advice is checked against the host's own `--help` (agents/report.py); the servers eyas starts deserve
+Research advice is checked against the host's own `--help` (agents/research_report.py); the servers eyas starts deserve
 the same check before anything is launched. The flags come from the very builders that start those servers (the
 extraction server's argv, the evaluation's, production's inherited flags), the methods from their speculative
 configs, and each is looked up in the `--help=all` of the host's installed vLLM (cli_help.py, cached on the host

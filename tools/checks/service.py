@@ -8,8 +8,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
-from eyas.tools.checks.unit_file import UnitFile, parse_unit_file
 from eyas.tools.errors import RemoteFileNotFound
+from eyas.tools.launch.unit_file import UnitFile, parse_unit_file
 
 
 def _from_systemd(ctx: CheckContext, unit: str) -> tuple[str, str] | None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from eyas.tools.config import HostConfig
 from eyas.tools.errors import ConfigError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.local import LocalHost
+from eyas.tools.settings.config import HostConfig
 
 if TYPE_CHECKING:
     from eyas.tools.hosts.ssh import SSHHost

@@ -14,7 +14,6 @@ from typing import TypeVar
 
 import paramiko
 
-from eyas.tools.config import secret
 from eyas.tools.errors import (
     AuthFailed,
     CommandTimeout,
@@ -25,6 +24,7 @@ from eyas.tools.errors import (
 )
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import CommandResult, Host, wrap_timeout
+from eyas.tools.settings.config import secret
 
 T = TypeVar("T")
 _CHUNK = 1 << 16

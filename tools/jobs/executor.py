@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from eyas.tools.config import ClusterConfig, EyasConfig, JobResources
 from eyas.tools.hosts.host import Host
 from eyas.tools.jobs.detached import Jobs, JobSpec, JobState
+from eyas.tools.recording.boundary import Boundary
+from eyas.tools.settings.config import ClusterConfig, EyasConfig, JobResources
 
 
 class JobExecutor(Protocol):
@@ -52,3 +53,21 @@ def executor_for(config: EyasConfig, host: Host) -> JobExecutor:
     from eyas.tools.jobs.ray_jobs import RayJobs  # only here: ray is an optional extra
 
     return RayJobs(host, workdir, config.cluster)
+
+
+def launch_noted(boundary: Boundary, jobs: JobExecutor, spec: JobSpec) -> JobState:
+    """Launch a job (a detached job's commands cross the host as usual) and note the launch and its state on the
+    run's boundary, so that a replay checks that the same job was launched with the same argv."""
+    state = jobs.launch(spec)
+    boundary.note(
+        "job_launch",
+        {
+            "host": jobs.host.name,
+            "job_id": spec.job_id,
+            "argv": spec.argv,
+            "env": spec.env,
+            "cwd": spec.cwd,
+            "state": state.model_dump(mode="json"),
+        },
+    )
+    return state

@@ -16,12 +16,12 @@ import shlex
 import time
 from typing import Any
 
-from eyas.tools.config import ClusterConfig
 from eyas.tools.errors import JobError
 from eyas.tools.hosts.host import Host
 from eyas.tools.jobs.detached import SECRETS_FILE, Jobs, JobSpec, JobState, JobStatus, secrets_file
 from eyas.tools.jobs.executor import job_resources
 from eyas.tools.jobs.upload import WORKLOADS_DIR, remote_workloads_dir
+from eyas.tools.settings.config import ClusterConfig
 
 try:
     from ray.dashboard.modules.job.common import JOB_ACTOR_NAME_TEMPLATE

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from eyas.tools.config import HostConfig
 from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.settings.config import HostConfig
 
 # Workloads print progress lines as they go; unbuffered output keeps the job log current. Models are local
 # directories, so the Hugging Face hub is never asked.
@@ -55,3 +55,8 @@ def fan_out(job_id: str, count: int, make: Callable[[str, int], JobSpec]) -> lis
     if count == 1:
         return [make(job_id, 0)]
     return [make(f"{job_id}-{i}", i) for i in range(count)]
+
+
+def remote_code_flag(trust_remote_code: bool) -> list[str]:
+    """The workloads' flag for a target that runs its own code (see tools/workloads/target_model.py)."""
+    return ["--trust-remote-code"] if trust_remote_code else []

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eyas.tools.checks.unit_file import UnitFile, VllmInvocation
+from eyas.tools.launch.unit_file import UnitFile, VllmInvocation
 from eyas.tools.workloads.vllm_server import BASE_FLAGS, flag_name, merge_flags, server_argv
 
 # Left out of every server eyas starts, with the reason the gate shows.

@@ -18,11 +18,11 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, Field, ValidationError
 
-from eyas.tools.config import HostConfig
 from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.jobs.upload import upload_workloads
-from eyas.tools.planning.sizes import DEFAULT_SIZES
+from eyas.tools.settings.config import HostConfig
+from eyas.tools.settings.sizes import DEFAULT_SIZES
 
 PROBE_TIMEOUT_S = 600
 CACHE_DAYS = 7

@@ -18,12 +18,10 @@ from pydantic import BaseModel, Field
 from eyas.tools.checks.disk import check_disk
 from eyas.tools.checks.gpus import check_gpus
 from eyas.tools.checks.result import CheckContext, Status
-from eyas.tools.config import EyasConfig, TargetConfig, secret
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient, HttpError
-from eyas.tools.jobs.data import PROMPT_SET
 from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.planning.cluster_plan import ClusterShape
 from eyas.tools.planning.estimate import (
@@ -33,12 +31,13 @@ from eyas.tools.planning.estimate import (
     PlanInputs,
     TokenStats,
     Volume,
-    parse_size,
     token_stats,
 )
 from eyas.tools.planning.host_probe import SpeedRequest, probe_speeds, sample_bucket
-from eyas.tools.planning.sizes import DEFAULT_SIZES
 from eyas.tools.recording.task_scope import submit_in_task
+from eyas.tools.settings.config import EyasConfig, TargetConfig, secret
+from eyas.tools.settings.sizes import DEFAULT_SIZES, PROMPT_SET
+from eyas.tools.settings.units import parse_size
 
 PROMPT_SAMPLE = 32  # prompts of the run's source whose average length the plan uses
 PSEUDO_FILESYSTEMS = ("tmpfs", "devtmpfs", "squashfs", "efivarfs", "proc", "sysfs")

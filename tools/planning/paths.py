@@ -3,7 +3,7 @@
 Verify judges every path the pipeline might take (the compat table, the flags of eyas's own servers); the plan
 knows which one each phase takes (the extraction backend it chose, CUDA or CPU training), so it narrows both to
 those paths. A phase whose path cannot work carries `blocked`, with the minimum versions, and is never launched:
-its gate says so and refuses to launch it (graph/gates.py).
+its gate says so and refuses to launch it (graph/gates/gate.py).
 """
 
 from __future__ import annotations

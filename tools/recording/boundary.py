@@ -19,8 +19,6 @@ from pydantic_core import to_jsonable_python
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import CommandResult, Host
 from eyas.tools.hosts.http import HttpClient, HttpResponse
-from eyas.tools.jobs.detached import JobSpec, JobState
-from eyas.tools.jobs.executor import JobExecutor
 from eyas.tools.recording.task_scope import task_scope
 from eyas.tools.recording.transcript import MAX_CONTENT, ErrorInfo, file_facts
 
@@ -40,7 +38,8 @@ class Boundary:
         return perform()
 
     def note(self, kind: str, fields: Fields) -> None:
-        """A fact of eyas's own logic (kinds "node", "job_launch"): recorded, and checked on replay."""
+        """A fact of eyas's own logic (kinds "node", "job_launch" from tools/jobs/executor.py's launch_noted):
+        recorded, and checked on replay."""
 
     def node(self, name: str, fn: Callable[..., T], *args: Any, task: str | None = None, **kwargs: Any) -> T:
         """Run one graph node as task `task` (default: its name), noting its start and its output or error.
@@ -56,22 +55,6 @@ class Boundary:
                 raise
             self.note("node", {"node": name, "phase": "end", "output": to_jsonable_python(output, fallback=repr)})
             return output
-
-    def launch_job(self, jobs: JobExecutor, spec: JobSpec) -> JobState:
-        """Launch a job (a detached job's commands cross the host as usual) and note the launch and its state."""
-        state = jobs.launch(spec)
-        self.note(
-            "job_launch",
-            {
-                "host": jobs.host.name,
-                "job_id": spec.job_id,
-                "argv": spec.argv,
-                "env": spec.env,
-                "cwd": spec.cwd,
-                "state": state.model_dump(mode="json"),
-            },
-        )
-        return state
 
 
 def _live(inner: T | None) -> T:

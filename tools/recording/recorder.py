@@ -15,7 +15,8 @@ from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.recording.boundary import Boundary, BoundaryClock, BoundaryHost, BoundaryHttp, Fields
 from eyas.tools.recording.redact import Redactor
-from eyas.tools.recording.transcript import MAX_CONTENT, ErrorInfo, TranscriptWriter
+from eyas.tools.recording.transcript import MAX_CONTENT, ErrorInfo
+from eyas.tools.recording.transcript_writer import TranscriptWriter
 
 
 class Recorder(Boundary):

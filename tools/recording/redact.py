@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from eyas.tools.config import EyasConfig, secret_values
+from eyas.tools.settings.config import EyasConfig, secret_values
 
 MARK = "[REDACTED]"
 

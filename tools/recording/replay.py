@@ -23,7 +23,8 @@ from eyas.tools.recording.boundary import Boundary, BoundaryClock, BoundaryHost,
 from eyas.tools.recording.chain import ChainCheck
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.recording.task_scope import current_task
-from eyas.tools.recording.transcript import Crossing, Event, Transcript, build_event, read_transcript, redact_fields
+from eyas.tools.recording.transcript import Crossing, Event, build_event, redact_fields
+from eyas.tools.recording.transcript_reader import Transcript, read_transcript
 
 
 class DivergenceInfo(BaseModel):

@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from eyas.tools import errors
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.http import HttpError
-from eyas.tools.planning.sizes import SizeValue
 from eyas.tools.recording.redact import Redactor
+from eyas.tools.settings.sizes import SizeValue
 
 SCHEMA_VERSION: Final = 1
 _BASE_FIELDS = frozenset({"v", "seq", "kind", "task", "t", "prev"})
@@ -331,12 +331,3 @@ def redact_fields(redactor: Redactor, fields: dict[str, Any]) -> dict[str, Any]:
     ):
         clean.update(content=None, encoding=None)
     return clean
-
-
-# Reading and writing live in their own modules; their names stay importable from here, as before the split.
-from eyas.tools.recording.transcript_reader import CORRUPT_FIX as CORRUPT_FIX  # noqa: E402
-from eyas.tools.recording.transcript_reader import OTHER_VERSION_FIX as OTHER_VERSION_FIX  # noqa: E402
-from eyas.tools.recording.transcript_reader import SkippedLine as SkippedLine  # noqa: E402
-from eyas.tools.recording.transcript_reader import Transcript as Transcript  # noqa: E402
-from eyas.tools.recording.transcript_reader import read_transcript as read_transcript  # noqa: E402
-from eyas.tools.recording.transcript_writer import TranscriptWriter as TranscriptWriter  # noqa: E402

@@ -14,10 +14,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from eyas.tools.checks.result import CheckResult, Status
-from eyas.tools.checks.unit_file import UnitFile
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
+from eyas.tools.launch.unit_file import UnitFile
 
 Backend = Literal["systemd", "stand-in"]
 HealthCheck = Callable[[], CheckResult]

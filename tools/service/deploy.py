@@ -16,12 +16,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eyas.tools.checks.unit_file import UnitFile
 from eyas.tools.checks.vllm_metrics import SpecDecodeCounters, summarize_vllm_metrics
-from eyas.tools.config import TargetConfig
 from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.http import HttpClient, HttpError
+from eyas.tools.launch.unit_file import UnitFile
 from eyas.tools.service.base import Service, ServiceError
+from eyas.tools.settings.config import TargetConfig
 
 Progress = Callable[[str], None]
 PROBE_PROMPTS = (

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import shlex
 
-from eyas.tools.checks.unit_file import UnitFile, parse_unit_file
 from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.jobs.detached import Jobs, JobSpec, JobStatus
+from eyas.tools.launch.unit_file import UnitFile, parse_unit_file
 from eyas.tools.service.base import DROP_IN, HealthCheck, Service, ServiceError, ServiceStatus
 
 

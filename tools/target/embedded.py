@@ -9,8 +9,8 @@ from pathlib import Path
 
 import platformdirs
 
-from eyas.tools.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 from eyas.tools.errors import ConfigError
+from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 
 SERVED_MODEL = "SmolLM2-135M-Instruct"
 DEFAULT_PORT = 8765

@@ -13,7 +13,7 @@ from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient, HttpError
 from eyas.tools.jobs.detached import Jobs, JobSpec, JobState
 from eyas.tools.service.base import ServiceError
-from eyas.tools.service.production import production_service
+from eyas.tools.service.choose import production_service
 from eyas.tools.service.standin import UnitJobService
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.target.prepare import is_prepared

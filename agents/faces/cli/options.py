@@ -1,0 +1,66 @@
+"""What the commands share: the --config option and the config it finds, and the sizes' options, whose
+defaults and help come from `Sizes` so that no command repeats (or contradicts) a number."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from eyas.agents.faces.cli.console import notice
+from eyas.tools.config_source import ConfigSource, find_config
+from eyas.tools.settings.config import EyasConfig, format_validation_error
+from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO, Sizes, SizeValue, starting_sizes
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="eyas TOML config (`eyas config init` writes one). Default: $EYAS_CONFIG, else ./eyas.toml, else the "
+        "embedded target.",
+    ),
+]
+
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+
+
+def use_config(flag: Path | None) -> tuple[EyasConfig, ConfigSource]:
+    """The config a command acts on (see `find_config`) and where it came from, said in one line on stderr,
+    so that --json output stays clean."""
+    config, source = find_config(flag)
+    notice(source.describe())
+    return config, source
+
+
+def announce(source: ConfigSource) -> EyasConfig:
+    """A config whose source is already known (a run's, the demo's), said the same way, then loaded."""
+    notice(source.describe())
+    return source.load()
+
+
+def size_option(name: str, *flags: str) -> Any:
+    """A typer option for the size `name`, its help the field's description and both of its defaults (the
+    parameter's own default is None: `starting_sizes` fills in the one that fits the target)."""
+    field = Sizes.model_fields[name]
+    defaults = f"default {_shown(getattr(DEFAULT_SIZES, name))}; {_shown(getattr(DEMO, name))} on the embedded default"
+    return typer.Option(*flags, help=f"{field.description} ({defaults})", show_default=False)
+
+
+def chosen_sizes(embedded: bool, **chosen: SizeValue | None) -> Sizes:
+    """The run's sizes from its flags (`starting_sizes`); a size out of its bounds is a bad flag, said in words."""
+    try:
+        return starting_sizes(embedded, **chosen)
+    except ValidationError as exc:
+        raise typer.BadParameter("; ".join(format_validation_error(exc))) from None
+
+
+def demo_size_option(name: str, *flags: str) -> Any:
+    """A size option of `eyas demo`, whose default is the demo preset's (shown by typer)."""
+    return typer.Option(*flags, help=Sizes.model_fields[name].description)
+
+
+def _shown(value: object) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)

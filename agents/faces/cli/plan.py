@@ -1,0 +1,162 @@
+"""`eyas plan`: the hours and bytes a run needs, and whether they fit, before anything expensive starts."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from eyas.agents.faces.cli.console import console, errors
+from eyas.agents.faces.cli.options import ConfigOption, chosen_sizes, size_option, use_config
+from eyas.tools.checks.drafter import check_drafter
+from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.hosts.connect import open_host
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.planning.estimate import Plan, estimate, format_hours, verdict
+from eyas.tools.planning.measure import Figures, Measured, measure_inputs
+from eyas.tools.settings.config import EyasConfig
+from eyas.tools.settings.units import format_size, parse_size
+
+
+def plan_table(measured: Measured, plan: Plan) -> Table:
+    inputs, sources = measured.inputs, measured.sources
+    model = inputs.model
+    table = Table(title="plan", title_justify="left")
+    for column in ("", "estimate", "from"):
+        table.add_column(column, overflow="fold")
+    overhead = f" + {inputs.generation_overhead_s:.2f} s per request" if inputs.generation_overhead_s else ""
+    per_sample = f"{plan.tokens_per_sample:,.0f} tokens ({'average' if plan.tokens_from == 'measured' else 'at most'})"
+    rows = [
+        ("model", f"hidden {model.hidden_size:,}, {model.num_layers} layers, vocab {model.vocab_size:,}", "model"),
+        ("samples", f"{plan.samples:,} x {per_sample}", "tokens" if "tokens" in sources else "max_tokens"),
+        ("prompt", f"{inputs.prompt_tokens:,.0f} tokens on average", "prompt_tokens"),
+        ("captured layers", f"{plan.captured_layers} x {inputs.bytes_per_value} B per value", ""),
+        ("generation throughput", f"{inputs.generation_tok_s:,.1f} tokens/s{overhead}", "throughput"),
+        ("generation", format_hours(plan.generation_hours), ""),
+        ("extraction", format_hours(plan.extraction_hours), "extraction"),
+        ("training", f"{format_hours(plan.training_hours)} ({inputs.epochs} epochs)", "training"),
+        ("hidden states", format_size(plan.hidden_state_bytes), ""),
+        ("generated data + checkpoints", format_size(plan.data_bytes + plan.checkpoint_bytes), ""),
+        (f"free at {plan.data_path}", format_size(plan.free_disk_bytes), "free_disk"),
+        ("left afterwards", format_size(plan.disk_left_bytes), ""),
+    ]
+    for name, value, source in rows:
+        table.add_row(escape(name), escape(value), escape(sources.get(source, "")))
+    return table
+
+
+def plan_command(
+    config: ConfigOption = None,
+    json_output: Annotated[bool, typer.Option("--json", help="print the plan as JSON")] = False,
+    hidden_size: Annotated[int | None, typer.Option(help="target hidden size (default: its config.json)")] = None,
+    num_layers: Annotated[int | None, typer.Option(help="target decoder layers (default: its config.json)")] = None,
+    vocab_size: Annotated[int | None, typer.Option(help="target vocabulary (default: its config.json)")] = None,
+    samples: Annotated[int | None, size_option("samples")] = None,
+    max_tokens: Annotated[int | None, size_option("max_tokens")] = None,
+    max_seq_len: Annotated[int | None, size_option("max_seq_len")] = None,
+    epochs: Annotated[int | None, size_option("epochs")] = None,
+    ttt_steps: Annotated[int | None, size_option("ttt_steps")] = None,
+    draft_vocab_size: Annotated[int | None, size_option("draft_vocab_size")] = None,
+    prompt_source: Annotated[str | None, size_option("prompt_source", "--prompts")] = None,
+    prompt_tokens: Annotated[
+        float | None,
+        typer.Option(help="average prompt in tokens, chat template included (default: the server tokenizes a sample)"),
+    ] = None,
+    free_disk: Annotated[
+        str | None, typer.Option(help="free space where the data goes, e.g. 2.9TB or 2.6TiB (default: df on the host)")
+    ] = None,
+    throughput: Annotated[
+        float | None, typer.Option(help="generation throughput, completion tokens/s (default: a probe of the server)")
+    ] = None,
+    generated: Annotated[
+        str | None, typer.Option(help="a generate.py output on the host: plan with its measured token counts")
+    ] = None,
+    data_path: Annotated[str | None, typer.Option(help="where the data will go on the host (default: workdir)")] = None,
+    probe_concurrency: Annotated[int, typer.Option(help="requests in flight during the throughput probe")] = 16,
+) -> None:
+    """Estimate generation, extraction and training time and the disk the hidden states need, and say whether it
+    fits. Figures not given are measured: the model's config.json where the server loaded it, df where the data
+    goes, a short burst of real completions; on a host without GPUs, extraction and training are timed at the run's
+    shapes (--max-seq-len, --draft-vocab-size) and kept for a week. Give them all to plan for a host that cannot be
+    reached. Exits 1
+    when the plan does not fit, and names the ways out (fewer or shorter samples, online extraction, another path)."""
+    try:
+        free_bytes = parse_size(free_disk) if free_disk else None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--free-disk") from None
+    cfg, source = use_config(config)
+    sizes = chosen_sizes(
+        source.path is None,
+        samples=samples,
+        max_tokens=max_tokens,
+        max_seq_len=max_seq_len,
+        epochs=epochs,
+        ttt_steps=ttt_steps,
+        draft_vocab_size=draft_vocab_size,
+        prompt_source=prompt_source or cfg.pipeline.prompts,
+    )
+    figures = Figures(
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        vocab_size=vocab_size,
+        samples=sizes.samples,
+        max_tokens=sizes.max_tokens,
+        max_seq_len=sizes.max_seq_len,
+        epochs=sizes.epochs,
+        ttt_steps=sizes.ttt_steps,
+        draft_vocab_size=sizes.draft_vocab_size,
+        prompt_source=sizes.prompt_source,
+        free_disk_bytes=free_bytes,
+        generation_tok_s=throughput,
+        prompt_tokens=prompt_tokens,
+        generated_file=generated,
+        data_path=data_path,
+    )
+
+    refuse_unusable_drafter(cfg)
+
+    def measure(host: Host | None) -> Measured:
+        return measure_inputs(figures, config=cfg, host=host, http=HttpClient(), probe_concurrency=probe_concurrency)
+
+    if figures.complete and not generated:
+        measured = measure(None)  # nothing to ask the host: it need not be reachable
+    else:
+        with open_host(cfg.target.host, cfg.host()) as host:
+            measured = measure(host)
+    plan = estimate(measured.inputs)
+    if json_output:
+        print(json.dumps(plan_json(measured, plan), indent=2))
+    else:
+        console.print(plan_table(measured, plan))
+        style = "green" if plan.fits else "bold red"
+        console.print(f"[{style}]{escape(verdict(measured.inputs, plan))}[/]", highlight=False)
+    raise typer.Exit(0 if plan.fits else 1)
+
+
+def refuse_unusable_drafter(cfg: EyasConfig) -> None:
+    """A drafter_base that cannot serve this target ends the plan here, before any hour is planned around it."""
+    if not cfg.pipeline.drafter_base:
+        return
+    with open_host(cfg.target.host, cfg.host()) as host:
+        ctx = CheckContext(
+            host=host, host_config=cfg.host(), target=cfg.target, http=HttpClient(), data_path=cfg.host().workdir,
+            drafter_base=cfg.pipeline.drafter_base,
+        )  # fmt: skip
+        result = check_drafter(ctx)
+    if result.status is Status.FAIL:
+        errors.print(f"[bold red]{escape(result.message)}[/]", highlight=False)
+        raise typer.Exit(1)
+
+
+def plan_json(measured: Measured, plan: Plan) -> dict[str, object]:
+    """The plan's figures at the top level ("fits", bytes, hours, alternatives), then what they came from."""
+    return {
+        **plan.model_dump(mode="json"),
+        "verdict": verdict(measured.inputs, plan),
+        "inputs": measured.inputs.model_dump(mode="json"),
+        "sources": measured.sources,
+    }

@@ -1,0 +1,386 @@
+"""`eyas run / resume / approve / status / runs / graph`: drive and inspect pipeline runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from pydantic_core import to_jsonable_python
+from rich.markup import escape
+from rich.table import Table
+
+from eyas.agents.faces.cli.console import console, notice
+from eyas.agents.faces.cli.detach import DetachOption, detach_driver, same_command
+from eyas.agents.faces.cli.options import ConfigOption, JsonOption, chosen_sizes, size_option, use_config
+from eyas.graph.life.heartbeat import Heartbeat
+from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
+from eyas.graph.runs import RUN_ID_RULE, RunDir, open_run, runs_root
+from eyas.graph.shard_total import phase_total
+from eyas.graph.state import Action, GateAnswer
+from eyas.tools.config_source import ConfigSource
+from eyas.tools.errors import EyasError, HostError
+from eyas.tools.hosts.connect import open_host
+from eyas.tools.jobs.detached import Jobs
+from eyas.tools.recording.redact import Redactor
+from eyas.tools.settings.config import EyasConfig
+from eyas.tools.settings.sizes import Sizes
+from eyas.tools.workloads.progress import last_progress
+
+# The graph's modules (langgraph, ~0.5 s) load in the commands that use them, not at start-up of every eyas process.
+if TYPE_CHECKING:
+    from eyas.graph.life.runner import Outcome
+
+STOPPED_AT_GATE = 3
+
+
+def start_run(
+    source: ConfigSource,
+    config: EyasConfig,
+    policy: Policy | None,
+    sizes: Sizes,
+    *,
+    interactive: bool,
+    poll_interval_s: float,
+    run_id: str | None = None,
+) -> Outcome:
+    from eyas.graph.life.session import initial_state, new_run, run_meta
+
+    run = new_run(run_id)
+    meta = run_meta(source, policy, sizes, poll_interval_s=poll_interval_s)
+    first = initial_state(run, config, meta)
+    console.print(f"run [bold]{escape(run.run_id)}[/]: files in {escape(str(run.root))}")
+    return advance(run, first, interactive=interactive, start=meta)
+
+
+def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any] | None = None) -> Outcome:
+    """Drive the run from `first` (its first input, or None to continue) and write its report at the end.
+    `start` is a new run's meta, written once its context has opened: a run that cannot start leaves no run."""
+    from eyas.agents.faces.cli.run_ui import RunUI
+    from eyas.agents.faces.report_html.page import write_html_report
+    from eyas.graph.life.resume_point import note_resume
+    from eyas.graph.life.runner import checkpointer, drive, end_message, notify, thread
+    from eyas.graph.life.session import begin_run, open_context
+    from eyas.graph.pipeline import build_graph
+
+    meta = start or run.meta()
+    ui = RunUI()
+    with (
+        run.driving(),
+        Heartbeat(run) as beat,
+        checkpointer(run) as saver,
+        open_context(run, meta, on_progress=ui.progress, on_note=ui.note, on_host_outage=beat.host_outage) as ctx,
+    ):
+        if start is not None:
+            begin_run(run, start)
+            ctx.boundary.note("run", {"meta": start, "config": ctx.config.model_dump(mode="json"), "input": first})
+        graph = build_graph(saver)
+        if start is None:  # a resume: the transcript says from which checkpoint, so replay resumes there too
+            note_resume(ctx.boundary, graph, thread(run))
+        ask = ui.ask if interactive and ctx.policy is None else None
+        outcome = drive(graph, ctx, first, ask=ask, on_update=ui.update)
+        if outcome.finished:
+            run.write_report(outcome.state.get("report", ""))
+            console.print(f"[bold green]run {escape(run.run_id)} ended[/]: report in {escape(str(run.report))}")
+            if outcome.state.get("evaluation"):
+                run.write_evaluation(outcome.state["evaluation"])
+                console.print(evaluation_table(outcome.state["evaluation"]))
+        page = write_html_report(run.root, outcome.state)
+        beat.ended(Redactor().text(end_message(run, outcome, page)))
+        notify(ctx, outcome, page)
+    console.print(f"report.html: {escape(str(page))}")
+    return outcome
+
+
+def evaluation_table(evaluation: dict[str, Any]) -> Table:
+    table = Table(title="drafter measured on held-out prompts (temperature 0)", title_justify="left")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for key in ("k", "mean_acceptance_length", "acceptance_rate", "tokens_per_s_baseline",
+                "tokens_per_s_speculative", "speedup", "outputs_identical"):  # fmt: skip
+        value = evaluation.get(key)
+        if value is not None:
+            table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    return table
+
+
+def finish(outcome: Outcome) -> None:
+    raise typer.Exit(0 if outcome.finished else STOPPED_AT_GATE)
+
+
+def run_command(
+    config: ConfigOption = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            help="TOML policy for an unattended run: budgets per gate, notify command. Without it, "
+            "each gate asks in this terminal."
+        ),
+    ] = None,
+    auto_approve: Annotated[
+        bool,
+        typer.Option(
+            help="approve every gate whose plan fits (no budgets); the deploy gate still asks (a policy file's "
+            'deploy = "auto" approves it)'
+        ),
+    ] = False,
+    samples: Annotated[int | None, size_option("samples")] = None,
+    max_tokens: Annotated[int | None, size_option("max_tokens")] = None,
+    max_seq_len: Annotated[int | None, size_option("max_seq_len")] = None,
+    concurrency: Annotated[int | None, size_option("concurrency")] = None,
+    draft_vocab_size: Annotated[int | None, size_option("draft_vocab_size")] = None,
+    epochs: Annotated[int | None, size_option("epochs")] = None,
+    ttt_steps: Annotated[int | None, size_option("ttt_steps")] = None,
+    num_speculative_tokens: Annotated[int | None, size_option("num_speculative_tokens", "--k")] = None,
+    eval_max_tokens: Annotated[int | None, size_option("eval_max_tokens")] = None,
+    prompt_source: Annotated[str | None, size_option("prompt_source", "--prompts")] = None,
+    held_out: Annotated[int | None, size_option("held_out")] = None,
+    extraction_backend: Annotated[str | None, size_option("extraction_backend")] = None,
+    poll_interval: Annotated[float, typer.Option(help="seconds between job polls")] = 10.0,
+    run_id: Annotated[str | None, typer.Option(help=f"name the run: {RUN_ID_RULE} (default: run-<time>-<hex>)")] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="walk the plan without launching anything: each phase's jobs and exact commands, the GPUs they "
+            "need, what happens to production, and the argv of every vLLM server eyas would start",
+        ),
+    ] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="with --dry-run: print it as JSON")] = False,
+    detach: DetachOption = False,
+    *,
+    command: typer.Context,
+) -> None:
+    """Start a pipeline run: research, verify, plan, then generation, extraction, training and evaluation,
+    each behind an approval gate. Checkpointed after every step: after any crash, `eyas resume RUN`.
+    Exits 3 when the run stops at a gate that needs an answer (`eyas approve RUN`)."""
+    from eyas.graph.dry_run import dry_run as dry_run_walk
+    from eyas.graph.life.session import new_run
+
+    chosen = load_policy(policy) if policy else (AUTO_APPROVE if auto_approve else None)
+    cfg, source = use_config(config)
+    sizes = chosen_sizes(
+        source.path is None, samples=samples, max_tokens=max_tokens, max_seq_len=max_seq_len,
+        concurrency=concurrency, draft_vocab_size=draft_vocab_size, epochs=epochs,
+        ttt_steps=ttt_steps, num_speculative_tokens=num_speculative_tokens, eval_max_tokens=eval_max_tokens,
+        prompt_source=prompt_source or cfg.pipeline.prompts, held_out=held_out,
+        extraction_backend=extraction_backend or cfg.pipeline.extraction_backend,
+    )  # fmt: skip
+    if dry_run:
+        print_dry_run(dry_run_walk(cfg, sizes), json_output)
+        return
+    if json_output:
+        raise typer.BadParameter("--json goes with --dry-run (a run prints its progress; see `eyas status --json`)")
+    if detach:
+        run = new_run(run_id)
+        detach_driver(run, [*same_command(command, without={"detach", "run_id"}), "--run-id", run.run_id])
+        return
+    interactive = sys.stdin.isatty()
+    finish(start_run(source, cfg, chosen, sizes, interactive=interactive, poll_interval_s=poll_interval, run_id=run_id))
+
+
+def print_dry_run(walk: dict[str, Any], as_json: bool) -> None:
+    from eyas.graph.dry_run import dry_run_lines
+
+    if as_json:
+        print(json.dumps(to_jsonable_python(walk), indent=2))
+        return
+    for line in dry_run_lines(walk):
+        console.print(line, markup=False, highlight=False)
+
+
+def resume_command(
+    run_id: Annotated[str, typer.Argument(help="the run to continue (see `eyas runs`)")],
+    detach: DetachOption = False,
+) -> None:
+    """Continue a run from its last checkpoint: finished work is not redone, running jobs are re-attached,
+    nothing is launched twice. Answers recorded with `eyas approve` are applied first."""
+    from eyas.graph.life.session import run_source
+
+    run = open_run(run_id)
+    if not run.checkpoints.exists():
+        kind = run.meta().get("kind") or "pipeline"
+        raise EyasError(
+            f"Run {run_id} has no checkpoint to continue from: it is a {kind} run that never drove the pipeline. "
+            "Start a pipeline run with `eyas run`."
+        )
+    if detach:
+        detach_driver(run, ["resume", run.run_id])
+        return
+    notice(run_source(run.meta()).describe())
+    finish(advance(run, None, interactive=sys.stdin.isatty()))
+
+
+def approve_command(
+    run_id: Annotated[str, typer.Argument(help="the run waiting at a gate")],
+    reject: Annotated[bool, typer.Option(help="reject the phase instead (the run ends with its report)")] = False,
+    retry: Annotated[bool, typer.Option(help="at a failure gate: relaunch the failed jobs (they resume)")] = False,
+    abort: Annotated[bool, typer.Option(help="at a failure gate: end the run")] = False,
+    reason: Annotated[str, typer.Option(help="why; kept in the report")] = "",
+) -> None:
+    """Answer the gate a run waits at, from any terminal. A run waiting in another terminal continues at once;
+    a stopped one continues with `eyas resume RUN`."""
+    from eyas.graph.life.answers import pending_view, record_gate_answer
+
+    run = open_run(run_id)
+    _, view = pending_view(run)
+    action: Action
+    if view.get("kind") == "failure":
+        if retry == abort:
+            raise typer.BadParameter("a failure gate takes exactly one of --retry or --abort")
+        action = "retry" if retry else "abort"
+    else:
+        if retry or abort:
+            raise typer.BadParameter("--retry and --abort answer failure gates; this is an approval gate")
+        action = "reject" if reject else "approve"
+    record_gate_answer(run, GateAnswer(action=action, reason=reason, who="cli"))
+    where = "the waiting eyas process continues now" if run.is_driven() else f"continue with `eyas resume {run_id}`"
+    console.print(f"{action} recorded for the {view.get('phase')} gate of {run_id}; {where}")
+
+
+def status_command(
+    run_id: Annotated[str, typer.Argument(help="the run")],
+    json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Where a run is: its phase, the gate it waits at, each job with its progress, and the decisions so far."""
+    from eyas.graph.life.runner import read_run
+    from eyas.graph.life.watch import driver_facts
+
+    run = open_run(run_id)
+    view = read_run(run)
+    state, pending = view.state, view.pending
+    jobs, unreachable = job_rows(run, state)
+    summary = {
+        "run_id": run_id,
+        "phase": state.get("phase"),
+        "driven": run.is_driven(),
+        "driver": driver_facts(run, time.time()),
+        "waiting_at": pending[1] if pending else None,
+        "stopped": state.get("stopped"),
+        "decisions": state.get("decisions", []),
+        "jobs": jobs,
+        "jobs_unreadable": unreachable,
+        "plan": state.get("plan", {}).get("verdict"),
+        "evaluation": state.get("evaluation"),
+    }
+    if json_output:
+        print(json.dumps(to_jsonable_python(summary), indent=2))
+        return
+    console.print(f"[bold]{run_id}[/]: phase {summary['phase']}; " + ("driven now" if summary["driven"] else "idle"))
+    if summary["driver"]:
+        print_driver(summary["driver"])
+    if pending:
+        gate = pending[1]
+        where = f"{gate.get('kind')} {gate.get('phase')}: {gate.get('policy', {})}"
+        console.print(f"[yellow]waiting at[/] {escape(where)}")
+    table = Table(title="jobs", title_justify="left")
+    for column in ("phase", "job", "state", "progress", "ETA"):
+        table.add_column(column)
+    for row in jobs:
+        table.add_row(*(escape(row[key]) for key in ("phase", "job_id", "state", "bar", "eta")))
+    console.print(table)
+    if unreachable:
+        console.print(f"[yellow]jobs not read:[/] {escape(unreachable)}", highlight=False)
+    for decision in summary["decisions"]:
+        line = f"gate {decision['gate']}: {decision['action']} by {decision['who']}: {decision['reason']}"
+        console.print(line, markup=False, highlight=False)
+
+
+def print_driver(driver: dict[str, Any]) -> None:
+    """The driver's line of `eyas status`: alive or not, its heartbeat's age, its job and log, an outage."""
+    age = driver["heartbeat_age_s"]
+    if age is None:
+        beat = "no heartbeat yet"
+    elif driver["condition"] == "ended":
+        beat = f"last heartbeat {age:.0f} s ago"
+    else:
+        beat = f"heartbeat {age:.0f} s ago (stale after {driver['stale_after_s']:.0f} s)"
+    job = f"; job {driver['job']} {driver['job_state']}" if driver["job"] else ""
+    restarts = f"; restarts by eyas watch: {driver['restarts']}" if driver["restarts"] else ""
+    line = f"driver: {driver['condition']} ({driver['detail']}){job}; {beat}{restarts}"
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if driver["log"]:
+        console.print(f"driver log: {driver['log']}", markup=False, highlight=False, soft_wrap=True)
+    if driver["host_unreachable_since"]:
+        console.print(
+            f"[bold red]host {escape(str(driver['host']))} unreachable since {driver['host_unreachable_since']}[/]: "
+            "the driver keeps trying, with backoff; the jobs keep running there",
+            highlight=False,
+        )
+
+
+def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """Each job with its progress, read from the host (not recorded: reading status is no part of the run), or
+    why they could not be read (the host is unreachable)."""
+    from eyas.graph.life.session import run_source
+
+    if not state.get("jobs"):
+        return [], None
+    config = run_source(run.meta()).load()
+    try:
+        with open_host(config.target.host, config.host()) as host:
+            jobs = Jobs(host, config.host().workdir)
+            rows = []
+            for phase, ids in state["jobs"].items():
+                phase_rows = []
+                for job in jobs.statuses(ids):
+                    cells = progress_cells(last_progress(jobs.tail(job.job_id, 20)) or {})
+                    phase_rows.append({"phase": phase, "job_id": job.job_id, "state": job.describe(), **cells})
+                total = phase_total([row["progress"] for row in phase_rows])
+                if total is not None:  # a sharded phase: its whole, after its jobs
+                    phase_rows.append({"phase": phase, "job_id": f"all {total['jobs']} jobs", "state": "",
+                                       **progress_cells(total)})  # fmt: skip
+                rows += phase_rows
+            return rows, None
+    except HostError as exc:
+        return [], str(exc)
+
+
+def progress_cells(seen: dict[str, Any]) -> dict[str, Any]:
+    """A progress bar and ETA, from a job's last progress line (or a sharded phase's total of them)."""
+    done, total = float(seen.get("done") or 0), float(seen.get("total") or 0)
+    filled = int(20 * done / total) if total else 0
+    bar = f"{'█' * filled}{'░' * (20 - filled)} {done:.0f}/{total:.0f}" if total else ""
+    eta = f"{float(seen['eta_s']) / 60:.1f} min" if seen.get("eta_s") is not None else ""
+    return {"bar": bar, "eta": eta, "progress": seen}
+
+
+def runs_command(json_output: JsonOption = False) -> None:
+    """List the runs in the runs folder (EYAS_RUNS_DIR, default ./runs): phase, where each stands, its driver (the
+    eyas process driving it: alive, died, ended; a host outage it waits out) and its report."""
+    from eyas.graph.life.watch import driver_phrase, runs_listing
+
+    rows = runs_listing(None, time.time())
+    if json_output:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"runs in {escape(str(runs_root()))}", title_justify="left")
+    for column in ("run", "phase", "state", "driver", "report"):
+        table.add_column(column)
+    for row in rows:
+        cells = (row["run"], row["phase"], row["state"], driver_phrase(row["driver"]), row["report"] or "")
+        table.add_row(*(escape(cell) for cell in cells))
+    console.print(table)
+    for row in rows:  # whole, below the table: what is wrong and how to recover does not fit a cell
+        if row["damage"]:
+            console.print(f"[red]{escape(row['damage'])}[/]")
+
+
+def graph_command(
+    mermaid: Annotated[
+        bool, typer.Option("--mermaid/--json", help="a Mermaid diagram (default), or nodes and edges as JSON")
+    ] = True,
+) -> None:
+    """Print the pipeline's state machine: paste the Mermaid text into any Mermaid viewer (GitHub renders it),
+    or read --json from a script."""
+    from eyas.graph.pipeline import build_graph
+
+    drawable = build_graph().get_graph()
+    if mermaid:
+        print(drawable.draw_mermaid())
+        return
+    edges = [{"source": edge.source, "target": edge.target, "conditional": edge.conditional} for edge in drawable.edges]
+    print(json.dumps({"nodes": sorted(drawable.nodes), "edges": edges}, indent=2))

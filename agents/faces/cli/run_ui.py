@@ -1,0 +1,172 @@
+"""The terminal side of a run: node updates, gates passed and why, job progress bars, questions at gates."""
+
+from __future__ import annotations
+
+import select
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from rich.prompt import IntPrompt, Prompt
+from rich.table import Table
+
+from eyas.agents.faces.cli.console import console
+from eyas.graph.gates.gate import cluster_lines
+from eyas.graph.gates.paths import paths_lines
+from eyas.graph.gates.production import production_lines
+from eyas.graph.shard_total import phase_total
+from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, GateAnswer
+from eyas.tools.jobs.detached import JobState
+from eyas.tools.settings.config import format_validation_error
+from eyas.tools.settings.sizes import Sizes, SizeValue
+
+
+class RunUI:
+    def __init__(self) -> None:
+        self._progress: Progress | None = None
+        self._bars: dict[str, TaskID] = {}
+
+    # -- what happened ---------------------------------------------------------------------------
+
+    def note(self, message: str) -> None:
+        self._stop_bars()
+        console.print(f"[dim]·[/] {escape(message)}", highlight=False)
+
+    def update(self, update: dict[str, Any]) -> None:
+        for node, change in update.items():
+            if node == "__interrupt__" or not isinstance(change, dict):
+                continue
+            for decision in change.get("decisions", []):
+                self._stop_bars()
+                who = "policy" if decision["who"] == "policy" else decision["who"]
+                style = "green" if decision["action"] in ("approve", "retry") else "yellow"
+                gate = escape(f"gate {decision['gate']}: {decision['action']}")
+                reason = escape(f"{who}: {decision['reason']}")
+                console.print(f"[{style}]{gate}[/] by {reason}", highlight=False)
+
+    # -- progress of jobs ------------------------------------------------------------------------
+
+    def progress(self, phase: str, states: list[JobState], progress: dict[str, dict[str, Any]]) -> None:
+        if self._progress is None:
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed:.0f}/{task.total:.0f}"),
+                TextColumn("{task.fields[extra]}"),
+                TimeRemainingColumn(),
+                console=console,
+            )
+            self._progress.start()
+        for state in states:
+            seen = progress.get(state.job_id, {})
+            total = float(seen.get("total") or 1)
+            done = float(seen.get("done") or 0)
+            extra = state.describe() if state.status.value != "running" else _extra(seen)
+            self._bar(state.job_id, total, done, extra)
+        whole = phase_total([progress.get(state.job_id, {}) for state in states])
+        if whole is not None:  # a sharded phase: its whole, below its jobs
+            self._bar(f"{phase}: all {whole['jobs']} jobs", whole["total"], whole["done"], _extra(whole))
+
+    def _bar(self, name: str, total: float, done: float, extra: str) -> None:
+        assert self._progress is not None
+        if name not in self._bars:
+            self._bars[name] = self._progress.add_task(name, total=total, extra=extra)
+        self._progress.update(self._bars[name], total=total, completed=done, extra=extra)
+
+    def _stop_bars(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress, self._bars = None, {}
+
+    # -- questions at gates ----------------------------------------------------------------------
+
+    def ask(self, view: dict[str, Any], answered_elsewhere: Callable[[], GateAnswer | None]) -> GateAnswer:
+        self._stop_bars()
+        console.print(gate_panel(view))
+        failure = view.get("kind") == "failure"
+        choices: tuple[Action, ...] = FAILURE_ACTIONS if failure else tuple(view.get("choices") or APPROVAL_ACTIONS)
+        console.print(f"[bold]{' / '.join(choices)}?[/] (or answer from another terminal with `eyas approve`)")
+        while True:
+            line = _read_line_or(answered_elsewhere)
+            if isinstance(line, GateAnswer):
+                console.print(f"answered elsewhere: {line.action}")
+                return line
+            action = next((choice for choice in choices if choice == line.strip().lower()), None)
+            if action is not None:
+                break
+            console.print(f"please type one of: {', '.join(choices)}")
+        if action == "edit":
+            return GateAnswer(action=action, reason="sizes edited at the gate", sizes=_edit_sizes(view["sizes"]))
+        reason = Prompt.ask("reason", default="") if action in ("reject", "abort") else ""
+        return GateAnswer(action=action, reason=reason)
+
+
+def _edit_sizes(current: dict[str, SizeValue]) -> dict[str, SizeValue]:
+    """Ask for each size (Enter keeps it) until the whole set is valid, so the gate never refuses the edit."""
+    while True:
+        edited: dict[str, SizeValue] = {
+            key: IntPrompt.ask(key, default=value) if isinstance(value, int) else Prompt.ask(key, default=value)
+            for key, value in current.items()
+        }
+        try:
+            return Sizes.model_validate(edited).model_dump()
+        except ValidationError as exc:
+            console.print(f"[red]not valid:[/] {escape('; '.join(format_validation_error(exc)))}", highlight=False)
+            current = edited
+
+
+def _read_line_or(answered_elsewhere: Callable[[], GateAnswer | None]) -> str | GateAnswer:
+    """Wait for a line on stdin, checking once a second whether another terminal answered instead."""
+    while True:
+        elsewhere = answered_elsewhere()
+        if elsewhere is not None:
+            return elsewhere
+        ready, _, _ = select.select([sys.stdin], [], [], 1.0)
+        if ready:
+            line = sys.stdin.readline()
+            if not line:
+                raise EOFError("stdin closed while a gate was waiting for an answer")
+            return line
+
+
+def _extra(seen: dict[str, Any]) -> str:
+    parts = []
+    if seen.get("failed"):
+        parts.append(f"{seen['failed']} failed")
+    if seen.get("tokens_per_s"):
+        parts.append(f"{float(seen['tokens_per_s']):.0f} tok/s")
+    if seen.get("loss") is not None:
+        parts.append(f"loss {float(seen['loss']):.3f}")
+    return ", ".join(parts)
+
+
+def gate_panel(view: dict[str, Any]) -> Panel:
+    if view.get("kind") == "failure":
+        head = f"{escape(view['job_id'])}: {escape(view['status'])}\n[bold]diagnosis:[/] {escape(view['diagnosis'])}"
+        body = f"{head}\n\n{escape(view['log_tail'][-1500:])}"
+        return Panel(body, title=f"failure in phase {view['phase']}", border_style="red")
+    table = Table.grid(padding=(0, 2))
+    table.add_row("[bold]phase[/]", escape(view["phase"]))
+    table.add_row("[bold]host[/]", escape(view["host"]))
+    for key, value in view.get("estimate", {}).items():
+        if value is not None:
+            table.add_row(escape(key), f"{value:.3g}" if isinstance(value, float) else escape(str(value)))
+    table.add_row("[bold]sizes[/]", escape(", ".join(f"{k}={v}" for k, v in view.get("sizes", {}).items())))
+    for name, check in view.get("verification", {}).items():
+        table.add_row(escape(f"verify {name}"), escape(f"{check['status']}: {check['message']}"))
+    for command in view.get("commands", []):
+        table.add_row("[bold]will run[/]", escape(command))
+    for line in cluster_lines(view.get("cluster")):
+        table.add_row("[bold]ray[/]", escape(line))
+    for line in production_lines(view.get("production", {})):
+        table.add_row("[bold]production[/]", escape(line))
+    for label, text in paths_lines(view):
+        table.add_row(f"[bold red]{label}[/]" if label == "BLOCKED" else escape(label), escape(text))
+    policy = view.get("policy")
+    if policy and not policy["approve"]:
+        table.add_row("[bold red]policy stop[/]", escape(policy["reasons"]))
+    return Panel(table, title=f"gate: {view['phase']}", border_style="cyan")

@@ -1,0 +1,285 @@
+"""`eyas show TRANSCRIPT`: what a recorded run did, as a timeline a person reads the morning after."""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import JustifyMethod
+from rich.markup import escape
+from rich.table import Table
+
+from eyas.agents.faces.cli.console import console, errors
+from eyas.tools.errors import EyasError
+from eyas.tools.recording.transcript import (
+    ApprovalEvent,
+    ClockEvent,
+    CommandEvent,
+    ControlEvent,
+    Crossing,
+    Event,
+    FileExistsEvent,
+    FileReadEvent,
+    FileWriteEvent,
+    HttpEvent,
+    JobLaunchEvent,
+    LlmEvent,
+    NodeEvent,
+    OperatorEvent,
+    SearchEvent,
+    TcpEvent,
+)
+from eyas.tools.recording.transcript_reader import SkippedLine, read_transcript
+
+DECISION_STYLE = {"approve": "green", "approved": "green", "reject": "bold red", "rejected": "bold red"}
+
+
+def show_command(
+    transcript: Annotated[Path, typer.Argument(help="a transcript.jsonl, e.g. runs/<run_id>/transcript.jsonl")],
+    task: Annotated[
+        str | None,
+        typer.Option("--task", "--phase", help="only this task (a phase or node) and the tasks nested in it"),
+    ] = None,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind",
+            help="only these kinds (repeatable): command, file (file_read, file_write, file_exists), http, tcp, "
+            "clock, llm, search, approval, operator (a chat's typed lines), control, node, job_launch",
+        ),
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="only events on this host (its name in the config)")
+    ] = None,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="only check the hash chain: name the first altered or removed event (exit 1), or say the "
+            "transcript is intact or unchained (exit 0)",
+        ),
+    ] = False,
+) -> None:
+    """Print a recorded run as a timeline: each crossing with its task, what it asked and answered, and how long
+    it took; the approval gates with their decisions; a summary line. Warns when the transcript ends in a line
+    cut by a crash (the complete events before it are shown) and when its hash chain is broken."""
+    loaded = read_transcript(transcript, keep_unknown=True)
+    verdict = loaded.chain.describe(str(transcript))
+    if verify:
+        console.print(escape(verdict), style=None if loaded.chain.intact else "bold red", highlight=False)
+        raise typer.Exit(0 if loaded.chain.intact else 1)
+    if not loaded.chain.intact:
+        errors.print(f"[bold red]warning:[/] {escape(verdict)}", highlight=False, soft_wrap=True)
+    if not loaded.events and not loaded.skipped:
+        raise EyasError(
+            f"{transcript} holds no complete event: the run wrote nothing before it stopped. Pass the transcript of a "
+            "run that started (`eyas runs` lists them; each keeps runs/<run_id>/transcript.jsonl)."
+        )
+    for warning in loaded.warnings:
+        errors.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    events = loaded.events
+    shown = [event for event in events if _selected(event, task, kind, host)]
+    start = min((_started(event) for event in events), default=0.0)
+    node_starts: dict[tuple[str, str], float] = {}
+    table = Table(title=escape(str(transcript)), title_justify="left", show_lines=False)
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("#", "right"),
+        ("at", "right"),
+        ("task", "left"),
+        ("kind", "left"),
+    )
+    for column, justify in columns:
+        table.add_column(column, justify=justify, no_wrap=True)
+    table.add_column("what", overflow="fold")
+    table.add_column("took", justify="right", no_wrap=True)
+    wanted = {event.seq for event in shown}
+    for index, event in enumerate(events):
+        _mark_skipped(table, loaded.skipped, index)
+        took = _duration(event, node_starts)  # every event, so a node's end finds its start when filtered out
+        if event.seq in wanted:
+            table.add_row(
+                str(event.seq),
+                _clock(_started(event) - start),
+                escape(event.task),
+                event.kind,
+                _describe(event),
+                _human_duration(took),
+            )
+    _mark_skipped(table, loaded.skipped, len(events))
+    console.print(table)
+    console.print(_summary(events, shown, start), highlight=False)
+    if loaded.skipped:
+        errors.print(
+            f"[yellow]warning:[/] {_count(len(loaded.skipped), 'line')} skipped (marked ?): events of another eyas "
+            "version; read them with the eyas that recorded the run.",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _mark_skipped(table: Table, skipped: Sequence[SkippedLine], before: int) -> None:
+    """The lines this eyas cannot read, in their place among the events, each with what is wrong with it."""
+    for line in skipped:
+        if line.before == before:
+            what = f"[yellow]? line {line.line} {escape(line.problem)}[/]"
+            table.add_row("?", "", "", escape(line.kind), what, "")
+
+
+def _selected(event: Event, task: str | None, kinds: list[str] | None, host: str | None) -> bool:
+    if task and event.task != task and not event.task.startswith(f"{task}/"):
+        return False
+    if kinds and not any(event.kind == wanted or event.kind.startswith(f"{wanted}_") for wanted in kinds):
+        return False
+    return not host or getattr(event, "host", None) == host
+
+
+def _started(event: Event) -> float:
+    duration = event.duration_s if isinstance(event, Crossing) else None
+    return event.t - (duration or 0.0)
+
+
+def _duration(event: Event, node_starts: dict[tuple[str, str], float]) -> float | None:
+    if isinstance(event, NodeEvent):
+        key = (event.task, event.node)
+        if event.phase == "start":
+            node_starts[key] = event.t
+            return None
+        return event.t - node_starts.pop(key) if key in node_starts else None
+    return event.duration_s if isinstance(event, Crossing) else None
+
+
+def _describe(event: Event) -> str:
+    text = _what(event)
+    if isinstance(event, Crossing | NodeEvent) and event.error is not None:
+        text += f" [bold red]✗ {escape(event.error.type)}: {escape(_line(event.error.message, 160))}[/]"
+    return text
+
+
+def _what(event: Event) -> str:
+    match event:
+        case CommandEvent():
+            text = f"[dim]{escape(event.host)}$[/] {escape(_line(event.command, 140))}"
+            if event.rc is not None:
+                style = "green" if event.rc == 0 else "red"
+                text += f" [{style}]→ rc {event.rc}[/]"
+                if event.rc != 0 and event.stderr.strip():
+                    text += f" [dim]{escape(_line(event.stderr.strip().splitlines()[-1], 100))}[/]"
+            return text
+        case FileReadEvent() | FileWriteEvent():
+            verb = "read" if isinstance(event, FileReadEvent) else "write"
+            size = f" ({event.size} B)" if event.size is not None else ""
+            return f"[dim]{escape(event.host)}:[/] {verb} {escape(event.path)}{size}"
+        case FileExistsEvent():
+            answer = "" if event.exists is None else (" → yes" if event.exists else " → no")
+            return f"[dim]{escape(event.host)}:[/] exists {escape(event.path)}?{answer}"
+        case HttpEvent():
+            status = "" if event.status is None else f" → {event.status} ({len(event.body or '')} B)"
+            return f"{event.method} {escape(event.url)}{status}"
+        case TcpEvent():
+            return f"connect {escape(event.url)}"
+        case ClockEvent():
+            return _clock_read(event)
+        case LlmEvent():
+            return _llm(event)
+        case SearchEvent():
+            return f"search “{escape(_line(event.query, 100))}” → {len(event.results)} results"
+        case ApprovalEvent():
+            style = DECISION_STYLE.get(str(event.decision), "yellow")
+            who = f" by {escape(event.who)}" if event.who else ""
+            reason = f": {escape(_line(event.reason, 140))}" if event.reason else ""
+            return f"gate [bold]{escape(event.gate)}[/] [{style}]{escape(str(event.decision))}[/]{who}{reason}"
+        case OperatorEvent():
+            typed = "[dim](left the chat)[/]" if event.closed else f"“{escape(_line(event.text or '', 120))}”"
+            return f"[bold]operator[/] {escape(event.prompt.strip())} {typed}"
+        case ControlEvent():
+            args = ", ".join(f"{key}={value!r}" for key, value in event.args.items())
+            return f"pipeline {escape(event.method)}({escape(args)}) → “{escape(_line(event.result or '', 100))}”"
+        case NodeEvent():
+            return f"{'▶' if event.phase == 'start' else '■'} node [bold]{escape(event.node)}[/] {event.phase}"
+        case JobLaunchEvent():
+            status = event.state.get("status", "?") if isinstance(event.state, dict) else "?"
+            return (
+                f"[dim]{escape(event.host)}:[/] launch job [bold]{escape(event.job_id)}[/]: "
+                f"{escape(_line(shlex.join(event.argv), 120))} → {escape(str(status))}"
+            )
+    return escape(event.kind)
+
+
+def _clock_read(event: ClockEvent) -> str:
+    if event.op == "sleep":
+        return f"sleep {event.seconds:g} s"
+    if event.op == "now" and event.value is not None:
+        try:
+            return f"now → {datetime.fromtimestamp(event.value, UTC).isoformat(timespec='seconds')}"
+        except (ValueError, OverflowError, OSError):
+            pass  # a reading no calendar holds: shown as the number it is
+    return f"{event.op} → {event.value}"
+
+
+def _llm(event: LlmEvent) -> str:
+    messages = event.request.get("messages") or []
+    last = messages[-1].get("content") if messages and isinstance(messages[-1], dict) else None
+    asked = f"{escape(str(event.request.get('model', '?')))}: “{escape(_line(str(last or ''), 80))}”"
+    return f"{asked} → “{escape(_line(_llm_answer(event.response), 80))}”"
+
+
+def _llm_answer(response: Any) -> str:
+    """The text or tool calls of an OpenAI-style answer; anything else shown as it is."""
+    try:
+        message = response["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        return str(response)
+    calls = [call.get("function", {}).get("name", "?") for call in message.get("tool_calls") or []]
+    return message.get("content") or ("tool calls: " + ", ".join(calls) if calls else "")
+
+
+def _line(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _clock(seconds: float) -> str:
+    minutes, rest = divmod(max(seconds, 0.0), 60)
+    hours, minutes = divmod(int(minutes), 60)
+    return f"{hours}:{minutes:02d}:{rest:06.3f}" if hours else f"{minutes:02d}:{rest:06.3f}"
+
+
+def _human_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 1:
+        return f"{seconds * 1000:.1f} ms"
+    if seconds < 120:
+        return f"{seconds:.2f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _summary(events: Sequence[Event], shown: Sequence[Event], start: float) -> str:
+    span = max((event.t for event in events), default=start) - start
+    kinds = Counter(event.kind for event in shown)
+    busy = sum(event.duration_s or 0.0 for event in shown if isinstance(event, CommandEvent))
+    failed = sum(1 for event in shown if isinstance(event, Crossing | NodeEvent) and event.error is not None)
+    gates = [event for event in shown if isinstance(event, ApprovalEvent)]
+    parts = [
+        f"{len(shown)} of {len(events)} events",
+        _count(len({event.task for event in shown}), "task"),
+        f"span {_human_duration(span) or '0 ms'}",
+        ", ".join(f"{count} {name}" for name, count in kinds.most_common()),
+    ]
+    if kinds["command"]:
+        parts.append(f"commands took {_human_duration(busy)} in all")
+    if failed:
+        parts.append(f"[red]{failed} errors[/]")
+    if gates:
+        decided = ", ".join(f"{escape(gate.gate)} → {escape(str(gate.decision))}" for gate in gates)
+        parts.append(f"gates: {decided}")
+    return "; ".join(part for part in parts if part)

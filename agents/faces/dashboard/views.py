@@ -1,0 +1,192 @@
+"""The dashboard's pages, as HTML text. Every value from a run is escaped with `h`; charts and sections are the
+report's own (agents/faces/report_html), so the live view and report.html always show the same things."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from eyas.agents.faces.dashboard.forms import SIZE_PREFIX
+from eyas.agents.faces.report_html.page import STYLE, navigation, report_body
+from eyas.agents.faces.report_html.record import RunRecord
+from eyas.agents.faces.report_html.sections import fmt, h, last_value, missing, section, table
+from eyas.graph.gates.paths import paths_lines
+from eyas.graph.gates.production import production_lines
+from eyas.graph.shard_total import phase_total
+from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, GateAnswer
+
+DASHBOARD_STYLE = """
+header.bar { display: flex; justify-content: space-between; align-items: baseline; gap: 1rem; flex-wrap: wrap; }
+.gate { border: 2px solid #1f6feb; border-radius: 6px; padding: 0.5rem 1rem; margin: 1rem 0; }
+.gate.failure { border-color: #d1242f; } .answered { background: #dafbe1; padding: 0.3rem 0.6rem; }
+.gate form { margin: 0.6rem 0; } .gate label { display: inline-block; margin: 0.2rem 0.8rem 0.2rem 0; }
+.gate input[type=text] { width: 18rem; max-width: 100%; }
+pre.log { background: #f6f8fa; padding: 0.5rem; overflow-x: auto; font-size: 0.8rem; max-height: 20rem; }
+code.command { white-space: pre-wrap; word-break: break-all; }
+.error { color: #d1242f; } progress { width: 10rem; }
+"""
+
+
+def document(title: str, body: str, *, script: bool = False) -> str:
+    tag = '<script src="/static/live.js" defer></script>' if script else ""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">'
+        f"<title>{h(title)}</title><style>{STYLE}{DASHBOARD_STYLE}</style>{tag}</head><body>{body}</body></html>\n"
+    )
+
+
+def hidden_csrf(csrf: str) -> str:
+    return f'<input type="hidden" name="csrf" value="{h(csrf)}">'
+
+
+def top_bar(title: str, csrf: str) -> str:
+    logout = f'<form method="post" action="/logout">{hidden_csrf(csrf)}<button type="submit">log out</button></form>'
+    return f'<header class="bar"><h1>{title}</h1><a href="/">all runs</a>{logout}</header>'
+
+
+def login_page(error: str | None = None) -> str:
+    problem = f'<p class="error" id="login-error">{h(error)}</p>' if error else ""
+    form = (
+        '<form method="post" action="/login"><label>token <input type="password" name="token" autocomplete="off" '
+        'autofocus required></label> <button type="submit">log in</button></form>'
+    )
+    intro = "<p>The token was printed where <code>eyas ui</code> started (or is the one in $EYAS_UI_TOKEN).</p>"
+    return document("eyas: log in", f"<h1>eyas dashboard</h1>{intro}{problem}{form}")
+
+
+def message_page(title: str, text: str) -> str:
+    return document(f"eyas: {title}", f'<h1>{h(title)}</h1><p class="error">{h(text)}</p><p><a href="/">runs</a></p>')
+
+
+def runs_page(rows: Sequence[tuple[str, str, str, str]], root: str, csrf: str) -> str:
+    """The runs folder: each run with its phase, where it stands and its driver (see `driver_phrase`)."""
+    cells = [
+        (f'<a href="/runs/{h(run_id)}">{h(run_id)}</a>', h(phase), h(condition), h(driver))
+        for run_id, phase, condition, driver in rows
+    ]
+    listing = table(("run", "phase", "state", "driver"), cells) if cells else "<p>No run yet.</p>"
+    return document("eyas runs", top_bar("eyas runs", csrf) + f'<p>In {h(root)}</p><div id="runs">{listing}</div>')
+
+
+def run_page(run_id: str, gate: str, live: str, csrf: str, gate_id: str | None) -> str:
+    """A run's page: its gate (answer forms stay put while the live part below refreshes) and the live part."""
+    attribute = h(gate_id or "")
+    body = top_bar(f"eyas run {h(run_id)}", csrf) + navigation() + gate
+    body += f'<div id="live" data-run="{h(run_id)}" data-gate="{attribute}">{live}</div>'
+    return document(f"eyas run {run_id}", body, script=True)
+
+
+# -- the live part ----------------------------------------------------------------------------------------------
+
+
+def live_part(record: RunRecord, condition: str) -> str:
+    """Phase and standing, the jobs with progress and ETA, each job's log tail, then the report's sections."""
+    state = record.state
+    head = table((), [("<b>phase</b>", h(state.get("phase", "none yet"))), ("<b>state</b>", h(condition))])
+    return section("now", "Now", head + jobs_table(record) + log_tails(record)) + report_body(record)
+
+
+def jobs_table(record: RunRecord) -> str:
+    rows = []
+
+    def row(phase: str, name: str, done: Any, total: Any, eta: Any) -> tuple[str, ...]:
+        bar = f'<progress value="{h(done or 0)}" max="{h(total or 1)}"></progress> {h(fmt(done))}/{h(fmt(total))}'
+        return h(phase), h(name), bar, h(f"{float(eta) / 60:.1f} min" if eta is not None else "—")
+
+    for phase, ids in record.state.get("jobs", {}).items():
+        last = []
+        for job_id in ids:
+            seen = record.progress.get(job_id, [])
+            last.append({key: last_value(seen, key) for key in ("done", "total", "failed", "tokens_per_s", "eta_s")})
+            eta = seen[-1].get("eta_s") if seen else None
+            rows.append(row(phase, job_id, last[-1]["done"], last[-1]["total"], eta))
+        whole = phase_total(last)
+        if whole is not None:  # a sharded phase: its whole, after its jobs
+            rows.append(row(phase, f"all {whole['jobs']} jobs", whole["done"], whole["total"], whole["eta_s"]))
+    if not rows:
+        return "<p>No job launched yet.</p>"
+    return "<h3>Jobs</h3>" + table(("phase", "job", "progress (as last polled)", "ETA"), rows)
+
+
+def log_tails(record: RunRecord) -> str:
+    parts = [
+        f'<h3>Log of {h(job_id)}</h3><pre class="log">{h(tail)}</pre>' for job_id, tail in record.log_tails.items()
+    ]
+    return "".join(parts)
+
+
+# -- the gate ---------------------------------------------------------------------------------------------------
+
+
+def gate_panel(run_id: str, gate_id: str, view: dict[str, Any], csrf: str, answered: GateAnswer | None) -> str:
+    """The gate's full view (plan, verification, exact commands; or the failure and its log) and its answers."""
+    failure = view.get("kind") == "failure"
+    shown = failure_view(view) if failure else approval_view(view)
+    if answered is not None:
+        note = (f"Answered: {answered.action} by {answered.who}: {answered.reason or 'no reason given'}. A waiting "
+                f"eyas process continues now; a stopped run continues with `eyas resume {run_id}`.")  # fmt: skip
+        forms = f'<p class="answered" id="answered">{h(note)}</p>'
+    else:
+        forms = answer_forms(run_id, gate_id, view, csrf, failure)
+    kind = "failure" if failure else "approval"
+    title = f"Failure in phase {view.get('phase')}" if failure else f"Gate: {view.get('phase')}"
+    return f'<section class="gate {kind}" id="gate"><h2>{h(title)}</h2>{shown}{forms}</section>'
+
+
+def approval_view(view: dict[str, Any]) -> str:
+    estimate = [(h(key), h(fmt(value))) for key, value in view.get("estimate", {}).items() if value is not None]
+    body = table((), [("<b>host</b>", h(view.get("host"))), *estimate])
+    policy = view.get("policy")
+    if policy and not policy.get("approve"):
+        body += f'<p class="error">The policy stops here: {h(policy.get("reasons"))}</p>'
+    checks = view.get("verification", {})
+    if checks:
+        body += "<h3>Verification</h3>" + table(
+            ("check", "status", "finding"),
+            [(h(name), h(check.get("status")), h(check.get("message"))) for name, check in checks.items()],
+        )
+    commands = view.get("commands", [])
+    body += "<h3>Exact commands</h3>" + (
+        "".join(f'<p><code class="command">{h(command)}</code></p>' for command in commands)
+        if commands
+        else missing("a command: this phase launches none")
+    )
+    production = production_lines(view.get("production", {}))
+    if production:
+        body += "<h3>Production</h3>" + "".join(f'<p><code class="command">{h(line)}</code></p>' for line in production)
+    paths = [(h(label), h(text)) for label, text in paths_lines(view) if label != "BLOCKED"]
+    if paths:
+        body += "<h3>Paths and research</h3>" + table((), paths)
+    body += "".join(f'<p class="error">Blocked: {h(reason)}</p>' for reason in view.get("blocked", []))
+    return body
+
+
+def failure_view(view: dict[str, Any]) -> str:
+    head = table((), [("<b>job</b>", h(view.get("job_id"))), ("<b>status</b>", h(view.get("status"))),
+                      ("<b>diagnosis</b>", h(view.get("diagnosis")))])  # fmt: skip
+    return head + f'<h3>Log tail</h3><pre class="log">{h(view.get("log_tail", ""))}</pre>'
+
+
+def answer_forms(run_id: str, gate_id: str, view: dict[str, Any], csrf: str, failure: bool) -> str:
+    action_url = f"/runs/{h(run_id)}/answer"
+    hidden = hidden_csrf(csrf) + f'<input type="hidden" name="gate_id" value="{h(gate_id)}">'
+    reason = '<label>reason <input type="text" name="reason" maxlength="2000"></label>'
+    buttons = "".join(
+        f'<button type="submit" name="action" value="{h(action)}" id="{h(action)}">{h(action)}</button> '
+        for action in (FAILURE_ACTIONS if failure else APPROVAL_ACTIONS)
+        if action != "edit"
+    )
+    forms = f'<form method="post" action="{action_url}" id="answer">{hidden}{reason} {buttons}</form>'
+    if failure:
+        return forms
+    fields = "".join(
+        f'<label>{h(key)} <input type="text" name="{h(SIZE_PREFIX + key)}" value="{h(value)}"></label>'
+        for key, value in view.get("sizes", {}).items()
+    )
+    forms += (
+        f'<details><summary>edit sizes</summary><form method="post" action="{action_url}" id="edit-form">{hidden}'
+        f'{fields}<br>{reason} <button type="submit" name="action" value="edit" id="edit">edit</button></form>'
+        "</details>"
+    )
+    return forms

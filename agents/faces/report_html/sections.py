@@ -1,0 +1,387 @@
+"""The report's sections, each an HTML fragment from the run's record. Every text that comes from the run is
+escaped with `h`; a section whose data the run lacks says so instead of drawing nothing."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+from eyas.agents.faces.report_html.charts import Chart, Series, bar_chart, gantt, line_chart
+from eyas.agents.faces.report_html.plan_accuracy import format_minutes, format_ratio, phase_times
+from eyas.agents.faces.report_html.record import RunRecord
+from eyas.graph.phases.report.node import EVALUATION_KEYS
+
+JOB_PHASES = ("data", "extract", "vocab", "train", "evaluate")
+_GPUS = re.compile(r"(\d+) x ")
+
+
+def h(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return "—" if value is None else str(value)
+
+
+def megabytes(count: float | None) -> str:
+    return "—" if count is None else f"{count / 1e6:,.2f} MB"
+
+
+def missing(what: str) -> str:
+    return f'<p class="missing">Not in this run: {h(what)}.</p>'
+
+
+def figure(chart: Chart, caption: str) -> str:
+    return (
+        f'<figure class="chart" data-points="{chart.points}">{chart.svg}'
+        f"<figcaption>{h(caption)} ({chart.points} points)</figcaption></figure>"
+    )
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A table of cells already escaped (or built from escaped parts)."""
+    head = "".join(f"<th>{h(header)}</th>" for header in headers)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    thead = f"<thead><tr>{head}</tr></thead>" if headers else ""
+    return f'<div class="scroll"><table>{thead}<tbody>{body}</tbody></table></div>'
+
+
+def section(anchor: str, title: str, body: str) -> str:
+    return f'<section id="{h(anchor)}"><h2>{h(title)}</h2>{body}</section>'
+
+
+# -- the summary ----------------------------------------------------------------------------------------------
+
+
+def results_by_k(evaluation: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The evaluation's result at each k measured (one k: the evaluation itself)."""
+    by_k = evaluation.get("by_k")
+    if isinstance(by_k, dict) and by_k:
+        return {str(k): result for k, result in by_k.items()}
+    return {str(evaluation.get("k", "?")): evaluation}
+
+
+def measured(result: dict[str, Any], key: str) -> str:
+    """A measure as a cell that carries its exact value, with its interval when the evaluation has one."""
+    value = result.get(key)
+    interval = (result.get("intervals") or {}).get(key)
+    shown = h(fmt(value))
+    if isinstance(interval, list) and len(interval) == 2 and None not in interval:
+        shown += f' <span class="ci">[{h(fmt(interval[0]))}, {h(fmt(interval[1]))}]</span>'
+    return f'<span data-key="{h(key)}" data-value="{h(value)}">{shown}</span>'
+
+
+def summary(record: RunRecord) -> str:
+    state = record.state
+    target = record.config.get("target", {})
+    rows = [
+        ("run", h(record.run_id)),
+        ("outcome", h(outcome(state))),
+        ("target", h(f"{target.get('model', '?')} at {target.get('base_url', '?')}") if target else "—"),
+        ("total time", h(hours_text(record.ended - record.started) if record.started and record.ended else "—")),
+        ("GPU-hours", h(gpu_hours(record))),
+        ("disk", h(disk_text(record))),
+        ("plan", h(state.get("plan", {}).get("verdict") or "no plan was made")),
+        ("verification", h(verification_verdict(state.get("verification", {})))),
+    ]
+    body = table((), [(f"<b>{h(name)}</b>", cell) for name, cell in rows])
+    evaluation = state.get("evaluation")
+    if evaluation:
+        results = results_by_k(evaluation)
+        measures = [(key, label) for key, label in EVALUATION_KEYS if key != "k"]
+        body += '<h3>Drafter, measured on held-out prompts at temperature 0</h3><div id="drafter-result">'
+        body += table(
+            ("k", *(label for _, label in measures)),
+            [(h(k), *(measured(result, key) for key, _ in measures)) for k, result in results.items()],
+        )
+        body += "</div>"  # fmt: skip
+        if not any("intervals" in result for result in results.values()):
+            body += missing("confidence intervals (this evaluation predates them)")
+    else:
+        body += missing("a drafter result: the run ended before its evaluation")
+    return section("summary", "Summary", body)
+
+
+def outcome(state: dict[str, Any]) -> str:
+    failure = state.get("failure")
+    if failure:
+        return f"failed: job {failure.get('job_id')} {failure.get('status')}: {failure.get('diagnosis')}"
+    if state.get("stopped"):
+        return f"stopped: {state['stopped']}"
+    return "finished" if state.get("evaluation") else f"not finished (last phase: {state.get('phase', 'none')})"
+
+
+def hours_text(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h ({seconds / 60:.1f} min)"
+
+
+def phase_seconds(record: RunRecord, phase: str) -> float:
+    return sum(span.end - span.start for span in record.spans if span.row == phase and span.kind != "wait")
+
+
+def gpu_hours(record: RunRecord) -> str:
+    job_seconds = sum(phase_seconds(record, phase) for phase in JOB_PHASES)
+    check = record.state.get("verification", {}).get("gpus", {})
+    found = _GPUS.match(check.get("message", "")) if check.get("status") == "ok" else None
+    if found is None:
+        return f"none: no GPU was found on the host; its jobs ran {hours_text(job_seconds)}"
+    gpus = int(found.group(1))
+    return f"{gpus * job_seconds / 3600:.2f} GPU-hours ({gpus} GPUs x {hours_text(job_seconds)} of jobs)"
+
+
+def disk_text(record: RunRecord) -> str:
+    plan = record.state.get("plan", {})
+    written = last_value(record.job_progress("extract"), "bytes")
+    planned = plan.get("phases", {}).get("extract", {}).get("disk_bytes")
+    parts = [f"hidden states {megabytes(written)} written against {megabytes(planned)} planned"]
+    if plan.get("needed_bytes") is not None:
+        parts.append(f"the whole run planned {megabytes(plan['needed_bytes'])} (other phases' bytes not measured)")
+    return "; ".join(parts)
+
+
+def verification_verdict(checks: dict[str, dict[str, str]]) -> str:
+    if not checks:
+        return "the host was not verified"
+    by_status: dict[str, list[str]] = {}
+    for name, check in checks.items():
+        by_status.setdefault(check.get("status", "?"), []).append(name)
+    return "; ".join(f"{status}: {', '.join(names)}" for status, names in by_status.items())
+
+
+def last_value(rows: list[dict[str, Any]], key: str) -> Any:
+    return next((row[key] for row in reversed(rows) if row.get(key) is not None), None)
+
+
+# -- the timeline -------------------------------------------------------------------------------------------
+
+
+def timeline(record: RunRecord) -> str:
+    if not record.spans or record.started is None:
+        return section("timeline", "Timeline", missing("a timeline: the transcript holds no node"))
+    body = figure(gantt("timeline", record.spans, record.started), "Phases (blue), gates (grey), waits for an "
+                  "answer (yellow) and failures (red)")  # fmt: skip
+    planned = [
+        (h(t.phase), h(format_minutes(t.planned_s)), h(format_minutes(t.actual_s)), h(format_ratio(t.ratio)))
+        for t in phase_times(record)
+    ]
+    if planned:
+        body += "<h3>Planned and actual time</h3>" + table(("phase", "planned", "took", "planned / took"), planned)
+    waits = [span for span in record.spans if span.kind == "wait"]
+    rows = [(h(span.row), h(span.label), h(f"{(span.end - span.start) / 60:.1f} min")) for span in waits]
+    body += table(("gate", "answer", "waited"), rows) if rows else "<p>No gate waited for an answer.</p>"
+    failures = [span for span in record.spans if span.kind == "failure"]
+    failure = record.state.get("failure")
+    lines = [f"{span.row}: {span.label}" for span in failures]
+    if failure:
+        lines.append(f"job {failure.get('job_id')} {failure.get('status')}: {failure.get('diagnosis')}")
+    retried = {phase: ids for phase, ids in record.state.get("jobs", {}).items() if len(ids) > 1}
+    lines += [f"{phase} ran {len(ids)} times: {', '.join(ids)}" for phase, ids in retried.items()]
+    body += "<h3>Failures and retries</h3>" + (
+        "<ul>" + "".join(f"<li>{h(line)}</li>" for line in lines) + "</ul>" if lines else "<p>None.</p>"
+    )
+    return section("timeline", "Timeline", body)
+
+
+# -- the phases ---------------------------------------------------------------------------------------------
+
+
+def minutes(rows: list[dict[str, Any]], origin: float) -> list[float]:
+    return [(float(row["time"]) - origin) / 60 for row in rows]
+
+
+def progress_chart(name: str, title: str, rows: list[dict[str, Any]], keys: Sequence[tuple[str, str]],
+                   origin: float, ylabel: str) -> Chart:  # fmt: skip
+    series = [Series(label, minutes(rows, origin), [row.get(key) for row in rows]) for key, label in keys]
+    return line_chart(name, title, "minutes since the run started", ylabel, series)
+
+
+def generation(record: RunRecord) -> str:
+    rows = [row for row in record.job_progress("data") if "done" in row and "time" in row]
+    if not rows or record.started is None:
+        return section("generation", "Generation", missing("generation progress (no job log was read)"))
+    origin = record.started
+    body = figure(progress_chart("gen-done", "Requests done", rows, (("done", "done"), ("failed", "failed")),
+                                 origin, "requests"), "Requests done and failed over time")  # fmt: skip
+    body += figure(progress_chart("gen-tps", "Generation throughput", rows, (("tokens_per_s", "tokens/s"),),
+                                  origin, "tokens/s"), "Tokens per second over time")  # fmt: skip
+    body += f"<p>{h(rows[-1].get('done'))} of {h(rows[-1].get('total'))} requests done, "
+    body += f"{h(last_value(rows, 'failed') or 0)} failed.</p>"
+    return section("generation", "Generation", body)
+
+
+def extraction(record: RunRecord) -> str:
+    rows = [row for row in record.job_progress("extract") if "done" in row and "time" in row]
+    if not rows or record.started is None:
+        return section("extraction", "Extraction", missing("extraction progress (no job log was read)"))
+    body = figure(progress_chart("ext-done", "Samples extracted", rows, (("done", "samples"),), record.started,
+                                 "samples"), "Samples over time")  # fmt: skip
+    planned = record.state.get("plan", {}).get("phases", {}).get("extract", {}).get("disk_bytes")
+    written = last_value(rows, "bytes")
+    if written is not None and planned:
+        bars = bar_chart("ext-bytes", "Hidden states: bytes", ["hidden states"],
+                         {"planned": [planned / 1e6], "written": [written / 1e6]}, "MB")  # fmt: skip
+        body += figure(bars, f"Written {megabytes(written)} against {megabytes(planned)} predicted")
+    else:
+        body += missing("the bytes written or the planner's prediction")
+    return section("extraction", "Extraction", body)
+
+
+def training(record: RunRecord) -> str:
+    curves = record.state.get("training")
+    if curves and curves.get("train"):
+        return section("training", "Training", training_curves(curves))
+    rows = [row for row in record.job_progress("train") if row.get("phase") == "train" and "loss" in row]
+    if not rows:
+        return section("training", "Training", missing("training curves (no metrics.jsonl, no progress lines)"))
+    body = missing("the drafter's metrics.jsonl curves (learning rate, validation): shown from the job log instead")
+    steps = [float(row["done"]) for row in rows]
+    body += figure(
+        line_chart(
+            "train-loss", "Training loss", "step", "loss", [Series("loss", steps, [row["loss"] for row in rows])]
+        ),
+        "Loss per step (job log)",
+    )
+    body += figure(accuracy_chart("train-acc", steps, [row.get("acc") or [] for row in rows]),
+                   "Accuracy per step and TTT position (job log)")  # fmt: skip
+    return section("training", "Training", body)
+
+
+def training_curves(curves: dict[str, list[dict[str, Any]]]) -> str:
+    train, val = curves["train"], curves.get("val", [])
+    steps = [float(row["step"]) for row in train]
+    loss = [Series("training", steps, [row.get("loss") for row in train])]
+    if val:
+        loss.append(Series("validation", [float(row["step"]) for row in val], [row.get("loss") for row in val],
+                           dashed=True))  # fmt: skip
+    body = figure(line_chart("train-loss", "Loss", "step", "loss", loss), "Loss per step, validation per epoch")
+    body += figure(accuracy_chart("train-acc", steps, [row.get("acc") or [] for row in train]),
+                   "Training accuracy per TTT position")  # fmt: skip
+    if any(row.get("lr") is not None for row in train):
+        lr = line_chart(
+            "train-lr", "Learning rate", "step", "lr", [Series("lr", steps, [row.get("lr") for row in train])]
+        )
+        body += figure(lr, "Learning rate per step")
+    else:
+        body += missing("the learning rate")
+    if val:
+        rows = [(h(row.get("epoch")), h(row["step"]), h(fmt(row.get("loss"))),
+                 h(", ".join(fmt(value) for value in row.get("acc") or []))) for row in val]  # fmt: skip
+        body += table(("epoch", "step", "validation loss", "accuracy by position"), rows)
+    else:
+        body += missing("validation rows")
+    return body
+
+
+def accuracy_chart(name: str, steps: list[float], accuracies: list[list[float]]) -> Chart:
+    positions = max((len(acc) for acc in accuracies), default=0)
+    series = [
+        Series(
+            f"position {position + 1}", steps, [acc[position] if position < len(acc) else None for acc in accuracies]
+        )
+        for position in range(positions)
+    ]
+    return line_chart(name, "Accuracy", "step", "accuracy", series)
+
+
+def evaluation(record: RunRecord) -> str:
+    evaluation = record.state.get("evaluation")
+    if not evaluation:
+        return section("evaluation", "Evaluation", missing("an evaluation: the run ended before it"))
+    results = results_by_k(evaluation)
+    positions = max(len(result.get("per_position") or []) for result in results.values())
+    categories = [f"position {position + 1}" for position in range(positions)]
+    groups = {f"k={k}": _padded(result.get("per_position") or [], positions) for k, result in results.items()}
+    errors: dict[str, tuple[Sequence[float], Sequence[float]]] = {}
+    for k, result in results.items():
+        bounds = (result.get("intervals") or {}).get("per_position") or []
+        if len(bounds) == positions and all(isinstance(b, list) and None not in b for b in bounds):
+            errors[f"k={k}"] = ([b[0] for b in bounds], [b[1] for b in bounds])
+    chart = bar_chart("eval-pos", "Acceptance by draft position", categories, groups, "acceptance rate", errors)
+    body = figure(chart, "Acceptance per position for each k" + (" (95% intervals)" if errors else ""))
+    speeds: dict[str, list[float]] = {"baseline": [], "speculative": []}
+    for result in results.values():
+        speeds["baseline"].append(float(result.get("tokens_per_s_baseline") or 0.0))
+        speeds["speculative"].append(float(result.get("tokens_per_s_speculative") or 0.0))
+    chart = bar_chart("eval-tps", "Decode speed", [f"k={k}" for k in results], speeds, "tokens/s")
+    body += figure(chart, "Tokens per second without and with the drafter")
+    return section("evaluation", "Evaluation", body)
+
+
+def production(record: RunRecord) -> str:
+    """What the run did to production: each stop and its downtime, and the deploy with production before and after."""
+    stops = (record.state.get("production") or {}).get("stops", [])
+    deploy = record.deploy
+    phase = record.state.get("deploy") or {}  # the deploy phase's outcome, when the run reached it
+    if not stops and not deploy and not phase:
+        return section("production", "Production", "<p>The run neither stopped production nor deployed to it.</p>")
+    body = ""
+    if phase and phase.get("status") not in ("kept", "rolled_back"):
+        body += f"<p><strong>Drafter not deployed ({h(phase['status'])}):</strong> {h(phase['reason'])}</p>"
+    if stops:
+        rows = [[h(stop["phase"]), h(f"{stop['service']} ({stop['backend']})"), h(f"{stop['downtime_s']:.0f} s"),
+                 h(f"{stop['load_s']:.0f} s" if stop.get("load_s") is not None else "?"),
+                 h(stop["restarted_because"])] for stop in stops]  # fmt: skip
+        body += table(["phase", "service", "downtime", "load", "restarted because"], rows)
+    if deploy:
+        verdict = "kept" if deploy["kept"] else "rolled back"
+        body += f"<p><strong>Drafter {verdict}:</strong> {h(deploy['reason'])}</p>"
+        if deploy.get("downtime_s") is not None:
+            body += f"<p>Production was down {deploy['downtime_s']:.0f} s (each restart until healthy again).</p>"
+        rows = [
+            [h(label), fmt(probe["tokens_per_s"]), fmt(probe.get("mean_acceptance_length")),
+             fmt(probe.get("acceptance_rate")), h(probe["requests"])]
+            for label, probe in (("before", deploy.get("before")), ("with the drafter", deploy.get("after"))) if probe
+        ]  # fmt: skip
+        body += table(["production", "tokens/s", "mean acceptance length", "acceptance rate", "probe requests"], rows)
+        body += f"<p>Drop-in {h(deploy['drop_in'])}:</p><pre>{h(deploy.get('drop_in_text', ''))}</pre>"
+    return section("production", "Production", body)
+
+
+def _padded(values: list[float], length: int) -> list[float]:
+    return [float(value) for value in values] + [0.0] * (length - len(values))
+
+
+# -- plan, verification, decisions, research ------------------------------------------------------------------
+
+
+def plan_against_actual(record: RunRecord) -> str:
+    phases = record.state.get("plan", {}).get("phases", {})
+    if not phases:
+        return section("plan", "Plan against actual", missing("a plan"))
+    written = {"extract": last_value(record.job_progress("extract"), "bytes")}
+    rows = []
+    for phase, planned in phases.items():
+        actual = phase_seconds(record, phase)
+        rows.append((h(phase), h(fmt(planned.get("phase_hours"))), h(fmt(actual / 3600) if actual else "not run"),
+                     h(megabytes(planned.get("disk_bytes"))), h(megabytes(written.get(phase)) if written.get(phase)
+                     else "not measured")))  # fmt: skip
+    body = table(("phase", "planned hours", "actual hours", "planned bytes", "written bytes"), rows)
+    return section("plan", "Plan against actual", body)
+
+
+def verification(record: RunRecord) -> str:
+    checks = record.state.get("verification", {})
+    if not checks:
+        return section("verification", "Verification", missing("a verification of the host"))
+    rows = [(h(name), f'<span class="status {h(check.get("status"))}">{h(check.get("status"))}</span>',
+             h(check.get("message", ""))) for name, check in checks.items()]  # fmt: skip
+    return section("verification", "Verification", table(("check", "status", "finding"), rows))
+
+
+def decisions(record: RunRecord) -> str:
+    made = record.state.get("decisions", [])
+    if not made:
+        return section("decisions", "Decisions", missing("a decision at any gate"))
+    rows = [(h(d.get("gate")), h(d.get("action")), h(d.get("who")), h(d.get("reason"))) for d in made]
+    return section("decisions", "Decisions", table(("gate", "decision", "by", "why"), rows))
+
+
+def research(record: RunRecord) -> str:
+    text = record.state.get("research")
+    if not text:
+        return section("research", "Research", missing("a research summary (no [agent] LLM was configured)"))
+    return section("research", "Research", f'<div class="research">{h(text)}</div>')

@@ -1,0 +1,60 @@
+"""The data phase on the host: synthetic generation and the drafter download, as detached jobs side by side.
+
+Both run with the ML environment's absolute interpreter path (HostConfig.python): a bare `python` in a
+detached job finds whatever a non-interactive PATH holds, which is rarely the venv with vLLM. Launching is
+idempotent by job id (eyas.tools.jobs.detached), so a resumed controller re-attaches instead of starting twice; a
+generation job that was killed is launched again under a new id (or after `forget`) and resumes from its
+output file.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.request import optional_flags, workload_job
+from eyas.tools.settings.config import HostConfig, TargetConfig, secret
+
+
+class GenerationSettings(BaseModel):
+    """generate.py's options that a run chooses; the rest keep the script's defaults."""
+
+    input: str = Field(description="prompts JSONL on the host")
+    output: str = Field(description="generated JSONL on the host (appended to, resumed from)")
+    base_url: str | None = Field(None, description="the server as the HOST reaches it; default target.base_url")
+    concurrency: int = Field(64, ge=1)
+    max_tokens: int = Field(2048, ge=1, description="longest answer per turn")
+    temperature: float | None = None
+    limit: int | None = Field(None, ge=1)
+    progress_every: float = Field(10.0, gt=0)
+    shard: tuple[int, int] = Field((0, 1), description="(I, N): the samples whose id hashes to shard I of N")
+
+
+def generation_spec(
+    job_id: str, host_config: HostConfig, target: TargetConfig, workloads: str, settings: GenerationSettings
+) -> JobSpec:
+    flags = [
+        "--input", settings.input, "--output", settings.output,
+        "--base-url", settings.base_url or target.base_url, "--model", target.model,
+        "--concurrency", str(settings.concurrency), "--max-tokens", str(settings.max_tokens),
+        "--progress-every", str(settings.progress_every),
+    ]  # fmt: skip
+    if settings.shard != (0, 1):
+        flags += ["--shard", f"{settings.shard[0]}/{settings.shard[1]}"]
+    flags += optional_flags({"--temperature": settings.temperature, "--limit": settings.limit})
+    secrets: dict[str, str] = {}
+    key = secret(target.api_key_env)
+    if target.api_key_env and key:
+        # The job reads the key from its environment, filled from a file in its directory only the owner reads.
+        flags += ["--api-key-env", target.api_key_env]
+        secrets[target.api_key_env] = key
+    return workload_job(job_id, host_config, workloads, "generate.py", flags, secrets=secrets, cwd=host_config.workdir)
+
+
+def download_spec(
+    job_id: str, host_config: HostConfig, workloads: str, source: str, out: str, target: str | None = None
+) -> JobSpec:
+    """`source` is a hub repo id (downloaded into `out`) or a directory on the host (validated, used as is); with
+    the target's directory, a drafter that does not fit it fails the job (download.py --target)."""
+    flags = ["--source", source, "--out", out] + (["--target", target] if target else [])
+    return workload_job(job_id, host_config, workloads, "download.py", flags, cwd=host_config.workdir)

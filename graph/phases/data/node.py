@@ -1,0 +1,111 @@
+"""Synthetic data: the target answers the prompt set (hours of GPU time), while the drafter to finetune
+from, if any, downloads beside it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from eyas.graph.context import RunContext
+from eyas.graph.phases.data.jobs import GenerationSettings, download_spec, generation_spec
+from eyas.graph.state import RunState, run_sizes
+from eyas.tools.errors import ConfigError
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.settings.sizes import PROMPT_SET
+
+CHARS_PER_TOKEN = 3  # a prompt of n characters is taken to be at most n / 3 tokens (English averages about 4)
+
+
+def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
+    sizes = run_sizes(state)
+    settings = GenerationSettings(
+        input=ctx.artifact("prompts"),
+        output=ctx.artifact("conversations"),
+        concurrency=sizes.concurrency,
+        max_tokens=sizes.max_tokens,
+        limit=sizes.samples,
+        temperature=0.0,
+    )
+    run_id = ctx.run.run_id
+    endpoints = ctx.config.cluster.endpoints
+    if len(endpoints) < 2:
+        specs = [generation_spec(f"{run_id}.generate", ctx.host_config, ctx.config.target, ctx.workloads_dir, settings)]
+    else:
+        # One job per endpoint, each with a disjoint share of the prompts (by a hash of their ids) and its own
+        # output: a shard that fails is retried alone and resumes from its own file; the extract phase joins them.
+        n = len(endpoints)
+        specs = [
+            generation_spec(
+                f"{run_id}.generate-{i}",
+                ctx.host_config,
+                ctx.config.target,
+                ctx.workloads_dir,
+                settings.model_copy(update={"base_url": url, "output": shard_output(ctx, i, n), "shard": (i, n)}),
+            )
+            for i, url in enumerate(endpoints)
+        ]
+    base = ctx.config.pipeline.drafter_base
+    if base:
+        target = ctx.config.target.model_dir
+        specs.append(
+            download_spec(f"{run_id}.download", ctx.host_config, ctx.workloads_dir, base, drafter_base_dir(ctx), target)
+        )
+    return specs
+
+
+def shard_output(ctx: RunContext, index: int, shards: int) -> str:
+    """Where generation shard `index` of `shards` writes its conversations on the host."""
+    return ctx.artifact("conversations").removesuffix(".jsonl") + f".shard-{index}-of-{shards}.jsonl"
+
+
+def join_shards(ctx: RunContext, state: RunState) -> dict[str, Any]:
+    """The extract phase's setup: when generation ran in shards, their outputs (disjoint by construction, each
+    sample once in its shard) become the run's one conversations file. Rewritten whole, so a rerun is harmless."""
+    shards = [job for job in state.get("jobs", {}).get("data", []) if ".generate-" in job]
+    if not shards:
+        return {}
+    parts = [shard_output(ctx, i, len(shards)) for i in range(len(shards))]
+    target = ctx.artifact("conversations")
+    command = f"cat {' '.join(map(shlex.quote, parts))} > {shlex.quote(target + '.tmp')} && mv "
+    command += f"{shlex.quote(target + '.tmp')} {shlex.quote(target)}"
+    ctx.host.run(command, timeout=3600).check("Joining the generation shards into one conversations file")
+    return {}
+
+
+def drafter_base_dir(ctx: RunContext) -> str:
+    base = ctx.config.pipeline.drafter_base or ""
+    return base if base.startswith("/") else ctx.artifact("drafter_base")
+
+
+def split_command(ctx: RunContext, state: RunState) -> str:
+    """The host command that writes the run's training and held-out prompts (prompt_split.py)."""
+    sizes = run_sizes(state)
+    source = ctx.artifact("prompt_set") if sizes.prompt_source == "shipped" else sizes.prompt_source
+    argv = [
+        ctx.host_config.python, f"{ctx.workloads_dir}/prompt_split.py", "--source", source,
+        "--train", str(sizes.samples), "--held-out", str(sizes.held_out),
+        "--train-out", ctx.artifact("prompts"), "--held-out-out", ctx.artifact("held_out"),
+        "--max-prompt-chars", str(max(1, (sizes.max_seq_len - sizes.max_tokens) * CHARS_PER_TOKEN)),
+    ]  # fmt: skip
+    return shlex.join(argv)
+
+
+def setup(ctx: RunContext, state: RunState) -> dict[str, Any]:
+    """Split the run's prompt source into training and held-out prompts on the host (by a hash of each
+    conversation id, so no held-out prompt is ever trained on); the summary goes into the run's state."""
+    if run_sizes(state).prompt_source == "shipped":
+        ctx.host.write_text(ctx.artifact("prompt_set"), PROMPT_SET.read_text())
+    ctx.host.run(f"mkdir -p {shlex.quote(ctx.artifact('prompts').rsplit('/', 1)[0])}", timeout=30).check(
+        "Creating the run's data directory"
+    )
+    result = ctx.host.run(split_command(ctx, state), timeout=600)
+    result.check("Splitting the prompt source into training and held-out prompts")
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    if summary["train"] == 0 or summary["held_out"] == 0:
+        raise ConfigError(
+            f"The prompt source {summary['source']} gave {summary['train']} training and {summary['held_out']} "
+            "held-out prompts; both need at least one. Choose another source (`--prompts`), or a file with more "
+            "rows that have an id and a prompt."
+        )
+    return {"prompts": summary}

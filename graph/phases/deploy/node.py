@@ -1,0 +1,274 @@
+"""Deploy: the trained drafter into production, the runbook's last step, behind its own gate.
+
+The gate shows what an operator woken at 3 a.m. decides on: the evaluation's acceptance length and speedup (with
+their intervals) against the thresholds, production's exact argv before and after (only its --speculative-config
+is set), the expected downtime (production's last start-to-healthy time) and what a rollback does. The deploy node
+then does what `eyas deploy RUN` does (tools/service/deploy.py): measure production, restart it with the drafter,
+measure again from its own /metrics, and keep the drafter or roll back. Before it touches production it leaves
+graph/downtime.py's record naming the drop-in: a run that dies mid-deploy is rolled back by `eyas resume` before
+anything else, and the deploy node, run again, deploys from a clean production.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from eyas.graph.context import RunContext
+from eyas.graph.downtime import RECORD, log_stop, restore, stop_start_commands, summary, write_record
+from eyas.graph.phases.plan.node import production_load
+from eyas.graph.policy import Policy, judge_deploy
+from eyas.graph.runs import RunDir
+from eyas.graph.state import DeployOutcome, DeployStatus, GateAnswer, RunState, run_sizes
+from eyas.tools.errors import EyasError
+from eyas.tools.private_files import write_private
+from eyas.tools.service.base import Service, ServiceError
+from eyas.tools.service.choose import production_service
+from eyas.tools.service.deploy import DeployResult, Thresholds, deploy, drop_in_text
+
+DEPLOY_FILE = "deploy.json"  # the full result in the run folder (owner-only): probes, drop-in, argv
+CHOICES = ("approve", "reject")  # an edit has nothing to change here
+EVALUATION_SHOWN = ("mean_acceptance_length", "acceptance_rate", "speedup", "k", "prompts", "outputs_identical",
+                    "intervals")  # fmt: skip
+
+
+def run_policy(ctx: RunContext) -> Policy:
+    """The run's policy; a run without one (a person at the terminal) has the defaults' thresholds and mode."""
+    return ctx.policy or Policy()
+
+
+def read_evaluation(ctx: RunContext) -> dict[str, Any] | None:
+    """evaluation.json as the evaluate phase wrote it on the host, None when it is not there."""
+    path = ctx.artifact("evaluation")
+    return json.loads(ctx.host.read_text(path)) if ctx.host.exists(path) else None
+
+
+def planned_change(ctx: RunContext, drafter_dir: str, k: int) -> tuple[Service, DeployResult]:
+    """The production service and the change a deploy makes to it (not made yet): the drop-in and both argvs.
+    Refused, before anything is touched, when eyas's drop-in is there already (a drafter deployed and not rolled
+    back)."""
+    service = production_service(ctx.config, ctx.host, ctx.http, ctx.clock)
+    unit = service.effective_unit()
+    path = service.drop_in_path()
+    if service.host.exists(path):
+        raise ServiceError(
+            f"A drafter is deployed already ({path} exists): run `eyas rollback RUN` for the run that deployed it, "
+            "then `eyas deploy RUN` for this one."
+        )
+    text, argv = drop_in_text(unit, drafter_dir, k)
+    return service, DeployResult(kept=False, reason="not deployed yet", drop_in=path, drop_in_text=text,
+                                 argv_before=unit.exec_start, argv_deployed=argv)  # fmt: skip
+
+
+def expected_restart(ctx: RunContext, state: RunState) -> tuple[float, str]:
+    """Seconds one restart keeps production down: its last start-to-healthy time (a stop this run measured, else
+    the plan's load time, else target.load_time_s or a guess)."""
+    measured = any(stop.get("load_s") for stop in state.get("production", {}).get("stops", []))
+    planned = state.get("plan", {}).get("production_load") or {}
+    if not measured and planned.get("load_s"):
+        return float(planned["load_s"]), str(planned.get("source", "the plan"))
+    return production_load(ctx, state, None)
+
+
+def steps(ctx: RunContext, planned: DeployResult, thresholds: Thresholds) -> tuple[list[str], list[str]]:
+    """The exact deploy, and the exact rollback (after a failed measure or a start that fails, or by hand)."""
+    stop, start = stop_start_commands(ctx)
+    reload = ["systemctl daemon-reload"] if ctx.config.target.unit else []
+    keep = f"mean acceptance length >= {thresholds.min_acceptance_length:g}" + (
+        f" and speedup >= {thresholds.min_speedup:g}x" if thresholds.min_speedup is not None else ""
+    )
+    probe = f"{thresholds.probe_requests} probe requests at temperature 0; acceptance from production's /metrics"
+    deploy_steps = [
+        f"measure production: {probe}",
+        f"cat > {shlex.quote(planned.drop_in)} <<'EOF'\n{planned.drop_in_text}EOF",
+        *reload,
+        stop,
+        f"{start}; then wait for the deep health check",
+        f"measure again ({probe}); keep the drafter at {keep}, else roll back",
+    ]
+    rollback_steps = [
+        f"rm -f -- {shlex.quote(planned.drop_in)}",
+        *reload,
+        stop,
+        f"{start}; then wait for the deep health check and check it runs its old argv",
+    ]
+    return deploy_steps, rollback_steps
+
+
+def _figures(evaluation: dict[str, Any] | None, policy: Policy, restart_s: float, source: str) -> dict[str, Any]:
+    """The gate's numbers, side by side with the thresholds the deployed drafter is held to."""
+    evaluation = evaluation or {}
+    intervals = evaluation.get("intervals") or {}
+
+    def measured(key: str, unit: str = "") -> str:
+        value, bounds = evaluation.get(key), intervals.get(key)
+        if value is None:
+            return "not measured"
+        shown = f"{value:.3f}{unit}"
+        if bounds and None not in bounds:
+            shown += f" ({intervals.get('level', 0.95):.0%} interval {bounds[0]:.3f}-{bounds[1]:.3f})"
+        return shown
+
+    speedup_threshold = policy.deploy_min_speedup
+    return {
+        "evaluation mean acceptance length": measured("mean_acceptance_length"),
+        "threshold mean acceptance length": policy.deploy_min_acceptance_length,
+        "evaluation speedup": measured("speedup", "x"),
+        "threshold speedup": f"{speedup_threshold:g}x" if speedup_threshold is not None else "none",
+        "expected downtime": f"{restart_s:.0f} s per restart ({source}); a rollback restarts once more",
+    }
+
+
+def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
+    """What the deploy gate shows (and `eyas run --dry-run` lists): the numbers, the change, the downtime, the
+    rollback. A deploy that cannot happen says why instead of its change."""
+    policy = run_policy(ctx)
+    thresholds = policy.deploy_thresholds()
+    evaluation = read_evaluation(ctx) if "evaluate" in state.get("jobs", {}) else None
+    drafter = state.get("artifacts", {}).get("drafter") or ctx.artifact("drafter")
+    k = run_sizes(state).num_speculative_tokens
+    restart_s, source = expected_restart(ctx, state)
+    change: dict[str, Any] = {"drafter": drafter, "k": k, "thresholds": thresholds.model_dump(),
+                              "expected_downtime_s": restart_s, "downtime_source": source}  # fmt: skip
+    view: dict[str, Any] = {"kind": "gate", "phase": "deploy", "host": ctx.host.name, "choices": list(CHOICES),
+                            "estimate": _figures(evaluation, policy, restart_s, source)}  # fmt: skip
+    try:
+        service, planned = planned_change(ctx, drafter, k)
+    except EyasError as exc:
+        change["error"] = f"the deploy cannot be made: {exc}"
+        view["commands"] = []
+    else:
+        deploy_steps, rollback_steps = steps(ctx, planned, thresholds)
+        gpus = [gpu["index"] for gpu in (state.get("gpus") or {}).get("gpus", []) if gpu.get("production")]
+        change.update(service=service.name, backend=service.backend, drop_in=planned.drop_in,
+                      drop_in_text=planned.drop_in_text, argv_before=planned.argv_before,
+                      argv_after=planned.argv_deployed, rollback=rollback_steps)  # fmt: skip
+        view["commands"] = deploy_steps
+        view["production"] = {
+            "deploy": {
+                "action": "restart",
+                "downtime_hours": restart_s / 3600,
+                "gpus": gpus,
+                "reason": f"{service.name} ({service.backend}) restarts with the drafter; if production's own counters "
+                "miss the thresholds, or it does not come up or answer, eyas rolls back (a second restart) with:",
+                "commands": rollback_steps,
+                "servers": {"servers": {"before": planned.argv_before, "after": planned.argv_deployed}},
+            }
+        }
+    view["deploy"] = change
+    if evaluation is not None:
+        view["deploy"]["evaluation"] = {key: evaluation.get(key) for key in EVALUATION_SHOWN}
+    if ctx.policy is not None:
+        verdict = judge_deploy(policy, evaluation)
+        if "error" in change:
+            verdict = verdict.model_copy(update={"approve": False, "reasons": [change["error"], *verdict.reasons]})
+        view["policy"] = {"approve": verdict.approve, "reasons": verdict.summary}
+    return view
+
+
+def outcome(status: DeployStatus, reason: str, drafter: str | None, argv: list[str]) -> DeployOutcome:
+    """A deploy that did not change production (rejected, skipped, refused)."""
+    return DeployOutcome(status=status, reason=reason, drafter=drafter, mean_acceptance_length=None,
+                         acceptance_rate=None, tokens_per_s_before=None, tokens_per_s_after=None, downtime_s=None,
+                         argv_before=argv, argv_after=argv)  # fmt: skip
+
+
+def measured_outcome(result: DeployResult, drafter: str) -> DeployOutcome:
+    """The outcome of a deploy that restarted production: what its own counters measured, and what it runs now."""
+    after = result.after
+    return DeployOutcome(
+        status="kept" if result.kept else "rolled_back", reason=result.reason, drafter=drafter,
+        mean_acceptance_length=after.mean_acceptance_length if after else None,
+        acceptance_rate=after.acceptance_rate if after else None,
+        tokens_per_s_before=result.before.tokens_per_s if result.before else None,
+        tokens_per_s_after=after.tokens_per_s if after else None, downtime_s=result.downtime_s,
+        argv_before=result.argv_before, argv_after=result.argv_deployed if result.kept else result.argv_before,
+    )  # fmt: skip
+
+
+def gate_deploy(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Ask before production changes. A "skip" policy has no deploy phase; "auto" approves by the thresholds."""
+    ctx = runtime.context
+    if run_policy(ctx).deploy == "skip":
+        reason = 'the policy\'s deploy = "skip"; `eyas deploy RUN` puts the drafter into production by hand'
+        return {"deploy": outcome("skipped", reason, state.get("artifacts", {}).get("drafter"), [])}
+    view = ctx.boundary.node("gate_deploy", lambda s, r: deploy_view(r.context, s), state, runtime)
+    policy = view.get("policy")
+    if policy and policy["approve"]:
+        return {"decisions": [GateAnswer(action="approve", reason=policy["reasons"], who="policy").decision("deploy")]}
+    answer = GateAnswer.model_validate(interrupt(view))
+    if answer.action not in CHOICES:
+        raise ValueError(f"The deploy gate takes {' or '.join(CHOICES)}, got {answer.action!r}.")
+    update: dict[str, Any] = {"decisions": [answer.decision("deploy")]}
+    if answer.action == "reject":
+        argv = view["deploy"].get("argv_before", [])
+        reason = f"rejected at the deploy gate: {answer.reason or 'no reason given'}; production untouched"
+        update["deploy"] = outcome("rejected", reason, view["deploy"]["drafter"], argv)
+    return update
+
+
+def after_deploy_gate(state: RunState) -> Literal["deploy", "report"]:
+    decision = state["decisions"][-1] if state.get("decisions") else None
+    approved = decision is not None and decision["gate"] == "deploy" and decision["action"] == "approve"
+    return "deploy" if approved and "deploy" not in state else "report"
+
+
+def deploy_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Deploy the approved drafter. Run again after a crash (production rolled back by `eyas resume` first), it
+    deploys again, unless its saved result still describes production."""
+    ctx = runtime.context
+    drafter = state["artifacts"]["drafter"]
+    k = run_sizes(state).num_speculative_tokens
+    saved = saved_result(ctx)
+    if saved is not None:
+        return _ended(ctx, measured_outcome(saved, drafter))
+    try:
+        service, planned = planned_change(ctx, drafter, k)
+    except EyasError as exc:
+        ctx.on_note(f"deploy: not deployed: {exc}")
+        return _ended(ctx, outcome("failed", f"not deployed, production untouched: {exc}", drafter, []))
+    write_record(ctx, service, "deploy", planned)
+    stopped_at = ctx.clock.now()
+    try:
+        result = deploy(service, ctx.config.target, ctx.http, ctx.clock, drafter, k,
+                        run_policy(ctx).deploy_thresholds(), ctx.on_note)  # fmt: skip
+    except ServiceError as exc:
+        # Production did not answer before the change, or the deploy's own rollback failed: roll back from the
+        # record (if that fails too, the record stays for `eyas resume`).
+        restore(ctx, f"the deploy failed: {exc}")
+        failed = outcome("failed", f"the deploy failed and was rolled back: {exc}", drafter, planned.argv_before)
+        return _ended(ctx, failed)
+    save_result(ctx.run, result)
+    verdict = "drafter kept" if result.kept else "drafter rolled back"
+    log_stop(ctx, {"phase": "deploy", "service": service.name, "backend": service.backend,
+                   "stopped_at": stopped_at, "healthy_at": ctx.clock.now(), "downtime_s": result.downtime_s or 0.0,
+                   "load_s": result.rollback_restart_s or result.restart_s,
+                   "restarted_because": f"deploy: {verdict}: {result.reason}"})  # fmt: skip
+    (ctx.run.root / RECORD).unlink(missing_ok=True)
+    ctx.on_note(f"deploy: {verdict}: {result.reason}")
+    return _ended(ctx, measured_outcome(result, drafter))
+
+
+def _ended(ctx: RunContext, ended: DeployOutcome) -> dict[str, Any]:
+    return {"phase": "deploy", "deploy": ended, "production": summary(ctx.run)}
+
+
+def save_result(run: RunDir, result: DeployResult) -> None:
+    """deploy.json: the whole result (both probes, the drop-in, both argvs), readable by the run's owner only."""
+    write_private(run.root / DEPLOY_FILE, result.model_dump_json(indent=2) + "\n")
+
+
+def saved_result(ctx: RunContext) -> DeployResult | None:
+    """This run's saved deploy when it still describes production: kept with its drop-in in place, or rolled back
+    with none; and no unfinished deploy on record."""
+    path = ctx.run.root / DEPLOY_FILE
+    if not path.exists() or (ctx.run.root / RECORD).exists():
+        return None
+    result = DeployResult.model_validate(json.loads(path.read_text()))
+    present = ctx.host.exists(result.drop_in)
+    matches = present and ctx.host.read_text(result.drop_in) == result.drop_in_text
+    return result if (result.kept and matches) or (not result.kept and not present) else None

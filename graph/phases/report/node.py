@@ -1,0 +1,191 @@
+"""The morning report: what ran, what each gate decided and why, and what the drafter measured."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from eyas.graph.context import RunContext
+from eyas.graph.downtime import LOG, restore, summary
+from eyas.graph.phases.deploy.node import DEPLOY_FILE
+from eyas.graph.state import DeployOutcome, RunState
+
+EVALUATION_KEYS = (
+    ("mean_acceptance_length", "mean acceptance length"),
+    ("acceptance_rate", "acceptance rate"),
+    ("tokens_per_s_baseline", "tokens/s without drafter"),
+    ("tokens_per_s_speculative", "tokens/s with drafter"),
+    ("speedup", "speedup"),
+    ("k", "speculative tokens (k)"),
+    ("outputs_identical", "outputs identical at temperature 0"),
+)
+
+
+def render_report(state: RunState, ctx: RunContext) -> str:
+    lines = [f"# eyas run {state.get('run_id', ctx.run.run_id)}", ""]
+    outcome = state.get("stopped") or ("finished" if state.get("evaluation") else "ended early")
+    lines += [f"**Outcome:** {outcome}", f"**Host:** {ctx.host.name}; target {ctx.config.target.base_url}", ""]
+    if state.get("sizes"):
+        lines += ["**Sizes:** " + ", ".join(f"{k}={v}" for k, v in state["sizes"].items()), ""]
+    if state.get("prompts"):
+        lines += [prompts_line(state["prompts"]), ""]
+    lines += ["## Verification", "", "| check | status | finding |", "|---|---|---|"]
+    lines += [f"| {name} | {c['status']} | {c['message']} |" for name, c in state.get("verification", {}).items()]
+    plan = state.get("plan", {})
+    if plan:
+        lines += ["", "## Plan", "", plan.get("verdict", ""), ""]
+    lines += ["", "## Gates", "", "| gate | decision | by | reason |", "|---|---|---|---|"]
+    lines += [f"| {d['gate']} | {d['action']} | {d['who']} | {d['reason']} |" for d in state.get("decisions", [])]
+    lines += ["", "## Jobs", ""]
+    lines += [f"- {phase}: {', '.join(ids)}" for phase, ids in state.get("jobs", {}).items()]
+    evaluation = state.get("evaluation")
+    if evaluation:
+        lines += ["", "## Evaluation", "", "| measure | value |", "|---|---|"]
+        lines += [f"| {label} | {_fmt(evaluation.get(key))} |" for key, label in EVALUATION_KEYS if key in evaluation]
+        per_position = evaluation.get("per_position")
+        if per_position:
+            rates = ", ".join(f"{position + 1}: {_fmt(rate)}" for position, rate in enumerate(per_position))
+            lines += ["", f"Acceptance by draft position: {rates}"]
+    if state.get("training"):
+        lines += training_lines(state["training"])
+    if state.get("production"):
+        lines += production_lines(state["production"])
+    failure = state.get("failure")
+    if failure:
+        lines += ["", "## Failure", "", f"{failure['job_id']} {failure['status']}: {failure['diagnosis']}"]
+    lines += ["", "## Files on the host", ""]
+    lines += [f"- {name}: {path}" for name, path in state.get("artifacts", {}).items()]
+    if state.get("deploy"):
+        # Last, as `eyas deploy` and `eyas rollback` replace it (with_deploy).
+        saved = ctx.run.root / DEPLOY_FILE
+        lines += ["", *deploy_section(state["deploy"], json.loads(saved.read_text()) if saved.exists() else None)]
+    return "\n".join(lines) + "\n"
+
+
+def prompts_line(split: dict[str, Any]) -> str:
+    return (
+        f"**Prompts:** {split['source']}: {split['train']:,} for training, {split['held_out']:,} held out "
+        f"({split['held_out_percent']:g}% of conversations, by a hash of their id; never trained on)"
+    )
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+CURVE_POINTS = 200  # training rows kept in the state and the report: enough to plot, small in the checkpoint
+
+
+def training_curves(metrics_jsonl: str) -> dict[str, list[dict[str, Any]]]:
+    """The drafter's metrics.jsonl as curves: every validation row, and at most CURVE_POINTS training rows, evenly
+    spaced (the last kept); a step written twice by a resumed run counts once, its last row."""
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for line in metrics_jsonl.splitlines():
+        try:
+            row = json.loads(line)
+            rows[(str(row["split"]), int(row["step"]))] = row
+        except (ValueError, KeyError, TypeError):
+            continue  # a torn line
+    by_step = [rows[key] for key in sorted(rows, key=lambda key: key[1])]
+    train = [row for row in by_step if row["split"] == "train"]
+    stride = max(1, -(-len(train) // CURVE_POINTS))
+    return {"train": train[::-1][::stride][::-1], "val": [row for row in by_step if row["split"] == "val"]}
+
+
+def training_lines(curves: dict[str, list[dict[str, Any]]]) -> list[str]:
+    lines = [
+        "",
+        "## Training",
+        "",
+        "| epoch | step | validation loss | accuracy by draft position |",
+        "|---|---|---|---|",
+    ]
+    for row in curves["val"]:
+        accuracy = ", ".join(_fmt(value) for value in row.get("acc", []))
+        lines.append(f"| {row.get('epoch')} | {row['step']} | {_fmt(row.get('loss'))} | {accuracy} |")
+    if curves["train"]:
+        last = curves["train"][-1]
+        lines += [
+            "",
+            f"Last step {last['step']}: training loss {_fmt(last.get('loss'))} (curves: `training` in the state).",
+        ]
+    return lines
+
+
+def production_lines(production: dict[str, Any]) -> list[str]:
+    lines = ["", "## Production downtime", ""]
+    if production.get("stopped_now"):
+        lines += ["**Production is stopped now**: `eyas resume` starts it again first.", ""]
+    lines += ["| phase | service | downtime | load | restarted because |", "|---|---|---|---|---|"]
+    for stop in production.get("stops", []):
+        load = f"{stop['load_s']:.0f} s" if stop.get("load_s") is not None else "?"
+        lines.append(
+            f"| {stop['phase']} | {stop['service']} ({stop['backend']}) | {stop['downtime_s']:.0f} s | {load} | "
+            f"{stop['restarted_because']} |"
+        )
+    return lines
+
+
+DEPLOY_HEADING = "## Deploy"
+
+
+def deploy_lines(deploy: dict[str, Any]) -> list[str]:
+    """Production before and after the drafter, as its own /metrics and probe requests measured it."""
+    verdict = "kept" if deploy["kept"] else "rolled back"
+    lines = [DEPLOY_HEADING, "", f"**Drafter {verdict}:** {deploy['reason']}", ""]
+    lines += [
+        "| production | tokens/s | mean acceptance length | acceptance rate | probe requests |",
+        "|---|---|---|---|---|",
+    ]
+    for label, probe in (("before", deploy.get("before")), ("with the drafter", deploy.get("after"))):
+        if probe:
+            lines.append(
+                f"| {label} | {_fmt(probe['tokens_per_s'])} | {_fmt(probe.get('mean_acceptance_length'))} | "
+                f"{_fmt(probe.get('acceptance_rate'))} | {probe['requests']} |"
+            )
+    if deploy.get("downtime_s") is not None:
+        lines += ["", f"Production was down {deploy['downtime_s']:.0f} s (each restart until it was healthy again)."]
+    now = deploy["argv_deployed"] if deploy["kept"] else deploy["argv_before"]
+    if now:
+        lines += ["", f"Production runs: `{shlex.join(now)}`"]
+    lines += ["", f"Drop-in `{deploy['drop_in']}`" + (" (removed by the rollback)" if not deploy["kept"] else "") + ":"]
+    lines += ["", "```", deploy.get("drop_in_text", "").rstrip(), "```"]
+    return lines
+
+
+def deploy_section(outcome: DeployOutcome, result: dict[str, Any] | None) -> list[str]:
+    """The deploy phase's end: production before and after when it restarted, else why production is untouched."""
+    if result is not None and outcome["status"] in ("kept", "rolled_back"):
+        return deploy_lines(result)
+    lines = [DEPLOY_HEADING, "", f"**Drafter not deployed ({outcome['status']}):** {outcome['reason']}"]
+    if outcome["argv_after"]:
+        lines += ["", f"Production runs: `{shlex.join(outcome['argv_after'])}`"]
+    return lines
+
+
+def with_deploy(report: str, deploy: dict[str, Any]) -> str:
+    """The report with its deploy section replaced by this one (a later deploy or rollback supersedes it)."""
+    kept = report.split(f"\n{DEPLOY_HEADING}\n", 1)[0].rstrip("\n")
+    return kept + "\n\n" + "\n".join(deploy_lines(deploy)) + "\n"
+
+
+def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    update: dict[str, Any] = {"phase": "report"}
+    # After a reject or an abort: production comes back before the run ends (a no-op when nothing is stopped).
+    restore(ctx, "the run ended")
+    if (ctx.run.root / LOG).exists():
+        update["production"] = summary(ctx.run)
+    metrics_path = f"{ctx.artifact('drafter')}/metrics.jsonl"
+    if "train" in state.get("jobs", {}) and ctx.host.exists(metrics_path):
+        update["training"] = training_curves(ctx.host.read_text(metrics_path))
+    if "evaluate" in state.get("jobs", {}) and not state.get("failure") and not state.get("stopped"):
+        measured = json.loads(ctx.host.read_text(ctx.artifact("evaluation")))
+        # What the numbers were measured on and trained with, so that a result file stands on its own.
+        update["evaluation"] = {**measured, "data": {"prompts": state.get("prompts"), "sizes": state.get("sizes")}}
+    # The update's keys are RunState's, but mypy cannot merge a plain dict into a TypedDict.
+    update["report"] = render_report({**state, **update}, ctx)  # type: ignore[typeddict-item]
+    return update

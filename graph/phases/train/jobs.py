@@ -1,0 +1,105 @@
+"""The jobs of the training gate before evaluation: the draft vocabulary (vocab.py), then train.py.
+
+Pure functions from plain values to JobSpecs (tools/jobs/request.py). A relaunch of train.py with the same
+arguments resumes from its newest checkpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.request import JobRequest, optional_flags, remote_code_flag, workload_job
+from eyas.tools.settings.config import AbsolutePath, HostConfig
+
+
+class TrainRequest(JobRequest):
+    """What train.py is asked to do (its flags; see `train.py --help` for their meaning)."""
+
+    hidden_states_dir: AbsolutePath
+    model_dir: AbsolutePath
+    out_dir: AbsolutePath
+    work_dir: AbsolutePath | None = None
+    d2t: AbsolutePath | None = None
+    t2d: AbsolutePath | None = None
+    from_pretrained: AbsolutePath | None = None
+    num_layers: int = Field(1, gt=0)
+    target_layer_ids: list[int] | None = None
+    epochs: int = Field(3, gt=0)
+    max_steps: int | None = Field(None, gt=0)
+    lr: float = Field(1e-3, gt=0)
+    optimizer: Literal["auto", "adamw", "muon"] = "auto"
+    total_seq_len: int = Field(2048, gt=0)
+    ttt_steps: int = Field(3, gt=0)
+    val_ratio: float = Field(0.1, ge=0, lt=1)
+    checkpoint_every: int = Field(0, ge=0)
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    gpus: int | None = Field(None, gt=0)
+    threads: int | None = Field(None, gt=0)
+    trust_remote_code: bool = False
+    nodes: int = Field(1, gt=0, description="train.py processes (one per node) that train together")
+    node_rank: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _vocab_pair(self) -> TrainRequest:
+        if (self.d2t is None) != (self.t2d is None):
+            raise ValueError("d2t and t2d come together (both written by vocab.py) or not at all")
+        if self.node_rank >= self.nodes:
+            raise ValueError(f"node_rank {self.node_rank} is not below nodes {self.nodes}")
+        return self
+
+
+def train_job(job_id: str, host: HostConfig, workloads_dir: str, request: TrainRequest) -> JobSpec:
+    flags = [
+        "--data", request.hidden_states_dir,
+        "--verifier", request.model_dir,
+        "--out", request.out_dir,
+        "--epochs", str(request.epochs),
+        "--lr", repr(request.lr),
+        "--optimizer", request.optimizer,
+        "--total-seq-len", str(request.total_seq_len),
+        "--ttt-steps", str(request.ttt_steps),
+        "--val-ratio", repr(request.val_ratio),
+        "--checkpoint-every", str(request.checkpoint_every),
+        "--seed", str(request.seed),
+        "--device", request.device,
+    ]  # fmt: skip
+    flags += optional_flags({
+        "--work": request.work_dir,
+        "--d2t": request.d2t,
+        "--t2d": request.t2d,
+        "--from-pretrained": request.from_pretrained,
+        "--max-steps": request.max_steps,
+        "--gpus": request.gpus,
+        "--threads": request.threads,
+    })  # fmt: skip
+    flags += remote_code_flag(request.trust_remote_code)
+    if request.nodes > 1:
+        flags += ["--nodes", str(request.nodes), "--node-rank", str(request.node_rank)]
+    if request.from_pretrained is None:
+        flags += ["--num-layers", str(request.num_layers)]
+        if request.target_layer_ids:
+            flags += ["--target-layer-ids", *map(str, request.target_layer_ids)]
+    return workload_job(job_id, host, workloads_dir, "train.py", flags)
+
+
+class VocabRequest(JobRequest):
+    model_dir: AbsolutePath
+    hidden_states_dir: AbsolutePath
+    out_dir: AbsolutePath
+    draft_vocab_size: int = Field(gt=0)
+    trust_remote_code: bool = False
+
+
+def vocab_job(job_id: str, host: HostConfig, workloads_dir: str, request: VocabRequest) -> JobSpec:
+    flags = [
+        "--hidden-states", request.hidden_states_dir,
+        "--model", request.model_dir,
+        "--draft-vocab-size", str(request.draft_vocab_size),
+        "--out", request.out_dir,
+    ]  # fmt: skip
+    flags += remote_code_flag(request.trust_remote_code)
+    return workload_job(job_id, host, workloads_dir, "vocab.py", flags)

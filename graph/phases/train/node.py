@@ -1,0 +1,52 @@
+"""The drafter itself: a draft vocabulary from the tokens the target really produces, then EAGLE-3 training
+on the target's hidden states (from scratch, or finetuning the downloaded drafter)."""
+
+from __future__ import annotations
+
+from eyas.graph.context import RunContext
+from eyas.graph.phases.data.node import drafter_base_dir
+from eyas.graph.phases.extract.node import trusts_remote_code
+from eyas.graph.phases.train.jobs import TrainRequest, VocabRequest, train_job, vocab_job
+from eyas.graph.state import RunState, run_sizes
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.request import fan_out
+
+
+def build_vocab_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
+    request = VocabRequest(
+        model_dir=ctx.model_dir,
+        hidden_states_dir=ctx.artifact("hidden_states"),
+        out_dir=ctx.artifact("vocab"),
+        draft_vocab_size=run_sizes(state).draft_vocab_size,
+        trust_remote_code=trusts_remote_code(ctx, state),
+    )
+    return [vocab_job(f"{ctx.run.run_id}.vocab", ctx.host_config, ctx.workloads_dir, request)]
+
+
+def build_train_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
+    sizes = run_sizes(state)
+    vocab, n = ctx.artifact("vocab"), sizes.draft_vocab_size
+    finetune = ctx.config.pipeline.drafter_base is not None
+    request = TrainRequest(
+        hidden_states_dir=ctx.artifact("hidden_states"),
+        model_dir=ctx.model_dir,
+        out_dir=ctx.artifact("drafter"),
+        work_dir=ctx.artifact("checkpoints"),
+        # A finetuned drafter keeps its own vocabulary mapping.
+        d2t=None if finetune else f"{vocab}/d2t-{n}.npy",
+        t2d=None if finetune else f"{vocab}/t2d-{n}.npy",
+        from_pretrained=drafter_base_dir(ctx) if finetune else None,
+        epochs=sizes.epochs,
+        ttt_steps=sizes.ttt_steps,
+        total_seq_len=sizes.max_seq_len,
+        trust_remote_code=trusts_remote_code(ctx, state),
+    )
+    nodes = ctx.config.cluster.train_nodes
+    # One job per node, the same flags but the rank; they meet in the checkpoints directory (train.py --rendezvous).
+    return fan_out(
+        f"{ctx.run.run_id}.train",
+        nodes,
+        lambda job_id, rank: train_job(
+            job_id, ctx.host_config, ctx.workloads_dir, request.model_copy(update={"nodes": nodes, "node_rank": rank})
+        ),
+    )

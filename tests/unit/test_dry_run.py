@@ -1,0 +1,87 @@
+"""`eyas run --dry-run --json` on the motivating host: a config whose unit file is the 8-GPU Kimi service
+(tests/support/fixtures/vllm_kimi.service: tensor-parallel 8, --trust-remote-code, NCCL environment) and whose model
+directory holds Kimi-K2's config.json. nvidia-smi is a stand-in (no GPU here, tests/support/nvidia_smi_standin.py) for
+8 GPUs at 93% in use; no server answers, so the hours are unknown and the GPU budget comes from the model's
+shape. The real `eyas` command runs; nothing may be launched. The walk ends with the deploy step: production's own
+argv (its layout included) plus the run's drafter, a restart of the length production takes to load."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from nvidia_smi_standin import FIXTURES, install_nvidia_smi
+
+KIMI_CONFIG = {"hidden_size": 7168, "num_hidden_layers": 61, "vocab_size": 163840, "intermediate_size": 18432}
+
+
+def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: Path) -> None:
+    model_dir = tmp_path / "Kimi-K2-Instruct"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(json.dumps(KIMI_CONFIG))
+    workdir = tmp_path / "work"
+    config = tmp_path / "eyas.toml"
+    config.write_text(
+        f"""[hosts.gpu]
+address = "local"
+python = "/srv/vllm/.venv/bin/python"
+workdir = "{workdir}"
+
+[target]
+host = "gpu"
+base_url = "http://127.0.0.1:9"
+model = "kimi-k2"
+model_dir = "{model_dir}"
+unit_file = "{FIXTURES / "vllm_kimi.service"}"
+load_time_s = 1320
+"""
+    )
+    install_nvidia_smi(tmp_path / "bin", holder_pid=os.getpid())
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "EYAS_RUNS_DIR": str(tmp_path / "runs")}
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("eyas")), "run", "--dry-run", "--config", str(config), "--json"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    walk = json.loads(done.stdout)
+    phases = {phase["phase"]: phase for phase in walk["phases"]}
+
+    extract = phases["extract"]
+    assert extract["production"]["action"] == "stop", extract["production"]
+    assert extract["gpus"] == list(range(8))
+    assert extract["production"]["commands"][0].startswith("stand-in for systemd")
+    assert walk["plan"]["production_load"] == {"load_s": 1320.0, "source": "target.load_time_s in the config"}
+
+    servers = {**extract["servers"]["servers"], **phases["evaluate"]["servers"]["servers"]}
+    assert set(servers) == {"extraction", "baseline", "speculative-k3"}
+    for name, argv in servers.items():
+        assert argv[argv.index("--tensor-parallel-size") + 1] == "8", name
+        assert "--trust-remote-code" in argv and "--enable-expert-parallel" in argv, name
+        assert argv[argv.index("--port") + 1] != "8000", name  # production's port stays production's
+    # The baseline never serves production's drafter; the speculative server serves the run's.
+    assert "--speculative-config" not in servers["baseline"]
+    assert (
+        "/runs/dry-run/drafter"
+        in servers["speculative-k3"][servers["speculative-k3"].index("--speculative-config") + 1]
+    )
+    assert "NCCL_SOCKET_IFNAME (environment)" in phases["evaluate"]["servers"]["inherited"]
+
+    deploy = phases["deploy"]
+    assert deploy["gate"] == "gate_deploy" and deploy["production"]["action"] == "restart", deploy
+    assert deploy["production"]["downtime_hours"] == 1320 / 3600
+    (deployed,) = deploy["servers"]["servers"].values()
+    assert deployed[deployed.index("--tensor-parallel-size") + 1] == "8" and "--trust-remote-code" in deployed
+    assert deployed[deployed.index("--port") + 1] == "8000"  # production itself, restarted with the drafter
+    assert json.loads(deployed[deployed.index("--speculative-config") + 1]) == {
+        "method": "eagle3", "model": f"{workdir}/runs/dry-run/drafter", "num_speculative_tokens": 3}  # fmt: skip
+    assert any("vllm_kimi.service.d/zz-eyas-drafter.conf" in step for step in deploy["steps"])
+    assert deploy["production"]["commands"][0].startswith("rm -f -- ")  # the rollback
+
+    (extraction_job,) = extract["jobs"]
+    assert "--backend vllm" in extraction_job["command"] and "--inherit=" in extraction_job["command"]
+    assert extraction_job["env"]["NCCL_P2P_LEVEL"] == "SYS"
+    assert not (workdir / "jobs").exists()  # nothing launched
+    assert not (tmp_path / "runs").exists()  # and no run folder

@@ -1,0 +1,293 @@
+"""The configuration file: one TOML file, validated by pydantic, secrets only through env vars."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from eyas.tools.errors import ConfigError
+from eyas.tools.settings.sizes import known_prompt_source
+
+LOCAL = "local"
+
+
+def _absolute_posix(value: str) -> str:
+    if not posixpath.isabs(value):
+        raise ValueError(f"must be an absolute path on the host, got {value!r}")
+    return value
+
+
+URL_EXAMPLE = "write it like http://10.0.0.5:8000 or, for IPv6, http://[fd00::5]:8000"
+
+
+def _http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"must start with http:// or https://, got {value!r}")
+    # Any '@' before the query, not only in the parsed netloc: a password holding '/' ends the netloc early.
+    if "@" in value.split("://", 1)[1].partition("?")[0].partition("#")[0]:
+        # httpx would turn them into Basic auth and silently drop the API key; and a URL is printed, recorded
+        # and passed on command lines, where a password must never be.
+        raise ValueError(
+            "holds credentials (user:password@ or token@ before the host), which eyas refuses: remove them from "
+            "the URL, and put the key in an environment variable named by api_key_env (sent as a Bearer token)"
+        )
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises for a port that is not a number up to 65535
+    except ValueError as exc:
+        raise ValueError(f"is not a URL eyas can reach ({exc}), got {value!r}; {URL_EXAMPLE}") from None
+    if not parts.hostname or port == 0:
+        raise ValueError(f"names no host and port eyas can reach, got {value!r}; {URL_EXAMPLE}")
+    return value.rstrip("/")
+
+
+AbsolutePath = Annotated[str, AfterValidator(_absolute_posix)]
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HostConfig(_Section):
+    """A machine eyas acts on: `local`, or an SSH address."""
+
+    address: str = Field(
+        description='"local" for this machine, else a hostname, IP or ~/.ssh/config Host reached over SSH'
+    )
+    port: int = Field(22, ge=1, le=65535)
+    user: str | None = None
+    key_file: str | None = Field(None, description="private key; default: ssh-agent and ~/.ssh keys")
+    key_passphrase_env: str | None = Field(None, description="env var holding key_file's passphrase, if it has one")
+    known_hosts: str = Field("~/.ssh/known_hosts", description="host keys trusted for this host")
+    python: AbsolutePath = Field(description="the ML environment's interpreter (vllm, speculators, torch)")
+    workdir: AbsolutePath = Field(description="where eyas keeps jobs, data and checkpoints on the host")
+
+    @property
+    def is_local(self) -> bool:
+        return self.address == LOCAL
+
+
+class TargetConfig(_Section):
+    """The vLLM server whose model the drafter is trained for."""
+
+    host: str = Field(LOCAL, description="name of the host (in [hosts]) running the server")
+    base_url: HttpUrl = Field(description="OpenAI-compatible endpoint as eyas reaches it, without /v1")
+    model: str = Field(description="served model name, as listed by /v1/models")
+    api_key_env: str | None = Field(None, description="env var holding the server's API key, if any")
+    model_dir: AbsolutePath | None = Field(
+        None, description="the served model's Hugging Face directory on the host (for extraction and training)"
+    )
+    unit: str | None = Field(None, description="systemd unit name, e.g. vllm.service")
+    unit_file: AbsolutePath | None = Field(None, description="unit file path when systemd cannot be asked")
+    trust_remote_code: bool | None = Field(
+        None,
+        description="run the model directory's own code (auto_map) in extraction and training; default: as the "
+        "production unit's vLLM --trust-remote-code",
+    )
+    generation_deadline_s: float = Field(60.0, gt=0, description="deadline of the health check's completion")
+    load_time_s: float | None = Field(
+        None,
+        gt=0,
+        description="seconds the production server takes from start to healthy; default: as measured when eyas last "
+        "restarted it, else estimated from the model's size. Plans downtime and the ready timeouts of eyas's servers",
+    )
+    load_wait_s: float = Field(
+        1800.0, ge=0, description="how long verify and plan wait for a server that is still loading (0: do not wait)"
+    )
+
+
+class AgentConfig(_Section):
+    """The LLM that drives research and the operator chat (any OpenAI-compatible endpoint)."""
+
+    base_url: HttpUrl
+    model: str
+    api_key_env: str | None = Field("OPENAI_API_KEY", description="env var holding the API key")
+
+
+class PipelineConfig(_Section):
+    """Where a run takes its inputs from; sizes are chosen per run (`eyas run --samples ...`)."""
+
+    prompts: Annotated[str, AfterValidator(known_prompt_source)] | None = Field(
+        None,
+        description="`sharegpt`, `shipped` (eyas's own set) or a prompts JSONL on the host (ShareGPT rows or {id, "
+        "prompt}), split into training and held-out prompts; default: the shipped set, or ShareGPT on the embedded "
+        "target. `eyas run --prompts` overrides it",
+    )
+    conversations: AbsolutePath | None = Field(
+        None, description="existing generated conversations on the host: the run skips the data phase"
+    )
+    drafter_base: str | None = Field(
+        None, description="a drafter to finetune from: hub repo id (downloaded beside generation) or host directory"
+    )
+    extraction_backend: Literal["auto", "hf", "vllm"] | None = Field(
+        None,
+        description="the run size extraction_backend for every run of this config (default: auto, the plan "
+        "chooses); `eyas run --extraction-backend` and an edit at the gate override it",
+    )
+
+
+JOB_KINDS = ("generate", "download", "extract", "vocab", "train", "evaluate")  # a job id ends in .<kind>
+
+
+class JobResources(_Section):
+    """What one job asks of a Ray cluster (its entrypoint's resources); unset asks nothing, and Ray then runs the
+    job on its head node."""
+
+    num_cpus: float | None = Field(None, ge=0, description="entrypoint_num_cpus")
+    num_gpus: float | None = Field(None, ge=0, description="entrypoint_num_gpus")
+    memory: int | None = Field(None, ge=0, description="entrypoint_memory, in bytes")
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="node labels the job must run on (`ray start --labels`), e.g. role=gpu"
+    )
+
+
+class ClusterConfig(_Section):
+    """Where jobs run: detached jobs on the target's host (the default), or Ray jobs on a cluster."""
+
+    executor: Literal["detached", "ray"] = Field(
+        "detached", description='"detached": setsid jobs on the host; "ray": Ray jobs submitted to ray_address'
+    )
+    ray_address: HttpUrl | None = Field(
+        None, description="the Ray job server (the dashboard's HTTP address, e.g. http://10.0.0.5:8265)"
+    )
+    runtime_env: dict[str, object] = Field(
+        default_factory=dict,
+        description="Ray runtime_env entries every job gets (e.g. env_vars); eyas sets working_dir to its workloads",
+    )
+    resources: dict[str, JobResources] = Field(
+        default_factory=dict,
+        description="per job kind (generate, download, extract, vocab, train, evaluate): what each job asks of Ray",
+    )
+    endpoints: list[HttpUrl] = Field(
+        default_factory=list,
+        description="the target's vLLM servers as the jobs reach them: generation runs one shard per endpoint "
+        "(default: one job against target.base_url)",
+    )
+    extract_shards: int = Field(
+        1, ge=1, description="extraction jobs, one per GPU or node, each with a disjoint share of the samples"
+    )
+    node_free_disk: str | None = Field(
+        None,
+        description='free space of each node\'s own data disk (e.g. "3.5TB"), when the nodes have local disks: '
+        "the plan then says over how many nodes extraction would fit when the shared storage is too small",
+    )
+    train_nodes: int = Field(
+        1,
+        ge=1,
+        description="training jobs, one per node, that train one drafter together (PyTorch distributed: gloo on "
+        "CPUs, NCCL on GPUs); a failed one fails them all, and a retry relaunches them all from the last checkpoint",
+    )
+
+    @model_validator(mode="after")
+    def _ray_needs_an_address(self) -> ClusterConfig:
+        if self.executor == "ray" and self.ray_address is None:
+            raise ValueError('executor = "ray" needs ray_address, the job server, e.g. "http://10.0.0.5:8265"')
+        unknown = sorted(set(self.resources) - set(JOB_KINDS))
+        if unknown:
+            raise ValueError(f"resources names job kinds {unknown}; the kinds are {', '.join(JOB_KINDS)}")
+        if self.node_free_disk is not None:
+            from eyas.tools.settings.units import parse_size  # the one size syntax of eyas
+
+            parse_size(self.node_free_disk)  # a ValueError names the syntax
+        if "working_dir" in self.runtime_env:
+            raise ValueError("runtime_env.working_dir is eyas's own (its workload scripts); remove it")
+        return self
+
+
+class EyasConfig(_Section):
+    hosts: dict[str, HostConfig]
+    target: TargetConfig
+    agent: AgentConfig | None = None
+    pipeline: PipelineConfig = PipelineConfig()
+    cluster: ClusterConfig = ClusterConfig()
+
+    @model_validator(mode="after")
+    def _target_host_is_defined(self) -> EyasConfig:
+        if self.target.host not in self.hosts:
+            known = ", ".join(sorted(self.hosts)) or "none"
+            raise ValueError(f"target.host names '{self.target.host}', which is not in [hosts] (defined: {known})")
+        return self
+
+    def host(self, name: str | None = None) -> HostConfig:
+        """A host by name; no name means the target's host."""
+        key = name or self.target.host
+        if key not in self.hosts:
+            raise ConfigError(f"No host named '{key}' in the config; defined: {', '.join(sorted(self.hosts))}.")
+        return self.hosts[key]
+
+
+def secret(env_var: str | None) -> str | None:
+    """Read a secret from the environment; the config only names the variable."""
+    return os.environ.get(env_var) if env_var else None
+
+
+def secret_values(config: EyasConfig) -> list[str]:
+    """Every secret the config points at, so transcripts and logs can redact them."""
+    names = [config.target.api_key_env, config.agent.api_key_env if config.agent else None]
+    names += [host.key_passphrase_env for host in config.hosts.values()]
+    return [value for value in (secret(name) for name in names) if value]
+
+
+def format_validation_error(error: ValidationError) -> list[str]:
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "unknown field (misspelt? see eyas.example.toml for the fields)"
+        problems.append(f"{where}: {message}")
+    return problems
+
+
+def config_problems(path: Path) -> list[str]:
+    """Every problem of a config file, each with its field path; empty when the file is valid."""
+    try:
+        raw = tomllib.loads(path.read_bytes().decode())
+    except FileNotFoundError:
+        return [f"{path}: no such file (pass an existing config, or omit --config for the embedded default)"]
+    except IsADirectoryError:
+        return [f"{path}: a folder, not a config file (pass the TOML file; `eyas config init` writes one)"]
+    except OSError as exc:
+        return [f"{path}: cannot be read ({exc.strerror}); pass a config file you can read"]
+    except UnicodeDecodeError as exc:
+        return [f"{path}: not UTF-8 text (byte {exc.start}), so not a TOML config; pass the TOML file"]
+    except tomllib.TOMLDecodeError as exc:
+        return [f"{path}: not valid TOML: {exc} (`eyas config init NEW.toml` writes a valid example)"]
+    try:
+        config = EyasConfig.model_validate(raw)
+    except ValidationError as exc:
+        return format_validation_error(exc)
+    return _file_problems(config)
+
+
+def _file_problems(config: EyasConfig) -> list[str]:
+    """Local files the config names that do not exist: found now, not on the first SSH attempt."""
+    problems = []
+    for name, host in config.hosts.items():
+        if host.is_local:
+            continue
+        if host.key_file and not Path(host.key_file).expanduser().is_file():
+            problems.append(f"hosts.{name}.key_file: {host.key_file} does not exist on this machine")
+        if not Path(host.known_hosts).expanduser().is_file():
+            problems.append(
+                f"hosts.{name}.known_hosts: {host.known_hosts} does not exist; record the host's key with "
+                f"ssh-keyscan -p {host.port} {host.address} >> {host.known_hosts}"
+            )
+    return problems
+
+
+def load_config(path: Path) -> EyasConfig:
+    problems = config_problems(path)
+    if problems:
+        listed = "; ".join(problems)
+        raise ConfigError(
+            f"The config {path} has {len(problems)} problem(s): {listed}. Run `eyas config check {path}`."
+        )
+    return EyasConfig.model_validate(tomllib.loads(path.read_text()))
