@@ -21,7 +21,8 @@ from eyas.tools.checks.service import check_service
 from eyas.tools.checks.verify import verify
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.settings.config import HostConfig, TargetConfig
+from eyas.tools.planning.measure import Figures, runs_remote_code
+from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 from stub_http import completion_body, models_body, stub_server
 
 FIXTURES = Path(__file__).parents[1] / "support" / "fixtures"
@@ -209,6 +210,18 @@ def test_service_parsed_from_a_unit_file(tmp_path: Path) -> None:
     assert any(name.startswith("NCCL_") for name in result.facts["environment"])
     # The fixture serves Kimi on its own port; the config here names SmolLM2 on port 9, so both are flagged.
     assert result.status is Status.WARN and "but target.model is 'SmolLM2-135M-Instruct'" in result.message
+
+
+def test_the_speed_probe_runs_remote_code_as_the_unit_says_unless_the_run_decided(tmp_path: Path) -> None:
+    """The speed probe loads the target as the jobs will: the run's choice (verify's) when it made one, else the
+    config's, else production's unit, which for Kimi passes --trust-remote-code (the config says nothing here)."""
+    ctx = context(tmp_path, unit_file=str(FIXTURES / "vllm_kimi.service"))
+    config = EyasConfig(hosts={LOCAL: ctx.host_config}, target=ctx.target)
+    figures = Figures(samples=10, max_tokens=16)
+    assert runs_remote_code(ctx, config, figures) is True
+    assert runs_remote_code(ctx, config, figures.model_copy(update={"trust_remote_code": False})) is False
+    said = config.model_copy(update={"target": ctx.target.model_copy(update={"trust_remote_code": False})})
+    assert runs_remote_code(ctx, said, figures) is False
 
 
 def test_missing_unit_file_names_the_setting(tmp_path: Path) -> None:

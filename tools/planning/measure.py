@@ -17,7 +17,9 @@ from pydantic import BaseModel, Field
 
 from eyas.tools.checks.disk import check_disk
 from eyas.tools.checks.gpus import check_gpus
+from eyas.tools.checks.remote_code import trust_remote_code
 from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.checks.service import check_service
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import Host
@@ -66,6 +68,9 @@ class Figures(BaseModel):
     draft_vocab_size: int = Field(DEFAULT_SIZES.draft_vocab_size, gt=0)
     probe_speeds: bool = Field(True, description="on a host without GPUs, measure extraction and training speed")
     prompt_source: str = Field(DEFAULT_SIZES.prompt_source, description="the run's prompts, whose length is measured")
+    trust_remote_code: bool | None = Field(
+        None, description="the run's choice, as verify made it; None: made here the same way (config, else the unit)"
+    )
 
     @property
     def complete(self) -> bool:
@@ -300,6 +305,14 @@ def cluster_shape(config: EyasConfig) -> ClusterShape:
     )
 
 
+def runs_remote_code(ctx: CheckContext, config: EyasConfig, figures: Figures) -> bool:
+    """Whether the speed probe loads the target with its own code: the run's choice when verify made it, else made
+    as verify makes it (the config when it says, else production's unit), so the probe and the jobs agree."""
+    if figures.trust_remote_code is not None:
+        return figures.trust_remote_code
+    return trust_remote_code(config.target.trust_remote_code, check_service(ctx).facts)
+
+
 def measured_speeds(
     ctx: CheckContext, config: EyasConfig, figures: Figures, model_dir: str, tokens: float, clock: Clock
 ) -> tuple[dict[str, float], dict[str, str]]:
@@ -311,7 +324,7 @@ def measured_speeds(
         total_seq_len=figures.max_seq_len,
         draft_vocab_size=figures.draft_vocab_size,
         ttt_steps=figures.ttt_steps,
-        trust_remote_code=bool(config.target.trust_remote_code),
+        trust_remote_code=runs_remote_code(ctx, config, figures),
     )
     speeds = probe_speeds(ctx.host, config.host(), request, clock)
     if isinstance(speeds, str):

@@ -94,6 +94,7 @@ def _measure(ctx: RunContext, state: RunState) -> Measured:
         prompt_source=sizes.prompt_source,
         free_disk_bytes=state.get("free_disk_bytes"),
         generated_file=state.get("artifacts", {}).get("conversations"),
+        trust_remote_code=state.get("trust_remote_code"),
     )
 
     def measure() -> Measured:

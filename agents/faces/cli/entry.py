@@ -1,0 +1,17 @@
+"""Where the `eyas` program starts. `eyas --version` is answered here, before the command line and its libraries
+(typer, rich, pydantic, httpx) are imported: scripts and shell prompts that ask for it do not wait for them."""
+
+from __future__ import annotations
+
+import sys
+
+import eyas
+
+
+def main() -> None:
+    if sys.argv[1:] == ["--version"]:
+        print(f"eyas {eyas.__version__}")
+        return
+    from eyas.agents.faces.cli.main import main as command_line
+
+    command_line()
