@@ -23,6 +23,7 @@ from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.jobs.detached import Jobs
+from eyas.tools.jobs.executor import JobExecutor, jobs_of
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import SIZE_LIMITS, Sizes
 
@@ -193,8 +194,9 @@ class OperatorEnv:
 
 
 def operator_tools(env: OperatorEnv) -> list[ToolDef]:
-    def jobs(host: str | None) -> Jobs:
-        return Jobs(env.host_for(host), env.config.host(host).workdir)
+    def jobs(host: str | None) -> JobExecutor:
+        """The host's jobs as every face sees them: on the target's host, the run's executor (Ray's, if so set)."""
+        return jobs_of(env.config, host, env.host_for(host))
 
     def where(host: str | None) -> str:
         return host or env.config.target.host
@@ -217,8 +219,11 @@ def operator_tools(env: OperatorEnv) -> list[ToolDef]:
         return text if len(text) <= MAX_FILE_CHARS else f"…(the last {MAX_FILE_CHARS} chars)\n{text[-MAX_FILE_CHARS:]}"
 
     def list_jobs(args: ListJobs) -> str:
-        states = jobs(args.host).list()
-        lines = [f"{s.job_id}: {s.describe()} (pid {s.pid}, log {s.directory}/log)" for s in states]
+        executor = jobs(args.host)
+        if isinstance(executor, Jobs):  # a detached job's process and log file are on the host
+            lines = [f"{s.job_id}: {s.describe()} (pid {s.pid}, log {s.directory}/log)" for s in executor.list()]
+        else:  # a Ray job has neither there: Ray keeps its log, which tail_log reads
+            lines = [f"{s.job_id}: {s.describe()} (on {s.host}; its log: tail_log)" for s in executor.list()]
         return "\n".join(lines) or f"No jobs on {where(args.host)}."
 
     def tail_log(args: TailLog) -> str:

@@ -1,21 +1,34 @@
 """Ray jobs through the executor, on a real two-node Ray cluster on this machine (the session's `ray_cluster`: a
 head and a worker node, each its own `ray start` on 127.0.0.1): submit, status, logs and cancel; a resubmit with
 the same id starts nothing new; a job killed on its node fails with its exit code; a job whose node dies is lost,
-and a retry (forget, launch) runs it again."""
+and a retry (forget, launch) runs it again; `eyas status`, the chat's job tools and `eyas jobs` all read a run's
+jobs on the cluster."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import sys
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from eyas.agents.faces.cli.run import job_rows
+from eyas.agents.operator_tools import ListJobs, OperatorEnv, TailLog, operator_tools
+from eyas.agents.structured import tool_name
 from eyas.graph.gates.gate import cluster_lines, cluster_view
+from eyas.graph.life.session import run_meta
+from eyas.graph.runs import RunDir
 from eyas.graph.supervise import diagnose
+from eyas.tools.config_source import ConfigSource
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
+from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobSpec, JobState, JobStatus
 from eyas.tools.jobs.executor import executor_for, job_kind, job_resources
@@ -23,6 +36,8 @@ from eyas.tools.jobs.ray_jobs import RayJobs
 from eyas.tools.jobs.request import workload_job
 from eyas.tools.jobs.upload import remote_workloads_dir
 from eyas.tools.settings.config import ClusterConfig, EyasConfig, HostConfig
+from eyas.tools.settings.sizes import DEMO
+from eyas.tools.workloads.progress import TAG
 from in_process import eyas
 from jobs_config import jobs_config
 from ray_cluster import WORKER_LABEL, RayCluster
@@ -94,30 +109,74 @@ def test_a_workload_runs_on_the_node_it_asks_for_once_however_often_it_is_launch
     assert [state.job_id for state in jobs.list()] == [counted.job_id]
 
 
-def sleeper(jobs: RayJobs, kind: str, pid_file: Path) -> tuple[JobSpec, int]:
-    """A long job of `kind`, started; its process id as the job itself wrote it."""
-    spec = shell(job_id(kind), f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}; exec sleep 600")
+def sleeper(jobs: RayJobs, kind: str, pid_file: Path, say: str = "") -> tuple[JobSpec, int]:
+    """A long job of `kind`, started, that first prints `say`; its process id as the job itself wrote it."""
+    first = f"echo {shlex.quote(say)}; " if say else ""
+    spec = shell(job_id(kind), f"{first}echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}; exec sleep 600")
     jobs.launch(spec)
     return spec, int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), START_S, what="the job's pid"))
 
 
-@pytest.mark.slow  # the session's real Ray cluster
-def test_the_jobs_command_lists_and_cancels_ray_jobs_and_the_process_stops(
-    ray_cluster: RayCluster, tmp_path: Path
-) -> None:
-    """`eyas jobs` with `executor = "ray"` shows the cluster's jobs of the run, and its cancel goes through Ray."""
-    jobs = RayJobs(LocalHost(), str(tmp_path), cluster_config(ray_cluster))
-    spec, pid = sleeper(jobs, "train", tmp_path / "pid")
+@dataclass(frozen=True)
+class RunningJob:
+    jobs: RayJobs
+    config: Path  # an eyas.toml whose [cluster] sends the target host's jobs to the session's Ray cluster
+    spec: JobSpec
+    pid: int
+
+
+PROGRESS = {"done": 3, "total": 10, "eta_s": 120.0}  # the progress line the running job printed first
+
+
+@pytest.fixture(scope="module")
+def running_train(ray_cluster: RayCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningJob]:
+    """One long train job on the cluster, started once for this module's faces (a start takes minutes on two busy
+    cores): the readers look at it first, then the `eyas jobs` test cancels it."""
+    workdir = tmp_path_factory.mktemp("ray-run")
+    jobs = RayJobs(LocalHost(), str(workdir), cluster_config(ray_cluster))
+    spec, pid = sleeper(jobs, "train", workdir / "pid", say=TAG + json.dumps(PROGRESS))
     cluster = f'[cluster]\nexecutor = "ray"\nray_address = "{ray_cluster.address}"\n'
-    config = str(jobs_config(tmp_path / "eyas.toml", tmp_path, cluster))
+    yield RunningJob(jobs, jobs_config(workdir / "eyas.toml", workdir, cluster), spec, pid)
+    if jobs.status(spec.job_id).status is JobStatus.RUNNING:  # a test failed before the cancel
+        jobs.cancel(spec.job_id)
+
+
+@pytest.mark.slow  # the session's real Ray cluster
+def test_status_and_the_chats_job_tools_read_a_runs_ray_jobs(running_train: RunningJob, tmp_path: Path) -> None:
+    """With `executor = "ray"`, `eyas status RUN` (and the chat's run_status, which shows the same rows) and the
+    chat's list_jobs and tail_log read the run's jobs on the cluster, not the host's detached jobs (there are none)."""
+    job, address = running_train.spec.job_id, running_train.jobs.address
+    run = RunDir(tmp_path / "runs" / "on-ray").create()
+    run.write_meta(run_meta(ConfigSource(running_train.config, "a test"), None, DEMO))
+
+    def rows_with_progress() -> list[dict[str, Any]] | None:
+        rows, unreadable = job_rows(run, {"jobs": {"train": [job]}})
+        assert unreadable is None
+        assert [(row["phase"], row["job_id"], row["state"]) for row in rows] == [("train", job, "running")]
+        return rows if rows[0]["bar"] else None  # Ray's log of the job may lag its start a little
+
+    rows = wait_for(rows_with_progress, 60, interval=0.5, what="the job's progress in `eyas status`")
+    assert rows[0]["bar"].endswith(" 3/10") and rows[0]["eta"] == "2.0 min"
+
+    env = OperatorEnv(ConfigSource(running_train.config, "a test").load(), lambda name: LocalHost(), HttpClient(),
+                      SYSTEM_CLOCK)  # fmt: skip
+    tools = {tool_name(tool.model): tool for tool in operator_tools(env)}
+    assert tools["list_jobs"].run(ListJobs()) == f"{job}: running (on ray {address}; its log: tail_log)"
+    assert TAG + json.dumps(PROGRESS) in tools["tail_log"].run(TailLog(job_id=job))
+
+
+@pytest.mark.slow  # the session's real Ray cluster
+def test_the_jobs_command_lists_and_cancels_ray_jobs_and_the_process_stops(running_train: RunningJob) -> None:
+    """`eyas jobs` with `executor = "ray"` shows the cluster's jobs of the run, and its cancel goes through Ray."""
+    jobs, spec, config = running_train.jobs, running_train.spec, str(running_train.config)
     listed = json.loads(eyas("jobs", "--config", config, "--json").stdout)
     assert [(job["job_id"], job["status"], job["host"]) for job in listed] == [
-        (spec.job_id, "running", f"ray {ray_cluster.address}")
+        (spec.job_id, "running", f"ray {jobs.address}")
     ]
     cancelled = eyas("jobs", "--config", config, "cancel", spec.job_id)
     assert cancelled.code == 0 and f"{spec.job_id}: failed (exit 143)" in cancelled.output, cancelled.output
     assert jobs.status(spec.job_id).rc == 143
-    wait_for(lambda: process_gone(pid), 60, what="the cancelled job's process to end")
+    wait_for(lambda: process_gone(running_train.pid), 60, what="the cancelled job's process to end")
     jobs.forget(spec.job_id)
     assert jobs.status(spec.job_id).status is JobStatus.ABSENT
 

@@ -55,6 +55,16 @@ def executor_for(config: EyasConfig, host: Host) -> JobExecutor:
     return RayJobs(host, workdir, config.cluster)
 
 
+def jobs_of(config: EyasConfig, host_name: str | None, host: Host) -> JobExecutor:
+    """The jobs a face (`eyas jobs`, `eyas status`, the chat's job tools) shows for a configured host (None: the
+    target's): the run's executor for the target host, so that Ray jobs are seen where the run launched them, and
+    the detached jobs of any other host. Faces call this rather than building `Jobs` themselves."""
+    name = host_name or config.target.host
+    if name == config.target.host:
+        return executor_for(config, host)
+    return Jobs(host, config.host(name).workdir)
+
+
 def launch_noted(boundary: Boundary, jobs: JobExecutor, spec: JobSpec) -> JobState:
     """Launch a job (a detached job's commands cross the host as usual) and note the launch and its state on the
     run's boundary, so that a replay checks that the same job was launched with the same argv."""

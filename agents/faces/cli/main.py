@@ -47,8 +47,7 @@ from eyas.tools.errors import EyasError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.jobs.detached import Jobs
-from eyas.tools.jobs.executor import JobExecutor, executor_for
+from eyas.tools.jobs.executor import JobExecutor, jobs_of
 from eyas.tools.recording.redacted_stream import redact_standard_streams
 from eyas.tools.service.deploy import DeployResult, Thresholds, rollback
 from eyas.tools.settings.config import config_problems
@@ -199,7 +198,7 @@ def job_executor(ctx: typer.Context) -> Iterator[JobExecutor]:
     cfg, _ = use_config(config)
     name = host or cfg.target.host
     with open_host(name, cfg.host(name)) as machine:
-        yield executor_for(cfg, machine) if name == cfg.target.host else Jobs(machine, cfg.host(name).workdir)
+        yield jobs_of(cfg, name, machine)
 
 
 @jobs_app.callback()

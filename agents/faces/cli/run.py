@@ -22,9 +22,9 @@ from eyas.graph.runs import RUN_ID_RULE, RunDir, open_run, runs_root
 from eyas.graph.shard_total import phase_total
 from eyas.graph.state import Action, GateAnswer
 from eyas.tools.config_source import ConfigSource
-from eyas.tools.errors import EyasError, HostError
+from eyas.tools.errors import EyasError, HostError, JobError
 from eyas.tools.hosts.connect import open_host
-from eyas.tools.jobs.detached import Jobs
+from eyas.tools.jobs.executor import jobs_of
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import Sizes
@@ -313,8 +313,9 @@ def print_driver(driver: dict[str, Any]) -> None:
 
 
 def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
-    """Each job with its progress, read from the host (not recorded: reading status is no part of the run), or
-    why they could not be read (the host is unreachable)."""
+    """Each job with its progress, read where the run's executor keeps them (the host's detached jobs, or the Ray
+    cluster's; not recorded: reading status is no part of the run), or why they could not be read (the host or
+    the cluster is unreachable)."""
     from eyas.graph.life.session import run_source
 
     if not state.get("jobs"):
@@ -322,7 +323,7 @@ def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], 
     config = run_source(run.meta()).load()
     try:
         with open_host(config.target.host, config.host()) as host:
-            jobs = Jobs(host, config.host().workdir)
+            jobs = jobs_of(config, None, host)
             rows = []
             for phase, ids in state["jobs"].items():
                 phase_rows = []
@@ -335,7 +336,7 @@ def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], 
                                        **progress_cells(total)})  # fmt: skip
                 rows += phase_rows
             return rows, None
-    except HostError as exc:
+    except (HostError, JobError) as exc:
         return [], str(exc)
 
 
