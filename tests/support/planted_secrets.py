@@ -28,6 +28,11 @@ PASSPHRASE = "passphraseVal6Dk1Rm9"
 AUTH = "authVal8Gh3Lq5Zs2"
 API_KEY_FLAG = "flagKey4Vn7Bc2Wx9"
 DB_PASS = "dbPass1Ty5Ui8Op3"
+AZURE_KEY = "azKey7Hn2Qw9Er4Ty6"  # a name ending in _KEY, not API_KEY
+AMZ_SIGNATURE = "5d41402abc4b2a76b9719d911017c592ae0ff1e3"  # a presigned URL's signature
+QUERY_KEY = "AIzaQk3Vb8Nm1Lp6Xs0"  # ?key= in a base_url
+UNIT_ENV = "licCode9Wz4Rx7Tv2"  # a unit's Environment= value whose name says nothing
+NOTIFY_TOKEN = "ntfyTok5Gh8Jk3Lm6"  # a token inside notify_command
 
 PLANTED = [
     Planted("slack-bot", f"SLACK_BOT={SLACK_BOT}", SLACK_BOT),
@@ -43,4 +48,13 @@ PLANTED = [
     Planted("auth-name", f"BASIC_AUTH={AUTH}", AUTH),
     Planted("api-key-flag", f"vllm serve m --api-key {API_KEY_FLAG} --port 8000", API_KEY_FLAG),
     Planted("pass-name", f"DB_PASS={DB_PASS}", DB_PASS),
+    Planted("key-name", f"AZURE_OPENAI_KEY={AZURE_KEY}", AZURE_KEY),
+    Planted(
+        "presigned-url",
+        f"https://b.s3.amazonaws.com/m.tar?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature={AMZ_SIGNATURE}",
+        AMZ_SIGNATURE,
+    ),
+    Planted("url-query-key", f"base_url = http://10.0.0.5:8000/v1?key={QUERY_KEY}", QUERY_KEY),
+    Planted("unit-environment", f"Environment=NCCL_DEBUG=INFO LICENSE_SERVER_CODE={UNIT_ENV}", UNIT_ENV),
+    Planted("notify-command", f"curl -fsS -d done 'https://ntfy.example.com/eyas?auth={NOTIFY_TOKEN}'", NOTIFY_TOKEN),
 ]

@@ -14,12 +14,12 @@ from eyas.tools.jobs.detached import Jobs, JobSpec, JobStatus
 from eyas.tools.jobs.executor import launch_noted
 from eyas.tools.recording.boundary import ReplayError
 from eyas.tools.recording.recorder import Recorder
-from eyas.tools.recording.redact import Redactor, remember_secrets
+from eyas.tools.recording.redact import Redactor, remember_secrets, shown_env
 from eyas.tools.recording.replay import ReplaySession
 from eyas.tools.recording.transcript_reader import read_transcript
 from eyas.tools.recording.transcript_writer import TranscriptWriter
 from eyas.tools.settings.config import EyasConfig, HostConfig, TargetConfig
-from planted_secrets import API_KEY_FLAG, PLANTED, URL_PASSWORD, Planted
+from planted_secrets import API_KEY_FLAG, AZURE_KEY, PLANTED, UNIT_ENV, URL_PASSWORD, Planted
 from stub_http import models_body, stub_server
 from waiting import wait_for
 
@@ -189,6 +189,10 @@ def test_common_secret_shapes(text: str, expected: str) -> None:
         "export HF_TOKEN=$HF_TOKEN",
         "sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
         '{"data_bytes_per_token": 28672, "seconds_per_token": 0.02}',  # eyas plan --json: rates, not tokens
+        # A fix message names where a secret is: its words stay.
+        'set key_passphrase_env = "SSH_KEY_PASS" and api_key_env = "OPENAI_API_KEY", or --key-file /k',
+        "Environment=CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=INFO OMP_NUM_THREADS=8 WORKERS=4",
+        "https://example.com/x?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261201T000000Z&page=2",
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:
@@ -212,6 +216,16 @@ def test_every_planted_shape_is_redacted_in_every_context(planted: Planted, cont
     redacted = Redactor().text(text)
     assert planted.secret not in redacted, redacted
     assert Redactor().text(redacted) == redacted
+
+
+def test_a_units_environment_shows_only_what_is_known_harmless() -> None:
+    """Every Environment= value is a secret unless its name is a known setting (CUDA, NCCL, vLLM...) or its value
+    a plain one; a job gets the rest by file, never in run.sh or job.json."""
+    env = {"NCCL_DEBUG": "INFO", "AZURE_OPENAI_KEY": AZURE_KEY, "LICENSE_SERVER_CODE": UNIT_ENV, "WORKERS": "4"}
+    assert shown_env(env) == {**env, "AZURE_OPENAI_KEY": "[REDACTED]", "LICENSE_SERVER_CODE": "[REDACTED]"}
+    spec = JobSpec(job_id="j", argv=["/bin/true"], env=env)
+    assert spec.env == {"NCCL_DEBUG": "INFO", "WORKERS": "4"}
+    assert spec.secrets == {"AZURE_OPENAI_KEY": AZURE_KEY, "LICENSE_SERVER_CODE": UNIT_ENV}
 
 
 def test_a_secret_flag_and_its_value_as_two_words_of_an_argv_list() -> None:

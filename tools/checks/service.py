@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
 from eyas.tools.errors import RemoteFileNotFound
 from eyas.tools.launch.unit_file import UnitFile, parse_unit_file
+from eyas.tools.recording.redact import shown_env
 
 
 def _from_systemd(ctx: CheckContext, unit: str) -> tuple[str, str] | None:
@@ -74,6 +75,7 @@ def check_service(ctx: CheckContext) -> CheckResult:
 
 def _judge(ctx: CheckContext, parsed: UnitFile, facts: dict[str, Any]) -> CheckResult:
     facts.update(parsed.model_dump(exclude_none=True))
+    facts["environment"] = shown_env(parsed.environment)  # verify --json, the transcript, the report
     vllm = parsed.vllm
     if vllm is None:
         return CheckResult(

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from eyas.tools.errors import JobError
 from eyas.tools.hosts.host import Host
-from eyas.tools.recording.redact import Redactor
+from eyas.tools.recording.redact import harmless_env
 
 _PID_GRACE_S = 60
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -57,8 +57,9 @@ class JobSpec(BaseModel):
 
     @model_validator(mode="after")
     def _secret_looking_env_is_secret(self) -> JobSpec:
-        """A net for callers that put a token in env: whatever the redactor would hide travels as a secret."""
-        hidden = {name: value for name, value in self.env.items() if Redactor().finds_secret(f"{name}={value}")}
+        """Whatever is not known harmless travels as a secret (by file, never in run.sh, job.json or a command line):
+        a production unit's Environment= may hold an AZURE_OPENAI_KEY or a presigned URL whose name says nothing."""
+        hidden = {name: value for name, value in self.env.items() if not harmless_env(name, value)}
         if hidden:
             self.env = {name: value for name, value in self.env.items() if name not in hidden}
             self.secrets = {**self.secrets, **hidden}

@@ -29,8 +29,11 @@ def _mark(what: str) -> str:
 _SECRET_NAME = (
     r"(?:(?:[A-Za-z0-9]+[_.-])*(?<!eos_)(?<!bos_)(?<!pad_)(?<!unk_)(?<!sep_)(?<!cls_)(?<!mask_)(?<!per_)"
     r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|token|secret|password|passwd|pwd|pass)"
+    r"|(?:[A-Za-z0-9]+[_.-])+key"  # AZURE_OPENAI_KEY, SSH_KEY (a bare `key` is a URL query's, below)
     r"|(?:[A-Za-z0-9]+[_.-])*(?:credentials?|passphrase|o?auth[nz]?|authentication)(?:[_.-][A-Za-z0-9]+)*)"
-    r"(?![A-Za-z0-9_])"
+    # A name that ends in _env, _file, _path or _name holds where a secret is, not the secret: a fix message
+    # that says `key_passphrase_env = "SSH_KEY_PASS"` keeps its words.
+    r"(?<![_.-]env)(?<![_.-]file)(?<![_.-]path)(?<![_.-]name)(?![A-Za-z0-9_])"
 )
 _FRESH = r"(?!\[REDACTED)(?!\$)"  # not already redacted, not a shell variable reference
 
@@ -78,6 +81,54 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     ),
     (re.compile(r"""(https?://)""" + _FRESH + r"""[^/\s:@"']+@"""), r"\1" + MARK + "@"),  # https://TOKEN@host
 ]
+# A URL's query parameter that carries a credential: ?key=, &token=, a presigned URL's X-Amz-Signature,
+# X-Amz-Credential and X-Amz-Security-Token, a SAS `sig=`.
+_URL_QUERY_SECRET = re.compile(
+    r"(?i)([?&](?:[A-Za-z0-9_.-]*[_.-])?(?:key|token|signature|sig|secret|password|credential|auth)=)"
+    + _FRESH
+    + r"""[^&\s"'#<>]+"""
+)
+_PATTERNS.append((_URL_QUERY_SECRET, r"\1" + MARK))
+
+# Environment variables known to hold no secret: the settings of CUDA, NCCL, vLLM, torch, Python and the shell
+# that a production unit sets. Every other Environment= value of a unit is treated as a secret (an AZURE_OPENAI_KEY,
+# a presigned URL: names do not always say), unless its value is an obviously plain setting.
+HARMLESS_ENV_PREFIXES = (
+    "CUDA_", "NCCL_", "VLLM_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "OMP_", "MKL_", "KMP_", "GLOO_", "NVIDIA_",
+    "HF_HUB_", "TRANSFORMERS_", "TOKENIZERS_", "PYTHON", "LC_", "XDG_", "RAY_", "TRITON_", "NUMEXPR_", "OPENBLAS_",
+)  # fmt: skip
+HARMLESS_ENV = {"PATH", "HOME", "USER", "LANG", "TZ", "TERM", "SHELL", "LD_LIBRARY_PATH", "HF_HOME", "TMPDIR"}
+_PLAIN_SETTING = re.compile(r"^(?:[0-9][0-9.,:-]*|true|false|yes|no|on|off|none|auto)$", re.IGNORECASE)
+
+
+def harmless_env(name: str, value: str) -> bool:
+    """Whether an environment variable may be shown as it is (else it is treated as a secret)."""
+    if Redactor().finds_secret(f"{name}={value}"):
+        return False
+    known = name in HARMLESS_ENV or name.startswith(HARMLESS_ENV_PREFIXES)
+    return known or bool(_PLAIN_SETTING.match(value))
+
+
+def shown_env(env: dict[str, str]) -> dict[str, str]:
+    """An environment as it may be shown: each value that is not known harmless replaced by the mark."""
+    return {name: value if harmless_env(name, value) else MARK for name, value in env.items()}
+
+
+# A unit's `Environment=A=1 "B=two words"` line, as `systemctl cat` or the unit file has it, wherever it is quoted.
+_ENVIRONMENT_LINE = re.compile(r"(?<![\w])(Environment=)([^\n]*)")  # in a file, a log line or JSON
+_ASSIGNMENT = re.compile(r"""(")([A-Za-z_]\w*)=([^"]*)"|(')([A-Za-z_]\w*)=([^']*)'|()([A-Za-z_]\w*)=([^\s"'\\]*)""")
+
+
+def _environment_line(match: re.Match[str]) -> str:
+    def value(assignment: re.Match[str]) -> str:
+        quote, name, found = (part for part in assignment.groups() if part is not None)
+        if not found or found.startswith("[REDACTED") or harmless_env(name, found):
+            return assignment.group(0)
+        return f"{quote}{name}={MARK}{quote}"
+
+    return match.group(1) + _ASSIGNMENT.sub(value, match.group(2))
+
+
 # `--api-key VALUE` as two words of an argv list.
 _SECRET_FLAG = re.compile(r"(?i)^--" + _SECRET_NAME + "$")
 
@@ -158,6 +209,8 @@ class Redactor:
             value = value.replace(secret, _mark("secret"))
         for pattern, replacement in (*_PATTERNS, *_detectors()):
             value = pattern.sub(replacement, value)
+        if "Environment=" in value:
+            value = _ENVIRONMENT_LINE.sub(_environment_line, value)
         return _BASE64_BLOB.sub(self._blob, value) if len(value) >= 24 else value
 
     def value(self, value: Any) -> Any:
