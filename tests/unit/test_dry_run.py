@@ -3,7 +3,8 @@
 directory holds Kimi-K2's config.json. nvidia-smi is a stand-in (no GPU here, tests/support/nvidia_smi_standin.py) for
 8 GPUs at 93% in use; no server answers, so the hours are unknown and the GPU budget comes from the model's
 shape. The real `eyas` command runs; nothing may be launched. The walk ends with the deploy step: production's own
-argv (its layout included) plus the run's drafter, a restart of the length production takes to load."""
+argv (its layout included) plus the run's drafter, a restart of the length production takes to load. The unit also
+carries secrets (an --api-key, Environment= values whose names do not say so): none reaches the JSON."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from nvidia_smi_standin import FIXTURES, install_nvidia_smi
+from planted_secrets import API_KEY_FLAG, AZURE_KEY, UNIT_ENV
 
 KIMI_CONFIG = {"hidden_size": 7168, "num_hidden_layers": 61, "vocab_size": 163840, "intermediate_size": 18432}
 
@@ -23,6 +25,11 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     model_dir.mkdir()
     (model_dir / "config.json").write_text(json.dumps(KIMI_CONFIG))
     workdir = tmp_path / "work"
+    unit = (FIXTURES / "vllm_kimi.service").read_text()
+    unit = unit.replace("--trust-remote-code \\\n", f"--trust-remote-code \\\n    --api-key {API_KEY_FLAG} \\\n")
+    unit = unit.replace("[Service]\n", f"[Service]\nEnvironment=AZURE_OPENAI_KEY={AZURE_KEY} LICENSE_CODE={UNIT_ENV}\n")
+    assert API_KEY_FLAG in unit and AZURE_KEY in unit
+    (tmp_path / "vllm_kimi.service").write_text(unit)
     config = tmp_path / "eyas.toml"
     config.write_text(
         f"""[hosts.gpu]
@@ -35,7 +42,7 @@ host = "gpu"
 base_url = "http://127.0.0.1:9"
 model = "kimi-k2"
 model_dir = "{model_dir}"
-unit_file = "{FIXTURES / "vllm_kimi.service"}"
+unit_file = "{tmp_path / "vllm_kimi.service"}"
 load_time_s = 1320
 """
     )
@@ -46,6 +53,7 @@ load_time_s = 1320
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert not [secret for secret in (API_KEY_FLAG, AZURE_KEY, UNIT_ENV) if secret in done.stdout + done.stderr]
     walk = json.loads(done.stdout)
     phases = {phase["phase"]: phase for phase in walk["phases"]}
 
@@ -83,5 +91,6 @@ load_time_s = 1320
     (extraction_job,) = extract["jobs"]
     assert "--backend vllm" in extraction_job["command"] and "--inherit=" in extraction_job["command"]
     assert extraction_job["env"]["NCCL_P2P_LEVEL"] == "SYS"
+    assert {"AZURE_OPENAI_KEY", "LICENSE_CODE"} <= set(extraction_job["secrets"])  # by file, named only
     assert not (workdir / "jobs").exists()  # nothing launched
     assert not (tmp_path / "runs").exists()  # and no run folder

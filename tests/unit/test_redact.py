@@ -191,6 +191,7 @@ def test_common_secret_shapes(text: str, expected: str) -> None:
         '{"data_bytes_per_token": 28672, "seconds_per_token": 0.02}',  # eyas plan --json: rates, not tokens
         # A fix message names where a secret is: its words stay.
         'set key_passphrase_env = "SSH_KEY_PASS" and api_key_env = "OPENAI_API_KEY", or --key-file /k',
+        "--api-key: eyas's own servers listen on 127.0.0.1 only and take no key",
         "Environment=CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=INFO OMP_NUM_THREADS=8 WORKERS=4",
         "https://example.com/x?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261201T000000Z&page=2",
     ],

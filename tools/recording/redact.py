@@ -37,7 +37,17 @@ _SECRET_NAME = (
 )
 _FRESH = r"(?!\[REDACTED)(?!\$)"  # not already redacted, not a shell variable reference
 
-_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+
+def _name_value(match: re.Match[str]) -> str:
+    """NAME=value or NAME: value, the value hidden; but `--api-key: eyas's own servers...` names a flag in prose
+    (a flag takes its value after `=` or a space, never a colon), and its words stay."""
+    name, separator, quote = match.groups()
+    if ":" in separator and match.string[max(match.start() - 1, 0) : match.start()] == "-":
+        return match.group(0)
+    return f"{name}{separator}{quote}{MARK}"
+
+
+_PATTERNS: list[tuple[re.Pattern[str], Any]] = [
     (
         re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*)", re.DOTALL),
         _mark("private-key"),
@@ -59,7 +69,7 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
             + _FRESH
             + r"""[^\s"'&;,]+"""
         ),
-        r"\1\2\3" + MARK,
+        _name_value,
     ),
     # --name value
     (re.compile(r"""(?i)(--""" + _SECRET_NAME + r""")(\s+)(["']?)""" + _FRESH + r"""[^\s"']+"""), r"\1\2\3" + MARK),

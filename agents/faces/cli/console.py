@@ -2,21 +2,55 @@
 
 from __future__ import annotations
 
+import json
 import time
 from types import TracebackType
+from typing import IO, Any
 
+from pydantic_core import to_jsonable_python
 from rich.console import Console
 from rich.markup import escape
 from rich.status import Status as Spinner
 from rich.table import Table
+from rich.text import Text
 
 from eyas.tools.checks.result import Status
 from eyas.tools.checks.verify import VerifyReport
+from eyas.tools.recording.redact import Redactor
+from eyas.tools.recording.redacted_stream import RedactedStream
+from eyas.tools.recording.visible import visible
 
-console = Console()
-errors = Console(stderr=True)
+
+class HostTextConsole(Console):
+    """A rich console that shows, and never passes on, the control characters of what it prints: every string
+    it renders (markup, a table's cells and titles, plain text) has them made visible before markup is parsed, so a
+    host's ESC sequence in a transcript or a log tail reaches the terminal as the text `\\x1b`. Its own styling
+    goes out through the standard stream's redacting-only side (RedactedStream.styled)."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(visible(text), **options)
+
+    @property
+    def file(self) -> IO[str]:
+        file = super().file
+        return file.styled if isinstance(file, RedactedStream) else file
+
+    @file.setter
+    def file(self, new_file: IO[str]) -> None:
+        self._file = new_file
+
+
+console = HostTextConsole()
+errors = HostTextConsole(stderr=True)
 
 STATUS_STYLE = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
+
+
+def print_json(value: object) -> None:
+    """A command's --json output, redacted as a value before it is serialised: a secret that is one item of a list
+    (an argv's `--api-key`, then its value) or a field that only its name marks lands on a line of its own in JSON,
+    where the line-by-line redaction of the output stream no longer sees what it belongs to."""
+    print(json.dumps(Redactor().value(to_jsonable_python(value)), indent=2))
 
 
 def print_error(message: str) -> None:
@@ -54,7 +88,7 @@ class Steps:
     def __call__(self, message: str) -> None:
         self._finish()
         self._current, self._started = message, time.monotonic()
-        self._spinner = console.status(escape(message))
+        self._spinner = console.status(visible(escape(message)))  # a spinner's text skips render_str
         self._spinner.start()
 
     def _finish(self) -> None:

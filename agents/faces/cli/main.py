@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import shlex
 import sys
@@ -18,7 +17,7 @@ from rich.markup import escape
 
 import eyas
 from eyas.agents.faces.cli.chat import chat_command
-from eyas.agents.faces.cli.console import console, notice, print_error, verify_table
+from eyas.agents.faces.cli.console import console, notice, print_error, print_json, verify_table
 from eyas.agents.faces.cli.deploy import deploy_command, print_result, rollback_command
 from eyas.agents.faces.cli.options import ConfigOption, JsonOption, announce, chosen_sizes, demo_size_option, use_config
 from eyas.agents.faces.cli.plan import plan_command
@@ -138,7 +137,7 @@ def verify_command(
         )
         report = verify(ctx, check)
     if json_output:
-        print(json.dumps([result.model_dump(mode="json") for result in report.results], indent=2))
+        print_json([result.model_dump(mode="json") for result in report.results])
     else:
         console.print(verify_table(report, escape(f"state of host '{name}' and target {cfg.target.base_url}")))
     raise typer.Exit(1 if report.worst is Status.FAIL else 0)
@@ -214,7 +213,7 @@ def jobs_list(
     with job_executor(ctx) as jobs:
         states = jobs.list()
     if as_json:
-        print(json.dumps([state.model_dump(mode="json") for state in states], indent=2))
+        print_json([state.model_dump(mode="json") for state in states])
         return
     where = states[0].host if states else (host or "the target's host")
     table = Table(title=escape(f"jobs on {where}"), title_justify="left")

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic_core import to_jsonable_python
 from rich.markup import escape
 from rich.table import Table
 
-from eyas.agents.faces.cli.console import console, notice
+from eyas.agents.faces.cli.console import console, notice, print_json
 from eyas.agents.faces.cli.detach import DetachOption, detach_driver, same_command
 from eyas.agents.faces.cli.options import ConfigOption, JsonOption, chosen_sizes, size_option, use_config
 from eyas.graph.life.heartbeat import Heartbeat
@@ -186,7 +184,7 @@ def print_dry_run(walk: dict[str, Any], as_json: bool) -> None:
     from eyas.graph.dry_run import dry_run_lines
 
     if as_json:
-        print(json.dumps(to_jsonable_python(walk), indent=2))
+        print_json(walk)
         return
     for line in dry_run_lines(walk):
         console.print(line, markup=False, highlight=False)
@@ -267,7 +265,7 @@ def status_command(
         "evaluation": state.get("evaluation"),
     }
     if json_output:
-        print(json.dumps(to_jsonable_python(summary), indent=2))
+        print_json(summary)
         return
     console.print(f"[bold]{run_id}[/]: phase {summary['phase']}; " + ("driven now" if summary["driven"] else "idle"))
     if summary["driver"]:
@@ -356,7 +354,7 @@ def runs_command(json_output: JsonOption = False) -> None:
 
     rows = runs_listing(None, time.time())
     if json_output:
-        print(json.dumps(rows, indent=2))
+        print_json(rows)
         return
     table = Table(title=f"runs in {escape(str(runs_root()))}", title_justify="left")
     for column in ("run", "phase", "state", "driver", "report"):
@@ -384,4 +382,4 @@ def graph_command(
         print(drawable.draw_mermaid())
         return
     edges = [{"source": edge.source, "target": edge.target, "conditional": edge.conditional} for edge in drawable.edges]
-    print(json.dumps({"nodes": sorted(drawable.nodes), "edges": edges}, indent=2))
+    print_json({"nodes": sorted(drawable.nodes), "edges": edges})
