@@ -34,6 +34,9 @@ DROPPED = {
 }
 READY_MARGIN_S = 600.0  # at least ten minutes: a CPU-only vLLM compiles for minutes before it answers
 READY_FACTOR = 1.5  # a loaded host (eyas's own jobs, a cold page cache) loads slower than production did
+# Production's environment that eyas's servers must not take: vLLM reads VLLM_API_KEY as --api-key, and eyas's own
+# clients (extraction, evaluation) send no key, so every request would be refused with 401.
+DROPPED_ENV = {"VLLM_API_KEY": DROPPED["--api-key"]}
 
 
 class InheritedLaunch(BaseModel):
@@ -88,7 +91,10 @@ def inherit_launch(
         dropped.append(f"positional arguments {shlex.join(unit.vllm.positional[1:])}: eyas passes --model itself")
     dropped += [f"EnvironmentFile={path}: not read; put what the servers need in Environment=" for path in
                 unit.environment_files]  # fmt: skip
-    env = dict(unit.environment)
+    env = {name: value for name, value in unit.environment.items() if name not in DROPPED_ENV}
+    dropped += [
+        f"{name} (environment): {DROPPED_ENV[name]}" for name in sorted(unit.environment) if name in DROPPED_ENV
+    ]
     inherited += [f"{name} (environment)" for name in sorted(env)]
     return InheritedLaunch(
         flags=flags, env=env, inherited=inherited, overridden=overridden, dropped=dropped, source=source
