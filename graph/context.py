@@ -21,6 +21,7 @@ from eyas.tools.jobs.executor import JobExecutor, executor_for
 from eyas.tools.jobs.upload import remote_workloads_dir
 from eyas.tools.recording.boundary import Boundary
 from eyas.tools.settings.config import EyasConfig, HostConfig
+from eyas.tools.settings.sizes import POLL_INTERVAL_S
 
 
 def _ignore(*_: Any) -> None:
@@ -36,7 +37,7 @@ class RunContext:
     run: RunDir
     boundary: Boundary = field(default_factory=Boundary)
     policy: Policy | None = None
-    poll_interval_s: float = 10.0
+    poll_interval_s: float = POLL_INTERVAL_S
     # The terminal shows job progress through this; nothing of it enters the checkpoint.
     on_progress: Callable[[str, list[JobState], dict[str, dict[str, Any]]], None] = field(default=_ignore)
     on_note: Callable[[str], None] = field(default=_ignore)

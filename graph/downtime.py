@@ -21,7 +21,7 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import Node, RunContext
 from eyas.graph.runs import RunDir
-from eyas.graph.state import RunState
+from eyas.graph.state import RunState, run_plan
 from eyas.tools.private_files import open_private, write_private
 from eyas.tools.service.base import Service
 from eyas.tools.service.choose import production_service
@@ -36,8 +36,8 @@ RESTART_TIMEOUT_S = 3600.0
 
 def production_action(state: RunState, phase: str) -> str:
     """keep | stop | reuse, as the plan decided for the phase; a plan without the key keeps production."""
-    entry = state.get("plan", {}).get("phases", {}).get(phase, {}).get("production") or {}
-    return str(entry.get("action", "keep"))
+    impact = run_plan(state).production(phase)
+    return impact.action if impact is not None else "keep"
 
 
 def stop_for_phase(ctx: RunContext, state: RunState, phase: str) -> None:

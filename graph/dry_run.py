@@ -25,7 +25,7 @@ from eyas.graph.phases.plan import node as plan
 from eyas.graph.phases.train import node as train
 from eyas.graph.phases.verify import node as verify
 from eyas.graph.runs import RunDir
-from eyas.graph.state import RunState
+from eyas.graph.state import RunPlan, RunState, run_plan
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
@@ -77,12 +77,12 @@ def _walk(ctx: RunContext, sizes: Sizes) -> dict[str, Any]:
         "sizes": state["sizes"],
         "verification": state.get("verification", {}),
         "gpus": state.get("gpus", {}),
-        "plan": {key: value for key, value in state["plan"].items() if key != "phases"},
+        "plan": run_plan(state).model_dump(mode="json", exclude={"phases"}),
         "phases": phases,
     }
 
 
-def _plan(ctx: RunContext, state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+def _plan(ctx: RunContext, state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:  # RunPlan's JSON
     """The run's plan; when the server cannot be measured (down, loading), the GPU budget alone, from the
     model's config.json in target.model_dir, with the hours unknown."""
     try:
@@ -97,25 +97,28 @@ def _plan(ctx: RunContext, state: RunState, runtime: Runtime[RunContext]) -> dic
         dims = read_model_dims(ctx.host, f"{model_dir.rstrip('/')}/config.json")
         production = plan.production_plan(ctx, state, dims, {}, None)
         phases = {phase: {"production": impact} for phase, impact in production["phases"].items()}
-        return {
+        blind = {
             **plan.checked_paths(state, production),
             "verdict": f"hours not measured ({exc}); the GPU budget is from {model_dir}/config.json",
             "phases": phases,
             "production_load": production["load"],
             "captured_layers": dims.default_layers(),
         }
+        return RunPlan.model_validate(blind).model_dump(mode="json")
 
 
 def _phase(ctx: RunContext, state: RunState, name: str, build: Any) -> dict[str, Any]:
-    planned = state["plan"].get("phases", {})
-    production = dict(planned.get(PRODUCTION_PHASE[name], {}).get("production") or {})
-    entry: dict[str, Any] = {"phase": name, "phase_hours": planned.get(name, {}).get("phase_hours")}
+    planned = run_plan(state)
+    impact = planned.production(PRODUCTION_PHASE[name])
+    production = impact.model_dump() if impact is not None else {}
+    entry: dict[str, Any] = {"phase": name, "phase_hours": planned.phase(name).phase_hours}
     if production.get("action") == "stop":
         stop, start = stop_start_commands(ctx)
         production["commands"] = [stop, start]
     entry["production"] = production
     entry["gpus"] = production.get("gpus", [])
-    blocked = (state["plan"].get("paths", {}).get(name) or {}).get("blocked")
+    path = planned.paths.get(name)
+    blocked = path.blocked if path is not None else None
     if blocked:
         entry["blocked"] = f"{blocked}; a run would stop at its gate and never launch it"
     try:

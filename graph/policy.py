@@ -23,7 +23,8 @@ _THRESHOLD: dict[str, Any] = {name: field.default for name, field in Thresholds.
 
 
 class Policy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf or nan budget: `max_phase_hours = inf` reads as a budget and approves everything, `nan` nothing.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     max_phase_hours: float | None = Field(None, gt=0, description="longest estimated phase approved unattended")
     max_total_hours: float | None = Field(None, gt=0, description="longest estimated whole run approved unattended")
@@ -180,6 +181,11 @@ def load_policy(path: Path) -> Policy:
         raise ConfigError(f"The policy file {path} does not exist.") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"The policy file {path} is not valid TOML: {exc}.") from None
+    except RecursionError:
+        raise ConfigError(
+            f"The policy file {path} nests tables or arrays deeper than Python's TOML reader can follow; a policy is "
+            "one flat table of budgets, such as max_total_hours = 12 (README, the overnight run's example)."
+        ) from None
     except ValidationError as exc:
         raise ConfigError(f"The policy file {path} is invalid: {'; '.join(format_validation_error(exc))}.") from None
 

@@ -1,17 +1,32 @@
 """The run's state: small JSON values only (artifacts by path, never data), so checkpoints stay small.
 
 What enters from outside (sizes, answers to gates) is checked by a pydantic model where it crosses in, and
-the state keeps its plain JSON dump: `Sizes.model_dump()`, read back with `run_sizes(state)`.
+the state keeps its plain JSON dump: `Sizes.model_dump()`, read back with `run_sizes(state)`. The records the graph
+makes itself are typed the same way: the plan (`RunPlan`, read back with `run_plan(state)`), the gate views
+(graph/gates/view.py); each is a `Record`, whose dump is the JSON it was made or read with, key for key.
 """
 
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    field_validator,
+    model_serializer,
+)
 from typing_extensions import TypedDict  # pydantic (and so LangGraph Studio) needs it on Python < 3.12
 
+from eyas.tools.planning.backend import BackendChoice
+from eyas.tools.planning.estimate import Alternative
+from eyas.tools.planning.gpu_budget import ProductionImpact
+from eyas.tools.planning.paths import PhasePath
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.settings.sizes import DEFAULT_SIZES, Sizes, SizeValue
 
@@ -20,6 +35,64 @@ FailureAction = Literal["retry", "abort"]
 Action = Literal[ApprovalAction, FailureAction]
 APPROVAL_ACTIONS: tuple[ApprovalAction, ...] = get_args(ApprovalAction)
 FAILURE_ACTIONS: tuple[FailureAction, ...] = get_args(FailureAction)
+
+
+class Record(BaseModel):
+    """A record the graph keeps in its state or shows: it dumps the keys it was made (or read) with, and no other,
+    whatever their defaults. A key left out stays out; a key set to None (an unknown downtime) stays, as null. So a
+    record read back from a checkpoint or a transcript dumps to the very JSON it was read from, and replays match."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @model_serializer(mode="wrap")
+    def _as_made(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {key: value for key, value in handler(self).items() if key in self.model_fields_set}
+
+
+class PhasePlan(Record):
+    """One phase in the plan: its hours and bytes, and what happens to production meanwhile (GPU phases)."""
+
+    phase_hours: float | None = None
+    disk_bytes: int | None = None
+    production: ProductionImpact | None = None
+
+
+class LoadTime(Record):
+    """How long production takes to load, and where the figure comes from."""
+
+    load_s: float
+    source: str
+
+
+class RunPlan(Record):
+    """The plan (graph/phases/plan/node.py): hours and bytes per phase, the verdict against the verified free disk
+    with the ways out, the extraction backend and each phase's path, and production's load time. A run that has
+    not planned yet reads as the empty plan, every figure unknown."""
+
+    extraction: BackendChoice | None = None
+    paths: dict[str, PhasePath] = Field(default_factory=dict)
+    fits: bool | None = None
+    verdict: str | None = None
+    needed_bytes: int | None = None
+    free_disk_bytes: int | None = None
+    total_hours: float | None = None
+    sources: dict[str, str] = Field(default_factory=dict)  # figure -> where it came from
+    alternatives: list[Alternative] = Field(default_factory=list)
+    phases: dict[str, PhasePlan] = Field(default_factory=dict)
+    production_load: LoadTime | None = None
+    captured_layers: list[int] = Field(default_factory=list)
+
+    @field_serializer("alternatives")
+    def _alternatives(self, alternatives: list[Alternative]) -> list[dict[str, Any]]:
+        return [alternative.model_dump(exclude_none=True) for alternative in alternatives]
+
+    def phase(self, name: str) -> PhasePlan:
+        """The phase's entry; one the plan does not cover has every figure unknown."""
+        return self.phases.get(name) or PhasePlan()
+
+    def production(self, phase: str) -> ProductionImpact | None:
+        """What the plan says happens to production during `phase` (None: nothing planned)."""
+        return self.phase(phase).production
 
 
 class Failure(TypedDict):
@@ -97,7 +170,7 @@ class RunState(TypedDict, total=False):
     compat: dict[str, Any]  # verify's compat facts: installed versions and the table of paths
     server_flags: dict[str, Any]  # verify's server_flags facts: per server of eyas, the flags the host's vLLM lacks
     research_summary: dict[str, Any]  # the research's summary and its unchecked claims, for the gates
-    plan: dict[str, Any]
+    plan: dict[str, Any]  # RunPlan.model_dump(mode="json"), read back with run_plan(state)
     jobs: dict[str, list[str]]  # phase -> job ids (the job registry)
     artifacts: dict[str, str]  # name -> path on the host
     decisions: Annotated[list[Decision], operator.add]
@@ -115,3 +188,9 @@ class RunState(TypedDict, total=False):
 def run_sizes(state: RunState) -> Sizes:
     """The run's sizes; a key the state lacks takes its default from `Sizes`."""
     return Sizes.model_validate(state.get("sizes", {}))
+
+
+def run_plan(state: Mapping[str, Any]) -> RunPlan:
+    """The run's plan, typed (from a live state or one read back from a checkpoint); before the plan node ran, the
+    empty plan."""
+    return RunPlan.model_validate(state.get("plan") or {})

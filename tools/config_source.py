@@ -10,6 +10,7 @@ from pathlib import Path
 from eyas.tools.errors import ConfigError
 from eyas.tools.recording.redact import remember_secrets
 from eyas.tools.settings.config import EyasConfig, load_config, secret_values
+from eyas.tools.settings.local_files import MISSING, not_a_regular_file
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 
 ENV_VAR = "EYAS_CONFIG"
@@ -76,7 +77,10 @@ def _must_exist(path: Path, named: str, fix: str) -> None:
     """One paragraph: what is wrong, how to fix it, and how to get a config to start from."""
     if path.is_dir():
         raise ConfigError(f"{named}, a directory, not a config file. {fix}")
-    if not path.is_file():
+    problem = not_a_regular_file(path)
+    if problem == MISSING:
         raise ConfigError(
             f"{named}, which does not exist. {fix} `eyas config init {path}` writes an example config there to edit."
         )
+    if problem is not None:  # a FIFO or /dev/zero would be read without end; a link loop is not "missing"
+        raise ConfigError(f"{named}, which {problem}. {fix}")

@@ -14,12 +14,13 @@ from pydantic import ValidationError
 from eyas.agents.faces.cli.run import job_rows
 from eyas.agents.operator_tools import size_flags
 from eyas.agents.service_tools import command_change, downtime
+from eyas.graph.gates.view import FailureView, read_view
 from eyas.graph.life.answers import pending_view, record_gate_answer
 from eyas.graph.life.runner import read_run
 from eyas.graph.phases.deploy.node import DEPLOY_FILE
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir, run_dir
-from eyas.graph.state import Action, GateAnswer
+from eyas.graph.state import Action, GateAnswer, run_plan
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
@@ -60,9 +61,9 @@ class ChatPipeline:
         for phase, ids in state.get("jobs", {}).items():
             lines.append(f"{phase}: jobs {', '.join(ids)}")
         if pending:
-            view = pending[1]
-            kind = "failure" if view.get("kind") == "failure" else "approval"
-            lines.append(f"waiting at the {kind} gate of {view.get('phase')}: {json.dumps(view)[:1500]}")
+            view = read_view(pending[1])
+            kind = "failure" if isinstance(view, FailureView) else "approval"
+            lines.append(f"waiting at the {kind} gate of {view.phase}: {json.dumps(pending[1])[:1500]}")
         if state.get("stopped"):
             lines.append(f"stopped: {state['stopped']}")
         return "\n".join([*lines, *self._progress(state)])
@@ -71,7 +72,7 @@ class ChatPipeline:
         """What a person would look at: the plan's verdict, the last training loss, the measurements, each job's
         progress with its throughput, loss and ETA (from its log, as `eyas status RUN` shows it), the report."""
         lines = []
-        if verdict := state.get("plan", {}).get("verdict"):
+        if verdict := run_plan(state).verdict:
             lines.append(f"plan: {verdict}")
         if train := (state.get("training") or {}).get("train"):
             lines.append(f"training: step {train[-1].get('step')}, loss {train[-1].get('loss')}")

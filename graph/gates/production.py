@@ -3,7 +3,6 @@ downtime, the exact commands that stop and start it, and the argv of every vLLM 
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from eyas.graph.context import RunContext
@@ -16,7 +15,7 @@ from eyas.graph.phases.servers import (
     on_gpu,
     production_launch,
 )
-from eyas.graph.state import RunState
+from eyas.graph.state import RunState, run_plan
 from eyas.tools.checks.server_flags import EVALUATE_OWN, EXTRACT_OWN
 
 # The phases each gate asks about: the training gate approves vocab, training and the evaluation after it.
@@ -36,11 +35,13 @@ def phase_servers(phase: str, ctx: RunContext, state: RunState) -> dict[str, Any
 
 
 def production_view(phase: str, state: RunState, ctx: RunContext) -> dict[str, Any]:
-    """Per phase the gate covers: the plan's production entry, the stop/start commands when it stops, the servers."""
-    planned = state.get("plan", {}).get("phases", {})
+    """Per phase the gate covers: the plan's production entry, the stop/start commands when it stops, the servers
+    (each entry as GateView reads it into a ProductionEntry)."""
+    plan = run_plan(state)
     view: dict[str, Any] = {}
     for covered in GATE_PHASES.get(phase, (phase,)):
-        entry = dict(planned.get(covered, {}).get("production") or {})
+        impact = plan.production(covered)
+        entry = impact.model_dump() if impact is not None else {}
         if entry.get("action") == "stop":
             stop, start = stop_start_commands(ctx)
             entry["commands"] = [stop, f"(the {covered} phase's jobs)", start + "; then wait for the deep health check"]
@@ -61,26 +62,3 @@ def production_estimate(view: dict[str, Any]) -> dict[str, Any]:
     hours = [entry.get("downtime_hours") for entry in stops]
     total = None if None in hours else sum(h for h in hours if h is not None)
     return {"production_action": "stop", "downtime_hours": total}
-
-
-def production_lines(production: dict[str, Any]) -> list[str]:
-    """A gate's production section as lines: per phase what happens to production and for how long, the
-    commands that stop and start it, what eyas's servers inherit, and each server's argv."""
-    lines = []
-    for phase, entry in production.items():
-        action, hours = entry.get("action", "?"), entry.get("downtime_hours")
-        downtime = (
-            ""
-            if action not in ("stop", "restart")
-            else f", down for {hours:.2f} h"
-            if hours is not None
-            else ", downtime unknown"
-        )
-        lines.append(f"{phase}: {action}{downtime}; GPUs {entry.get('gpus', [])}: {entry.get('reason', '')}")
-        lines += [f"{phase}: $ {command}" for command in entry.get("commands", [])]
-        servers = entry.get("servers") or {}
-        for key in ("inherited", "overridden", "dropped"):
-            if servers.get(key):
-                lines.append(f"{phase} servers {key}: {', '.join(servers[key])}")
-        lines += [f"{phase} server {name}: {shlex.join(argv)}" for name, argv in servers.get("servers", {}).items()]
-    return lines

@@ -7,9 +7,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from eyas.graph.gates.view import FailureView, GateView, read_view
 from eyas.graph.life.runner import read_run
 from eyas.graph.runs import RunDir
-from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, GateAnswer
+from eyas.graph.state import GateAnswer
 from eyas.tools.errors import EyasError
 from eyas.tools.settings.config import format_validation_error
 from eyas.tools.settings.sizes import Sizes
@@ -30,15 +31,13 @@ def record_gate_answer(run: RunDir, answer: GateAnswer, gate_id: str | None = No
     current, view = pending_view(run)
     if gate_id is not None and gate_id != current:
         raise EyasError(f"Run {run.run_id} no longer waits at the gate answered; reload to see where it waits now.")
-    failure = view.get("kind") == "failure"
-    # A gate may name its choices (the deploy gate has nothing to edit).
-    allowed = FAILURE_ACTIONS if failure else tuple(view.get("choices") or APPROVAL_ACTIONS)
-    if answer.action not in allowed:
-        kind = "A failure gate" if failure else "An approval gate"
-        raise EyasError(f"{kind} takes one of: {', '.join(allowed)}; not {answer.action}.")
-    if answer.action == "edit":
+    shown = read_view(view)
+    if answer.action not in shown.actions:  # a gate may name its choices (the deploy gate has nothing to edit)
+        kind = "A failure gate" if isinstance(shown, FailureView) else "An approval gate"
+        raise EyasError(f"{kind} takes one of: {', '.join(shown.actions)}; not {answer.action}.")
+    if isinstance(shown, GateView) and answer.action == "edit":
         try:
-            Sizes.model_validate({**view.get("sizes", {}), **(answer.sizes or {})})
+            Sizes.model_validate({**shown.sizes, **(answer.sizes or {})})
         except ValidationError as exc:
             raise EyasError("The edited sizes are not valid: " + "; ".join(format_validation_error(exc))) from None
     run.record_answer(current, answer)

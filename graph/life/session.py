@@ -17,7 +17,7 @@ from eyas.tools.errors import EyasError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.recording.recorder import Recorder
 from eyas.tools.settings.config import EyasConfig, secret_values
-from eyas.tools.settings.sizes import Sizes
+from eyas.tools.settings.sizes import POLL_INTERVAL_S, Sizes
 from eyas.tools.target.embedded import EmbeddedTarget
 
 
@@ -93,7 +93,7 @@ def open_context(run: RunDir, meta: dict[str, Any], **overrides: Any) -> Iterato
             run=run,
             boundary=recorder,
             policy=Policy.model_validate(meta["policy"]) if meta["policy"] else None,
-            poll_interval_s=meta.get("poll_interval_s", 10.0),
+            poll_interval_s=meta.get("poll_interval_s", POLL_INTERVAL_S),
             **overrides,
         )
     finally:

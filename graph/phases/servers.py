@@ -4,18 +4,18 @@ and the gates and `eyas run --dry-run` show each server's argv and what was inhe
 
 from __future__ import annotations
 
-import json
 import posixpath
 from typing import Any
 
 from eyas.graph.context import RunContext
-from eyas.graph.state import RunState, run_sizes
+from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_sizes, server_argvs
+from eyas.graph.state import RunState, run_plan, run_sizes
 from eyas.tools.checks.result import CheckContext
+from eyas.tools.checks.server_flags import EVALUATE_OWN
 from eyas.tools.checks.service import read_unit
 from eyas.tools.launch.inherited import InheritedLaunch, inherit_launch, ready_timeout_s
 from eyas.tools.workloads.extract_server import extraction_argv
 
-EVALUATE_PORT = 8800  # tools/jobs/train.EvaluateRequest's default
 EXTRACT_PORT = 0  # extract.py picks a free port
 
 
@@ -26,8 +26,8 @@ def on_gpu(state: RunState) -> bool:
 
 def extraction_backend(state: RunState) -> str:
     """The backend the plan chose (plan["extraction"]); for a plan made before it chose one, vllm on a GPU host."""
-    chosen = (state.get("plan") or {}).get("extraction") or {}
-    return str(chosen.get("backend") or ("vllm" if on_gpu(state) else "hf"))
+    chosen = run_plan(state).extraction
+    return chosen.backend if chosen is not None else ("vllm" if on_gpu(state) else "hf")
 
 
 def production_launch(ctx: RunContext, own: tuple[str, ...]) -> InheritedLaunch:
@@ -43,27 +43,38 @@ def production_launch(ctx: RunContext, own: tuple[str, ...]) -> InheritedLaunch:
 
 def ready_timeout(state: RunState) -> float | None:
     """A server's start deadline: production's load time as the plan has it, with a margin (None: no plan)."""
-    load = state.get("plan", {}).get("production_load") or {}
-    return ready_timeout_s(float(load["load_s"])) if load.get("load_s") else None
+    load = run_plan(state).production_load
+    return ready_timeout_s(load.load_s) if load is not None and load.load_s else None
+
+
+def evaluation_launch(ctx: RunContext, state: RunState) -> InheritedLaunch:
+    """Production's launch as the evaluation's servers take it: on a CPU host evaluate.py sets --dtype too."""
+    return production_launch(ctx, EVALUATE_OWN if on_gpu(state) else (*EVALUATE_OWN, "--dtype"))
+
+
+def evaluation_request(ctx: RunContext, state: RunState, launch: InheritedLaunch) -> EvaluateRequest:
+    """The evaluate job's request: built here, for the phase to launch and for the gates and the dry run to show
+    its servers (evaluation_servers), so that what is shown is what runs."""
+    return EvaluateRequest(
+        model_dir=ctx.model_dir,
+        drafter_dir=ctx.artifact("drafter"),
+        prompts=ctx.artifact("held_out"),
+        out=ctx.artifact("evaluation"),
+        **evaluate_sizes(run_sizes(state)),
+        launch=launch,
+        start_timeout_s=ready_timeout(state),
+    )
 
 
 def evaluation_servers(ctx: RunContext, state: RunState, launch: InheritedLaunch) -> dict[str, list[str]]:
-    """The argv of each server evaluate.py starts on a GPU host (on a CPU, evaluate.py adds --dtype float32
-    --enforce-eager)."""
-    python, model = ctx.host_config.python, ctx.model_dir
-    k = run_sizes(state).num_speculative_tokens
-    speculative = {"method": "eagle3", "model": ctx.artifact("drafter"), "num_speculative_tokens": k}
-    return {
-        "baseline": launch.server_argv(python, model, EVALUATE_PORT, "--seed", "0"),
-        f"speculative-k{k}": launch.server_argv(
-            python, model, EVALUATE_PORT, "--seed", "0", "--speculative-config", json.dumps(speculative)
-        ),
-    }
+    """The argv of each server the evaluate job starts on a GPU host (on a CPU, evaluate.py adds --dtype float32
+    --enforce-eager), from the job's own request."""
+    return server_argvs(ctx.host_config.python, evaluation_request(ctx, state, launch))
 
 
 def extraction_server(ctx: RunContext, state: RunState, launch: InheritedLaunch) -> list[str]:
     """The argv of the vllm backend's server (extract.py picks a free port; the layers are the plan's)."""
-    layers = state.get("plan", {}).get("captured_layers") or []
+    layers = run_plan(state).captured_layers
     out = ctx.artifact("hidden_states")
     staging = f"{posixpath.dirname(out)}/.{posixpath.basename(out)}.vllm-staging"  # as extract.py names it
     connector = "stock" if on_gpu(state) else "cpu"

@@ -18,6 +18,7 @@ from playwright.sync_api import Browser, Page, expect
 from dashboard_server import TOKEN, Dashboard, dashboard, form_value
 from eyas.agents.faces.dashboard.views import gate_panel
 from eyas.graph.crash_points import CRASH_AT
+from eyas.graph.gates.view import read_view
 from eyas.graph.life.runner import read_run
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
@@ -164,13 +165,14 @@ def test_a_token_made_at_start_is_printed_once_and_logs_in(tmp_path: Path) -> No
 
 
 def test_the_gate_views_escape_what_they_show() -> None:
-    failure = {"kind": "failure", "phase": "data", "job_id": "run.generate", "status": "lost",
-               "diagnosis": "<i>vanished</i>", "log_tail": "Traceback <module>\n"}  # fmt: skip
+    failure = read_view({"kind": "failure", "phase": "data", "job_id": "run.generate", "status": "lost",
+                         "diagnosis": "<i>vanished</i>", "log_tail": "Traceback <module>\n"})  # fmt: skip
     html = gate_panel("run-x", "gate-1", failure, "csrf-1", None)
     assert 'value="retry"' in html and 'value="abort"' in html and 'value="approve"' not in html
     assert "&lt;i&gt;vanished&lt;/i&gt;" in html and "Traceback &lt;module&gt;" in html and "<i>" not in html
-    approval = {"kind": "gate", "phase": "data", "host": "gpu", "commands": ["python x.py --out '<a>'"],
-                "sizes": {"prompt_source": '"/><script>'}}  # fmt: skip
+    approval = read_view({"kind": "gate", "phase": "data", "host": "gpu", "estimate": {},
+                          "commands": ["python x.py --out '<a>'"],
+                          "sizes": {"prompt_source": '"/><script>'}})  # fmt: skip
     html = gate_panel("run-x", "gate-1", approval, "csrf-1", None)
     assert "<script>" not in html and "&lt;a&gt;" in html and 'value="edit"' in html
 

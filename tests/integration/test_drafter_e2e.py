@@ -19,7 +19,7 @@ from drafter_pipeline import Pipeline, Sizes
 from extraction import prepared_target
 from eyas.graph.downtime import LOG, RECORD
 from eyas.graph.life.runner import Ask, Outcome, read_run
-from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job
+from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job, evaluate_sizes
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
@@ -29,7 +29,7 @@ from eyas.tools.jobs.detached import Jobs
 from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.service.deploy import DeployResult, rollback
 from eyas.tools.settings.config import HostConfig
-from eyas.tools.settings.sizes import DEMO
+from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.workloads.progress import TAG
 from gated_runs import stored_run
@@ -128,6 +128,7 @@ def test_a_cancelled_evaluation_job_leaves_no_server_behind(
     request = EvaluateRequest(
         model_dir=str(pipeline.target.model_dir), drafter_dir=str(untrained), prompts=str(pipeline.held_out),
         out=str(tmp_path / "result.json"), port=CANCEL_PORT, vllm_args=["--enforce-eager"], acceptance_only=True,
+        **evaluate_sizes(DEFAULT_SIZES),
     )  # fmt: skip
     spec = evaluate_job("evaluate", config, upload_workloads(host, config.workdir), request)
     jobs = Jobs(host, config.workdir)

@@ -10,21 +10,23 @@ import pytest
 from pydantic import ValidationError
 
 from extraction import prepared_target, write_sample_file
-from eyas.graph.phases.extract.jobs import ExtractionRequest, extract_job
+from eyas.graph.phases.extract.jobs import ExtractionRequest, extract_job, extraction_sizes
 from eyas.graph.phases.train.jobs import VocabRequest, vocab_job
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobStatus, wrapper_script
 from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.settings.config import HostConfig
+from eyas.tools.settings.sizes import DEFAULT_SIZES
 from waiting import wait_for
 
 HOST = HostConfig(address="gpu-box", python="/opt/ml venv/bin/python", workdir="/data/eyas")
 WORKLOADS = "/data/eyas/workloads"
+SIZED = extraction_sizes(DEFAULT_SIZES)  # what a run at the default sizes asks
 
 
 def test_extract_job_runs_the_script_with_the_venv_interpreter_and_every_flag() -> None:
     request = ExtractionRequest(
-        model_dir="/models/Kimi K2", conversations="/data/gen.jsonl", out_dir="/data/hs", max_samples=25_000
+        model_dir="/models/Kimi K2", conversations="/data/gen.jsonl", out_dir="/data/hs", max_samples=25_000, **SIZED
     )
     spec = extract_job("run1-extract", HOST, WORKLOADS, request)
     assert spec.job_id == "run1-extract" and spec.env == {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
@@ -39,7 +41,7 @@ def test_extract_job_runs_the_script_with_the_venv_interpreter_and_every_flag() 
 def test_vllm_extraction_passes_its_own_flags_and_custom_layers() -> None:
     request = ExtractionRequest(
         model_dir="/m", conversations="/c.jsonl", out_dir="/hs", backend="vllm", layers=[1, 23, 44, 61],
-        concurrency=32, reserve="5%",
+        concurrency=32, reserve="5%", **SIZED,
     )  # fmt: skip
     argv = extract_job("x", HOST, WORKLOADS, request).argv
     assert argv[argv.index("--layers") + 1] == "1,23,44,61"
@@ -56,7 +58,7 @@ def test_vocab_job_argv() -> None:
 
 
 def test_every_argument_is_quoted_in_the_job_script() -> None:
-    request = ExtractionRequest(model_dir="/models/a b; rm -rf ~", conversations="/c.jsonl", out_dir="/hs")
+    request = ExtractionRequest(model_dir="/models/a b; rm -rf ~", conversations="/c.jsonl", out_dir="/hs", **SIZED)
     script = wrapper_script(extract_job("x", HOST, WORKLOADS, request), "/data/eyas/jobs/x")
     assert shlex.quote("/models/a b; rm -rf ~") in script and shlex.quote("/opt/ml venv/bin/python") in script
 
@@ -67,7 +69,7 @@ def test_every_argument_is_quoted_in_the_job_script() -> None:
 )
 def test_impossible_requests_are_refused(bad: dict) -> None:
     with pytest.raises(ValidationError):
-        ExtractionRequest(**{"model_dir": "/m", "conversations": "/c.jsonl", "out_dir": "/hs", **bad})
+        ExtractionRequest(**{"model_dir": "/m", "conversations": "/c.jsonl", "out_dir": "/hs", **SIZED, **bad})
 
 
 def test_a_relative_workloads_directory_is_refused() -> None:

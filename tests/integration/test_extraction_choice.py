@@ -23,9 +23,9 @@ from rich.console import Console
 from extraction import prepared_target
 from eyas.agents.faces.cli.run_ui import gate_panel
 from eyas.agents.faces.dashboard.views import approval_view
+from eyas.agents.faces.gate_text import paths_lines
 from eyas.graph.context import RunContext
-from eyas.graph.gates.gate import gate_view
-from eyas.graph.gates.paths import paths_lines
+from eyas.graph.gates.view import GateView, gate_view
 from eyas.graph.life.runner import drive, thread
 from eyas.graph.phases.extract import node as extract
 from eyas.graph.phases.plan.node import checked_paths, production_plan
@@ -77,7 +77,8 @@ def planned(ctx: RunContext, state: RunState) -> RunState:
 
 
 def extraction_gate(ctx: RunContext, state: RunState) -> dict[str, Any]:
-    return gate_view("extract", state, ctx, extract.build_jobs(ctx, state))
+    """The extraction gate's view as the gate stores it (plain JSON)."""
+    return gate_view("extract", state, ctx, extract.build_jobs(ctx, state)).model_dump(mode="json")
 
 
 def test_a_model_larger_than_one_gpu_is_extracted_by_vllm_with_production_layout(
@@ -106,7 +107,7 @@ def test_a_model_larger_than_one_gpu_is_extracted_by_vllm_with_production_layout
         "vllm: the model needs 97.7 GB with its workspace, more than the largest GPU's 85.5 GB, so it is served "
         "with production's layout (tensor 8 x pipeline 1 = 8 GPU(s))"
     )
-    assert ("extraction backend", view["extraction"]["reason"]) in paths_lines(view)
+    assert ("extraction backend", view["extraction"]["reason"]) in paths_lines(GateView.model_validate(view))
     (command,) = view["commands"]
     assert "--backend vllm" in command and '"--tensor-parallel-size", "8"' in command
 
@@ -164,21 +165,23 @@ def test_an_older_stack_blocks_the_phases_whose_paths_it_lacks_and_names_the_min
 
     view = extraction_gate(smol, state)
     assert view["blocked"] == [paths["extract"]["blocked"]]
-    assert ("BLOCKED", paths["extract"]["blocked"]) in paths_lines(view)
+    typed = GateView.model_validate(view)
+    assert ("BLOCKED", paths["extract"]["blocked"]) in paths_lines(typed)
     # Shown in the terminal and on the dashboard.
     console = Console(record=True, width=400)
-    console.print(gate_panel(view))
+    console.print(gate_panel(typed))
     shown = console.export_text()
     assert "BLOCKED" in shown and "from vllm 0.18" in shown
-    assert f'<p class="error">Blocked: {html.escape(paths["extract"]["blocked"])}</p>' in approval_view(view)
+    assert f'<span class="error">{html.escape(paths["extract"]["blocked"])}</span>' in approval_view(typed)
     # The same stack with the plan's own choice: hf works, so extraction is not blocked; training still is.
     chosen = planned(smol, old_stack({"sizes": DEMO.model_dump(), "artifacts": {}}))
     assert chosen["plan"]["extraction"]["backend"] == "hf" and chosen["plan"]["paths"]["extract"]["blocked"] is None
-    assert gate_view("train", chosen, smol, [])["blocked"] == [chosen["plan"]["paths"]["train"]["blocked"]]
+    assert gate_view("train", chosen, smol, []).blocked == [chosen["plan"]["paths"]["train"]["blocked"]]
     # The data gate, first, already says what will stop the run later.
     data = gate_view("data", chosen, smol, [])
-    assert "blocked" not in data and data["blocked_later"] == [chosen["plan"]["paths"]["train"]["blocked"]]
-    assert ("blocked later", data["blocked_later"][0]) in paths_lines(data)
+    assert "blocked" not in data.model_dump(mode="json")
+    assert data.blocked_later == [chosen["plan"]["paths"]["train"]["blocked"]]
+    assert ("blocked later", data.blocked_later[0]) in paths_lines(data)
 
 
 @pytest.mark.slow  # smol: the embedded target's venv and model (`make target`)

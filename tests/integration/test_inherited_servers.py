@@ -18,7 +18,7 @@ import pytest
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases.evaluate import node as evaluate
-from eyas.graph.phases.evaluate.jobs import EvaluateRequest
+from eyas.graph.phases.evaluate.jobs import EVALUATE_PORT
 from eyas.graph.phases.extract.jobs import ExtractionRequest, extract_job
 from eyas.graph.phases.servers import production_launch
 from eyas.graph.runs import RunDir
@@ -168,7 +168,7 @@ def test_evaluation_and_extraction_servers_carry_production_flags_and_environmen
     tmp_path: Path, production: tuple[EmbeddedTarget, Path]
 ) -> None:
     target, unit = production
-    if port_in_use(EvaluateRequest.model_fields["port"].default):
+    if port_in_use(EVALUATE_PORT):
         pytest.skip("the evaluation's port is taken by another process on this machine")
     ctx = run_context(tmp_path, target, unit)
     upload_workloads(ctx.host, ctx.host_config.workdir)

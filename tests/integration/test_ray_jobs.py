@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from eyas.agents.faces.cli.run import job_rows
+from eyas.agents.faces.gate_text import cluster_lines
 from eyas.agents.operator_tools import ListJobs, OperatorEnv, TailLog, operator_tools
 from eyas.agents.structured import tool_name
-from eyas.graph.gates.gate import cluster_lines, cluster_view
+from eyas.graph.gates.view import cluster_view
 from eyas.graph.life.session import run_meta
 from eyas.graph.runs import RunDir
 from eyas.graph.supervise import diagnose
@@ -231,7 +232,8 @@ def test_the_config_chooses_the_executor_and_each_job_kind_its_resources_which_t
     assert job_resources(cluster, "run-1.train").num_gpus is None
     specs = [shell("run-1.extract-0", "true"), shell("run-1.train", "true")]
     view = cluster_view(cluster, specs)
-    assert view["resources"] == {"run-1.extract-0": {"num_gpus": 1.0, "labels": {}}, "run-1.train": {"labels": {}}}
+    resources = view.model_dump(mode="json")["resources"]
+    assert resources == {"run-1.extract-0": {"num_gpus": 1.0, "labels": {}}, "run-1.train": {"labels": {}}}
     assert cluster_lines(view) == [
         "jobs go to the Ray cluster at http://127.0.0.1:1",
         "run-1.extract-0: num_gpus=1.0",

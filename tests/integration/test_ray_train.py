@@ -26,6 +26,7 @@ from eyas.tools.jobs.detached import JobSpec, JobState, JobStatus
 from eyas.tools.jobs.ray_jobs import RayJobs
 from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.settings.config import ClusterConfig, HostConfig
+from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.workloads.progress import TAG
 from ray_cluster import RayCluster
@@ -58,7 +59,7 @@ class Pair:
         request = TrainRequest(
             hidden_states_dir=str(data["hs"]), model_dir=str(target.model_dir), out_dir=str(out),
             d2t=str(data["d2t"]), t2d=str(data["t2d"]), epochs=4, total_seq_len=128, checkpoint_every=2,
-            val_ratio=0.1, device="cpu", threads=1, nodes=NODES,
+            ttt_steps=DEFAULT_SIZES.ttt_steps, val_ratio=0.1, device="cpu", threads=1, nodes=NODES,
         )  # fmt: skip
         workloads = upload_workloads(LocalHost(), str(workdir))
         run = uuid.uuid4().hex[:8]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from extraction import CONVERSATIONS, prepared_target, run_python, summary
-from eyas.graph.phases.extract.jobs import ExtractionRequest, extract_job
+from eyas.graph.phases.extract.jobs import ExtractionRequest, extract_job, extraction_sizes
 from eyas.graph.phases.train.jobs import VocabRequest, vocab_job
 from eyas.tools.checks.remote_code import trust_remote_code
 from eyas.tools.hosts.local import LocalHost
@@ -20,6 +20,7 @@ from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.launch.unit_file import parse_unit_file
 from eyas.tools.planning.measure import read_model_dims
 from eyas.tools.settings.config import LOCAL, HostConfig
+from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.target.embedded import EmbeddedTarget
 
 pytestmark = pytest.mark.slow
@@ -105,7 +106,10 @@ def test_remote_code_follows_the_unit_unless_configured(flag: str, configured: b
     assert unit.vllm is not None
     facts = {"vllm": unit.vllm.model_dump()}
     assert trust_remote_code(configured, facts) is expected
-    request = ExtractionRequest(model_dir="/m", conversations="/c.jsonl", out_dir="/o", trust_remote_code=expected)
+    request = ExtractionRequest(
+        model_dir="/m", conversations="/c.jsonl", out_dir="/o", trust_remote_code=expected,
+        **extraction_sizes(DEFAULT_SIZES),
+    )  # fmt: skip
     vocab_request = VocabRequest(model_dir="/m", hidden_states_dir="/h", out_dir="/v", draft_vocab_size=8,
                                  trust_remote_code=expected)  # fmt: skip
     host = HostConfig(address=LOCAL, python="/venv/bin/python", workdir="/w")

@@ -24,6 +24,7 @@ from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobStatus
 from eyas.tools.jobs.upload import WORKLOADS_DIR, upload_workloads
 from eyas.tools.settings.config import HostConfig
+from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.workloads.hidden_states_file import read_header
 from eyas.tools.workloads.progress import TAG
@@ -136,7 +137,7 @@ def test_training_resumes_after_sigkill_to_the_same_weights(
         request = TrainRequest(
             hidden_states_dir=str(random_data["hs"]), model_dir=str(target.model_dir), out_dir=str(tmp_path / name),
             d2t=str(random_data["d2t"]), t2d=str(random_data["t2d"]), epochs=3, total_seq_len=128,
-            checkpoint_every=2, val_ratio=0.1, device="cpu",
+            ttt_steps=DEFAULT_SIZES.ttt_steps, checkpoint_every=2, val_ratio=0.1, device="cpu",
         )  # fmt: skip
         return train_job(f"train-{name}", host_config, workloads, request)
 

@@ -4,12 +4,18 @@ traceback, in a message that names the problem and the fix. Classes: run ids, co
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.checks.verify import verify
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.ssh import SSHHost
+from eyas.tools.settings.config import HostConfig, TargetConfig
 from in_process import eyas
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "runs" / "examples" / "full-pipeline" / "transcript.jsonl"
@@ -59,6 +65,27 @@ def config_with(old: str, new: str) -> str:
     return VALID_CONFIG.replace(old, new)
 
 
+def ssh_config_with(line: str) -> str:
+    """The valid config with its host reached over SSH (never dialled: the config is refused first), its known_hosts
+    ./kh (an empty file unless the case writes another), and `line` added to the host."""
+    return config_with('address = "local"', f'address = "10.0.0.9"\nknown_hosts = "kh"\n{line}')
+
+
+def fifo(name: str) -> Callable[[Path], None]:
+    """A real named pipe: reading it as a key or a config would wait for a writer that never comes."""
+    return lambda root: os.mkfifo(root / name)
+
+
+def link_loop(name: str) -> Callable[[Path], None]:
+    """`name` -> `name`.other -> `name`: a real symbolic link loop."""
+
+    def make(root: Path) -> None:
+        (root / name).symlink_to(root / f"{name}.other")
+        (root / f"{name}.other").symlink_to(root / name)
+
+    return make
+
+
 # -- transcripts ------------------------------------------------------------------------------------------------
 
 
@@ -102,6 +129,7 @@ class Case:
     files: dict[str, str | bytes] = field(default_factory=dict)  # written under the test's folder first
     env: dict[str, str] = field(default_factory=dict)
     check: Callable[[Path], None] | None = None
+    setup: Callable[[Path], None] | None = None  # makes what files cannot hold (a FIFO, a link loop)
 
     @property
     def id(self) -> str:
@@ -206,7 +234,73 @@ CONFIG_CASES = [
          files={"c.toml": b"\xff\xfe\x00"}, env={"EYAS_CONFIG": "c.toml"}),
 ]  # fmt: skip
 
+# -- config values and the local files a config names: each said as what it is, refused before anything connects --
+
+DEEP_TOML = "a = " + "[" * 5000 + "]" * 5000 + "\n"
+KEY_FIX = "point key_file at the private key file"
+KNOWN_HOSTS_FIX = "point known_hosts at a text file of the host keys you trust"
+VALUE_CASES = [
+    Case("policy", "nested-5000", ["run", "--config", "c.toml", "--policy", "p.toml"], 2,
+         ("The policy file p.toml nests tables or arrays deeper",), files={"c.toml": VALID_CONFIG, "p.toml": DEEP_TOML},
+         check=nothing_outside_runs),
+    Case("policy", "inf-hours", ["run", "--config", "c.toml", "--policy", "p.toml"], 2,
+         ("The policy file p.toml is invalid", "max_phase_hours", "finite number"),
+         files={"c.toml": VALID_CONFIG, "p.toml": "max_phase_hours = inf\n"}, check=nothing_outside_runs),
+    Case("config", "nested-5000", ["config", "check", "c.toml"], 1,
+         ("c.toml: nests tables or arrays deeper than Python's TOML reader can follow", CHECK_FIX),
+         files={"c.toml": DEEP_TOML}),
+    Case("config", "nested-5000-run", ["run", "--config", "c.toml"], 2,
+         ("nests tables or arrays deeper", "eyas config init NEW.toml", LOAD_FIX),
+         files={"c.toml": DEEP_TOML}, check=nothing_outside_runs),
+    Case("config", "key-file-dev-zero", ["config", "check", "c.toml"], 1,
+         ("hosts.box.key_file: /dev/zero on this machine is a character device, not a regular file", KEY_FIX),
+         files={"c.toml": ssh_config_with('key_file = "/dev/zero"'), "kh": ""}),
+    Case("config", "key-file-fifo", ["config", "check", "c.toml"], 1,
+         ("hosts.box.key_file: pipe on this machine is a FIFO (named pipe), not a regular file", KEY_FIX),
+         files={"c.toml": ssh_config_with('key_file = "pipe"'), "kh": ""}, setup=fifo("pipe")),
+    Case("config", "key-file-link-loop", ["verify", "--config", "c.toml"], 2,
+         ("hosts.box.key_file: loop on this machine is a symbolic link that loops", KEY_FIX, LOAD_FIX),
+         files={"c.toml": ssh_config_with('key_file = "loop"'), "kh": ""}, setup=link_loop("loop")),
+    Case("config", "key-file-directory", ["config", "check", "c.toml"], 1,
+         ("hosts.box.key_file: keys on this machine is a directory, not a file", KEY_FIX),
+         files={"c.toml": ssh_config_with('key_file = "keys"'), "kh": "", "keys/id_ed25519": ""}),
+    Case("config", "known-hosts-not-text", ["config", "check", "c.toml"], 1,
+         ("hosts.box.known_hosts: kh is not text (not UTF-8 at byte 0)", KNOWN_HOSTS_FIX, "ssh-keyscan -p 22 10.0.0.9"),
+         files={"c.toml": ssh_config_with(""), "kh": b"\xff\xfe\x00\x01"}),
+    Case("config", "known-hosts-not-text-verify", ["verify", "--config", "c.toml"], 2,
+         ("hosts.box.known_hosts: kh is not text", KNOWN_HOSTS_FIX, LOAD_FIX),
+         files={"c.toml": ssh_config_with(""), "kh": b"\xff\xfe\x00\x01"}),
+    Case("config", "known-hosts-fifo", ["config", "check", "c.toml"], 1,
+         ("hosts.box.known_hosts: kh is a FIFO (named pipe), not a regular file", KNOWN_HOSTS_FIX),
+         files={"c.toml": ssh_config_with("")}, setup=fifo("kh")),
+    Case("config", "config-is-a-fifo", ["config", "check", "c.toml"], 2,
+         ("--config names c.toml, which is a FIFO (named pipe), not a regular file", "Pass an existing config file"),
+         setup=fifo("c.toml")),
+    Case("config", "port-true", ["config", "check", "c.toml"], 1,
+         ("hosts.box.port: is true, a boolean, not a number", "write a whole number", CHECK_FIX),
+         files={"c.toml": config_with('address = "local"', 'address = "local"\nport = true')}),
+    Case("config", "deadline-inf", ["config", "check", "c.toml"], 1,
+         ("target.generation_deadline_s: Input should be a finite number", CHECK_FIX),
+         files={"c.toml": VALID_CONFIG + "generation_deadline_s = inf\n"}),
+    Case("config", "load-time-nan-run", ["run", "--config", "c.toml"], 2,
+         ("target.load_time_s: Input should be a finite number", LOAD_FIX),
+         files={"c.toml": VALID_CONFIG + "load_time_s = nan\n"}, check=nothing_outside_runs),
+    Case("config", "load-wait-inf", ["config", "check", "c.toml"], 1,
+         ("target.load_wait_s: Input should be a finite number", CHECK_FIX),
+         files={"c.toml": VALID_CONFIG + "load_wait_s = inf\n"}),
+    Case("config", "model-empty", ["config", "check", "c.toml"], 1,
+         ("target.model: is empty ('')", "name the served model as the server's /v1/models lists it"),
+         files={"c.toml": config_with('model = "m"', 'model = ""')}),
+    Case("config", "workdir-root", ["verify", "--config", "c.toml"], 2,
+         ("hosts.box.workdir: is the root folder ('/')", "give it a folder of its own", LOAD_FIX),
+         files={"c.toml": config_with('workdir = "/tmp/eyas-work"', 'workdir = "/"')}),
+    Case("config", "extract-shards-huge", ["config", "check", "c.toml"], 1,
+         ("cluster.extract_shards: Input should be less than or equal to 10000", CHECK_FIX),
+         files={"c.toml": VALID_CONFIG + "\n[cluster]\nextract_shards = 1000000000000\n"}),
+]  # fmt: skip
+
 CORRUPT_FIX = "Restore the file from a copy"
+LONE_SURROGATE = json.dumps(event(1, stdout="half a pair: \ud800 alone"))  # json.dumps spells it as the escape
 OTHER_VERSION_FIX = "Read it with the eyas that recorded it"
 SKIPPED_FIX = "read them with the eyas that recorded the run"
 NESTED = '{"v":1,"seq":1,"kind":"node","task":"main","t":1,"node":"n","phase":"end","output":' + "[" * 100_000
@@ -256,6 +350,11 @@ TRANSCRIPT_CASES = [
          files={"t.jsonl": three_with_middle(json.dumps(event(1))).rstrip("\n")[:-9]}),
     Case("transcript", "recorded-config-port", ["replay", "t.jsonl"], 2, ("target.base_url", "Replay an unmodified"),
          files={"t.jsonl": recorded_config("http://127.0.0.1:99999")}),
+    Case("transcript", "lone-surrogate", ["show", "t.jsonl"], 2,
+         ("line 2 holds \\ud800, half of a UTF-16 surrogate pair without its other half", CORRUPT_FIX),
+         files={"t.jsonl": three_with_middle(LONE_SURROGATE)}),
+    Case("transcript", "lone-surrogate-replay", ["replay", "t.jsonl"], 2, ("line 2 holds \\ud800", CORRUPT_FIX),
+         files={"t.jsonl": three_with_middle(LONE_SURROGATE)}),
 ]  # fmt: skip
 
 # -- sizes: every count has bounds (tools/settings/sizes.py SIZE_LIMITS), checked before anything starts ---------
@@ -268,6 +367,8 @@ def nothing_set_up(root: Path) -> None:
 
 HUGE = str(10**20)  # above 2**64: a checkpoint could not store it
 SIZE_CASES = [
+    Case("size", "run-poll-interval-negative", ["run", "--poll-interval=-1"], 2,
+         ("--poll-interval", "is -1 seconds", "give a number of seconds above 0"), check=nothing_outside_runs),
     Case("size", "run-samples-huge", ["run", "--samples", HUGE, "--dry-run"], 2,
          ("samples", "less than or equal to 100000000"), check=nothing_outside_runs),
     Case("size", "run-ttt-steps", ["run", "--ttt-steps", "1000"], 2, ("ttt_steps", "less than or equal to 64"),
@@ -281,7 +382,42 @@ SIZE_CASES = [
          check=nothing_set_up),
 ]  # fmt: skip
 
-CASES = RUN_ID_CASES + CONFIG_CASES + TRANSCRIPT_CASES + SIZE_CASES
+# -- `eyas plan`'s figures of the host: each has bounds (tools/planning/measure.py `Figures`), nan and inf refused --
+
+# Every figure given, so that nothing is measured and no host is needed; a case replaces one of them.
+ALL_FIGURES = {"--hidden-size": "4096", "--num-layers": "32", "--vocab-size": "128000", "--free-disk": "3TB",
+               "--throughput": "1000", "--prompt-tokens": "100"}  # fmt: skip
+FIGURE_FIX = "leave the flag out and eyas measures it on the host"
+
+
+def plan_with(flag: str, value: str) -> list[str]:
+    figures = {**ALL_FIGURES, flag: value}
+    return ["plan", *(f"{name}={given}" for name, given in figures.items())]
+
+
+FIGURE_CASES = [
+    Case("figure", "samples-negative", ["plan", "--samples=-1"], 2, ("samples", "greater than 0")),
+    Case("figure", "throughput-zero", plan_with("--throughput", "0"), 2,
+         ("--throughput is 0.0, and should be greater than 0", FIGURE_FIX)),
+    Case("figure", "throughput-nan", plan_with("--throughput", "nan"), 2,
+         ("--throughput is nan, and should be a finite number", FIGURE_FIX)),
+    Case("figure", "throughput-inf", plan_with("--throughput", "inf"), 2,
+         ("--throughput is inf, and should be a finite number", FIGURE_FIX)),
+    Case("figure", "prompt-tokens-negative", plan_with("--prompt-tokens", "-50"), 2,
+         ("--prompt-tokens is -50.0, and should be greater than or equal to 0", FIGURE_FIX)),
+    Case("figure", "prompt-tokens-nan", plan_with("--prompt-tokens", "nan"), 2,
+         ("--prompt-tokens is nan, and should be a finite number", FIGURE_FIX)),
+    Case("figure", "hidden-size-zero", plan_with("--hidden-size", "0"), 2,
+         ("--hidden-size is 0, and should be greater than 0", FIGURE_FIX)),
+    Case("figure", "hidden-size-huge", plan_with("--hidden-size", HUGE), 2,
+         ("--hidden-size is 100000000000000000000, and should be less than or equal to 1048576", FIGURE_FIX)),
+    Case("figure", "free-disk-overflow", plan_with("--free-disk", "1e400TB"), 2,
+         ("--free-disk", "'1e400TB' is more than eyas takes for a size", "write the real figure, e.g. 2.9TB")),
+    Case("figure", "probe-concurrency-zero", ["plan", "--probe-concurrency=0"], 2,
+         ("--probe-concurrency", "greater than or equal to 1")),
+]  # fmt: skip
+
+CASES = RUN_ID_CASES + CONFIG_CASES + VALUE_CASES + TRANSCRIPT_CASES + SIZE_CASES + FIGURE_CASES
 
 
 @pytest.fixture(autouse=True)
@@ -301,10 +437,73 @@ def test_bad_input_is_one_readable_paragraph(case: Case, scratch: Path) -> None:
         path = scratch / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    if case.setup is not None:
+        case.setup(scratch)
     ran = eyas(*case.argv, env=case.env)
     assert "Traceback" not in ran.output, ran.output
     assert ran.code == case.code, ran.output
     for phrase in case.says:
         assert phrase in ran.output, f"{phrase!r} missing from:\n{ran.output}"
+    if case.code:  # refused: the problem and its fix in one paragraph, not spread over the output
+        said = paragraph(ran.output, case.says[0])
+        assert all(phrase in said for phrase in case.says), f"not in one paragraph:\n{ran.output}"
     if case.check is not None:
         case.check(scratch)
+
+
+def paragraph(output: str, phrase: str) -> str:
+    """The paragraph of `output` (lines between blank ones) that holds `phrase`."""
+    return next(block for block in output.split("\n\n") if phrase in block)
+
+
+# -- the local files an SSH host is opened with, where no config check came first (an IdentityFile of ~/.ssh/config,
+# a Host built in code): `eyas verify`'s checks name the file and what it is, not "the binaries check broke" --
+
+
+@dataclass(frozen=True)
+class HostFiles:
+    name: str
+    says: tuple[str, ...]
+    known_hosts: bytes | None = b""  # None: the case's setup makes ./kh
+    key_file: str | None = None
+    setup: Callable[[Path], None] | None = None
+
+
+HOST_KNOWN_HOSTS_FIX = "Point known_hosts at a text file of the host keys you trust"
+HOST_KEY_FIX = "Point key_file at the private key"
+HOST_FILE_CASES = [
+    HostFiles("known-hosts-not-text", ("known_hosts file kh", "is not text (not UTF-8 at byte 0)",
+                                       HOST_KNOWN_HOSTS_FIX), known_hosts=b"\xff\xfe\x00\x01"),
+    HostFiles("known-hosts-fifo", ("known_hosts file kh", "is a FIFO (named pipe)", HOST_KNOWN_HOSTS_FIX),
+              known_hosts=None, setup=fifo("kh")),
+    HostFiles("key-file-dev-zero", ("key file /dev/zero", "is a character device, not a regular file", HOST_KEY_FIX),
+              key_file="/dev/zero"),
+    HostFiles("key-file-fifo", ("key file pipe", "is a FIFO (named pipe)", HOST_KEY_FIX), key_file="pipe",
+              setup=fifo("pipe")),
+    HostFiles("key-file-link-loop", ("key file loop", "is a symbolic link that loops", HOST_KEY_FIX),
+              key_file="loop", setup=link_loop("loop")),
+    HostFiles("key-file-directory", ("key file keys", "is a directory, not a file", HOST_KEY_FIX), key_file="keys",
+              setup=lambda root: (root / "keys").mkdir()),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", HOST_FILE_CASES, ids=[case.name for case in HOST_FILE_CASES])
+def test_a_host_file_that_is_no_file_is_named_by_verify(case: HostFiles, scratch: Path) -> None:
+    if case.known_hosts is not None:
+        (scratch / "kh").write_bytes(case.known_hosts)
+    if case.setup is not None:
+        case.setup(scratch)
+    # Port 1 of this machine: refused at once, were the files let through to a dial.
+    host = SSHHost("gpu", "127.0.0.1", port=1, known_hosts="kh", key_file=case.key_file, connect_timeout=1.0)
+    ctx = CheckContext(
+        host=host,
+        host_config=HostConfig(address="127.0.0.1", port=1, python="/usr/bin/python3", workdir=str(scratch)),
+        target=TargetConfig(base_url="http://127.0.0.1:9", model="m"),  # type: ignore[arg-type]
+        http=HttpClient(),
+        data_path=str(scratch),
+    )
+    (result,) = verify(ctx, ["binaries"]).results
+    assert result.status is Status.FAIL
+    assert "check broke" not in result.message and "\n" not in result.message, result.message
+    for phrase in (*case.says, "for host 'gpu'"):
+        assert phrase in result.message, f"{phrase!r} missing from: {result.message}"

@@ -7,10 +7,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from eyas.agents.faces.gate_text import production_lines
 from eyas.graph.context import RunContext
-from eyas.graph.gates.gate import gate_view
-from eyas.graph.gates.production import production_lines
-from eyas.graph.policy import Policy
+from eyas.graph.gates.view import gate_view
+from eyas.graph.policy import PhaseEstimate, Policy
 from eyas.graph.runs import RunDir
 from eyas.graph.state import RunState
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
@@ -51,13 +51,17 @@ STATE: RunState = {
 
 def test_training_gate_shows_production_for_training_and_evaluation(tmp_path: Path) -> None:
     view = gate_view("train", STATE, context(tmp_path, Policy()), [])
-    assert set(view["production"]) == {"train", "evaluate"}
-    assert view["estimate"]["production_action"] == "stop" and view["estimate"]["downtime_hours"] == 3.8
-    assert view["production"]["train"]["commands"][0] == "systemctl stop vllm.service"
-    baseline = view["production"]["evaluate"]["servers"]["servers"]["baseline"]
+    assert set(view.production) == {"train", "evaluate"}
+    assert isinstance(view.estimate, PhaseEstimate)
+    assert view.estimate.production_action == "stop" and view.estimate.downtime_hours == 3.8
+    assert view.production["train"].commands[0] == "systemctl stop vllm.service"
+    servers = view.production["evaluate"].servers
+    assert servers is not None
+    baseline = servers.servers["baseline"]
     assert baseline[baseline.index("--tensor-parallel-size") + 1] == "8" and "--trust-remote-code" in baseline
-    assert not view["policy"]["approve"] and "does not allow_production_stop" in view["policy"]["reasons"]
-    lines = production_lines(view["production"])
+    assert view.policy is not None and not view.policy.approve
+    assert "does not allow_production_stop" in view.policy.reasons
+    lines = production_lines(view.production)
     assert "train: stop, down for 2.40 h; GPUs [0, 1, 2, 3, 4, 5, 6, 7]: r" in lines
     assert "train: $ systemctl start vllm.service; then wait for the deep health check" in lines
     assert any(line.startswith("evaluate server speculative-k3: ") and "--tensor-parallel-size 8" in line
@@ -66,7 +70,9 @@ def test_training_gate_shows_production_for_training_and_evaluation(tmp_path: Pa
 
 def test_a_policy_that_allows_the_stop_within_budget_approves(tmp_path: Path) -> None:
     allowed = Policy(allow_production_stop=True, max_production_downtime_hours=4)
-    assert gate_view("train", STATE, context(tmp_path, allowed), [])["policy"]["approve"]
+    approved = gate_view("train", STATE, context(tmp_path, allowed), []).policy
+    assert approved is not None and approved.approve
     tight = Policy(allow_production_stop=True, max_production_downtime_hours=3)
-    verdict = gate_view("train", STATE, context(tmp_path, tight), [])["policy"]
-    assert not verdict["approve"] and "production downtime 3.80 h is over the budget of 3 h" in verdict["reasons"]
+    verdict = gate_view("train", STATE, context(tmp_path, tight), []).policy
+    assert verdict is not None and not verdict.approve
+    assert "production downtime 3.80 h is over the budget of 3 h" in verdict.reasons

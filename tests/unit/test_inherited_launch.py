@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job
+from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job, evaluate_sizes
 from eyas.tools.launch.inherited import inherit_launch, ready_timeout_s
 from eyas.tools.launch.unit_file import parse_unit_file
 from eyas.tools.settings.config import HostConfig
+from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.workloads.extract_server import extraction_argv
 from eyas.tools.workloads.vllm_server import merge_flags
 
@@ -43,6 +44,18 @@ def test_a_key_and_tls_are_dropped_and_short_flags_are_understood() -> None:
     assert "s3cret" not in launch.job_argument()
 
 
+def test_vllms_key_in_the_environment_is_dropped_like_the_flag() -> None:
+    """vLLM takes VLLM_API_KEY as --api-key: inherited, it would make eyas's own servers refuse eyas's clients
+    (which send no key) with 401 on every request. The rest of the environment is inherited."""
+    unit = parse_unit_file(
+        "[Service]\nEnvironment=VLLM_API_KEY=s3cret NCCL_DEBUG=WARN\nExecStart=/v/bin/vllm serve /m -tp 8\n"
+    )
+    launch = inherit_launch(unit)
+    assert launch.env == {"NCCL_DEBUG": "WARN"}
+    assert "VLLM_API_KEY (environment): eyas's own servers listen on 127.0.0.1 only and take no key" in launch.dropped
+    assert "NCCL_DEBUG (environment)" in launch.inherited and "s3cret" not in launch.model_dump_json()
+
+
 def test_no_unit_inherits_nothing_and_says_why() -> None:
     launch = inherit_launch(None)
     assert launch.flags == [] and launch.env == {} and launch.dropped == ["no production unit was read"]
@@ -58,6 +71,7 @@ def test_evaluation_job_passes_the_launch_and_a_timeout_from_the_load_time() -> 
     request = EvaluateRequest(
         model_dir="/data/models/Kimi-K2-Instruct", drafter_dir="/data/eyas/runs/r/drafter", prompts="/data/p.jsonl",
         out="/data/eyas/runs/r/evaluation.json", launch=launch, start_timeout_s=ready_timeout_s(22 * 60),
+        **evaluate_sizes(DEFAULT_SIZES),
     )  # fmt: skip
     spec = evaluate_job("r.evaluate", HOST, "/data/eyas/workloads", request)
     inherit = next(arg for arg in spec.argv if arg.startswith("--inherit="))

@@ -95,3 +95,26 @@ def test_a_prompts_file_is_split_the_same_way_and_bad_rows_are_skipped(tmp_path:
 def test_an_unreadable_source_is_one_readable_line(tmp_path: Path, source: str, expected: str) -> None:
     done = split(tmp_path, source, 5, 5)
     assert done.returncode == 1 and expected in done.stderr and "Traceback" not in done.stderr
+
+
+DEEP = 100_000  # past any JSON parser's recursion: json.loads raises RecursionError, not JSONDecodeError
+UNREADABLE_LINES = {
+    "nested-array": "[" * DEEP + "]" * DEEP,
+    "nested-prompt": '{"id": "deep", "prompt": ' + "[" * DEEP + '"x"' + "]" * DEEP + "}",
+    "lone-surrogate": json.dumps({"id": "half", "prompt": "half a pair: \ud800 alone"}),  # no UTF-8 to write
+    "not-json": "this is not a row",
+}
+
+
+@pytest.mark.parametrize("line", UNREADABLE_LINES.values(), ids=UNREADABLE_LINES.keys())
+def test_an_unreadable_line_is_skipped_and_counted_not_fatal(tmp_path: Path, line: str) -> None:
+    """One bad line of a user's prompts file costs that line, not the split (run as the host runs the script)."""
+    good = [{"id": f"p{i}", "prompt": f"prompt {i}"} for i in range(40)]
+    rows = [json.dumps(row) for row in good]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("\n".join([*rows[:20], line, *rows[20:]]) + "\n")
+    done = split(tmp_path, str(path), 10**6, 10**6)
+    assert not isinstance(done, subprocess.CompletedProcess), done.stderr  # exit 0, no traceback
+    summary, train, held = done
+    assert summary["scanned"] == 41 and summary["skipped"] == 1
+    assert sorted(train + held) == sorted(row["id"] for row in good)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from eyas.graph.phases.data.jobs import GenerationSettings, generation_spec
+from eyas.graph.phases.data.jobs import GenerationSettings, generation_sizes, generation_spec
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
 from eyas.tools.errors import ConfigError
@@ -21,6 +21,7 @@ from eyas.tools.hosts.host import CommandResult
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobStatus
 from eyas.tools.settings.config import HostConfig, TargetConfig, load_config
+from eyas.tools.settings.sizes import DEFAULT_SIZES
 from planted_secrets import API_KEY_FLAG, JWT, PLANTED, SLACK_BOT, URL_PASSWORD
 from waiting import wait_for
 
@@ -122,7 +123,9 @@ def test_a_jobs_api_key_reaches_it_by_file_never_through_ps_or_a_command(
     host = CommandLog()
     host_config = HostConfig(address="local", python="/bin/sh", workdir=str(tmp_path))
     target = TargetConfig(base_url="http://127.0.0.1:9", model="m", api_key_env="EYAS_TEST_LEAK_KEY")
-    settings = GenerationSettings(input="/dev/null", output=str(tmp_path / "out.jsonl"))
+    settings = GenerationSettings(
+        input="/dev/null", output=str(tmp_path / "out.jsonl"), **generation_sizes(DEFAULT_SIZES)
+    )
     spec = generation_spec("gen", host_config, target, str(tmp_path), settings)
     # The "workload": hashes the key it was given, then holds until the test opens the FIFO.
     script = tmp_path / "generate.py"

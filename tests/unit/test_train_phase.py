@@ -10,10 +10,11 @@ import pytest
 from pydantic import ValidationError
 
 from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job
-from eyas.graph.phases.train.jobs import TrainRequest, train_job
+from eyas.graph.phases.train.jobs import TrainRequest, train_job, train_sizes
 from eyas.tools.jobs.detached import wrapper_script
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.settings.config import HostConfig
+from eyas.tools.settings.sizes import DEFAULT_SIZES
 
 sys.path.insert(0, str(WORKLOADS_DIR))
 
@@ -22,13 +23,14 @@ import train
 
 HOST = HostConfig(address="gpu-box", python="/opt/ml venv/bin/python", workdir="/data/eyas")
 WORKLOADS = "/data/eyas/workloads"
+SIZED = train_sizes(DEFAULT_SIZES)  # what a run at the default sizes asks
 
 
 def test_train_job_is_what_train_py_parses() -> None:
     request = TrainRequest(
         hidden_states_dir="/data/run 1/hs", model_dir="/models/target", out_dir="/data/run 1/drafter",
-        d2t="/data/run 1/vocab/d2t-8192.npy", t2d="/data/run 1/vocab/t2d-8192.npy", epochs=4, lr=5e-4,
-        checkpoint_every=50, target_layer_ids=[2, 15, 27], device="cpu",
+        d2t="/data/run 1/vocab/d2t-8192.npy", t2d="/data/run 1/vocab/t2d-8192.npy", lr=5e-4,
+        checkpoint_every=50, target_layer_ids=[2, 15, 27], device="cpu", **(SIZED | {"epochs": 4}),
     )  # fmt: skip
     spec = train_job("run1-train", HOST, WORKLOADS, request)
     assert spec.argv[:2] == ["/opt/ml venv/bin/python", "/data/eyas/workloads/train.py"]
@@ -49,7 +51,7 @@ def test_train_job_is_what_train_py_parses() -> None:
 
 
 def test_a_training_node_is_the_same_job_but_its_rank_and_meets_the_others_in_the_work_directory() -> None:
-    request = TrainRequest(hidden_states_dir="/d/hs", model_dir="/m", out_dir="/d/drafter", nodes=3)
+    request = TrainRequest(hidden_states_dir="/d/hs", model_dir="/m", out_dir="/d/drafter", nodes=3, **SIZED)
     ranks = [
         train.parse_args(
             train_job(f"r.train-{i}", HOST, WORKLOADS, request.model_copy(update={"node_rank": i})).argv[2:]
@@ -58,11 +60,8 @@ def test_a_training_node_is_the_same_job_but_its_rank_and_meets_the_others_in_th
     ]
     assert [(args.nodes, args.node_rank) for args in ranks] == [(3, 0), (3, 1), (3, 2)]
     assert {str(args.rendezvous) for args in ranks} == {"/d/drafter.work/rendezvous"}  # storage they all share
-    alone = train.parse_args(
-        train_job(
-            "r.train", HOST, WORKLOADS, TrainRequest(hidden_states_dir="/d/hs", model_dir="/m", out_dir="/d/drafter")
-        ).argv[2:]
-    )
+    single = TrainRequest(hidden_states_dir="/d/hs", model_dir="/m", out_dir="/d/drafter", **SIZED)
+    alone = train.parse_args(train_job("r.train", HOST, WORKLOADS, single).argv[2:])
     assert (alone.nodes, alone.node_rank) == (1, 0)
     assert {k: v for k, v in vars(ranks[2]).items() if k != "node_rank"} == {
         k: v for k, v in vars(ranks[0]).items() if k != "node_rank"
@@ -71,8 +70,9 @@ def test_a_training_node_is_the_same_job_but_its_rank_and_meets_the_others_in_th
 
 def test_finetune_job_names_no_drafter_shape() -> None:
     request = TrainRequest(
-        hidden_states_dir="/d/hs", model_dir="/m", out_dir="/d/out", from_pretrained="/d/downloaded", num_layers=2
-    )
+        hidden_states_dir="/d/hs", model_dir="/m", out_dir="/d/out", from_pretrained="/d/downloaded", num_layers=2,
+        **SIZED,
+    )  # fmt: skip
     argv = train_job("ft", HOST, WORKLOADS, request).argv
     assert "--num-layers" not in argv and train.parse_args(argv[2:]).from_pretrained.as_posix() == "/d/downloaded"
 
@@ -81,7 +81,7 @@ def test_evaluate_job_is_what_evaluate_py_parses() -> None:
     request = EvaluateRequest(
         model_dir="/models/target", drafter_dir="/data/run 1/drafter", prompts="/data/run 1/held out.jsonl",
         out="/runs/r1/evaluation.json", k=[1, 3, 5], vllm_args=["--enforce-eager"],
-        port=8850,
+        max_tokens=DEFAULT_SIZES.eval_max_tokens, port=8850,
     )  # fmt: skip
     spec = evaluate_job("run1-evaluate", HOST, WORKLOADS, request)
     assert spec.argv[:2] == ["/opt/ml venv/bin/python", "/data/eyas/workloads/evaluate.py"]
@@ -96,9 +96,8 @@ def test_evaluate_job_is_what_evaluate_py_parses() -> None:
 
 
 def test_the_wrapper_quotes_paths_with_spaces() -> None:
-    spec = train_job(
-        "t", HOST, WORKLOADS, TrainRequest(hidden_states_dir="/d/my hs", model_dir="/m", out_dir="/d/o; rm -rf /")
-    )
+    request = TrainRequest(hidden_states_dir="/d/my hs", model_dir="/m", out_dir="/d/o; rm -rf /", **SIZED)
+    spec = train_job("t", HOST, WORKLOADS, request)
     command_line = wrapper_script(spec, "/data/eyas/jobs/t").splitlines()[-2]
     assert shlex.split(command_line) == spec.argv
 
@@ -114,11 +113,13 @@ def test_the_wrapper_quotes_paths_with_spaces() -> None:
     ],
 )
 def test_requests_refuse_what_train_py_would(bad: dict[str, object]) -> None:
-    fields = {"hidden_states_dir": "/d/hs", "model_dir": "/m", "out_dir": "/d/o", **bad}
+    fields = {"hidden_states_dir": "/d/hs", "model_dir": "/m", "out_dir": "/d/o", **SIZED, **bad}
     with pytest.raises(ValidationError):
         TrainRequest(**fields)  # type: ignore[arg-type]
 
 
 def test_relative_workloads_directory_is_refused() -> None:
     with pytest.raises(ValueError, match="absolute"):
-        train_job("t", HOST, "workloads", TrainRequest(hidden_states_dir="/d/hs", model_dir="/m", out_dir="/d/o"))
+        train_job(
+            "t", HOST, "workloads", TrainRequest(hidden_states_dir="/d/hs", model_dir="/m", out_dir="/d/o", **SIZED)
+        )

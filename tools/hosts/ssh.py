@@ -25,6 +25,7 @@ from eyas.tools.errors import (
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import CommandResult, Host, wrap_timeout
 from eyas.tools.settings.config import secret
+from eyas.tools.settings.local_files import MISSING, not_a_regular_file
 
 T = TypeVar("T")
 _CHUNK = 1 << 16
@@ -96,14 +97,27 @@ class SSHHost(Host):
     def _dial(self) -> paramiko.SSHClient:
         key = self._load_key()
         client = paramiko.SSHClient()
-        if not Path(self.known_hosts).is_file():
+        problem = not_a_regular_file(Path(self.known_hosts))
+        if problem == MISSING:
             raise HostKeyUnknown(
                 f"The known_hosts file {self.known_hosts} for host '{self.name}' does not exist, so "
                 f"{self._where} cannot be authenticated. If this is the right machine, record its key: "
                 f"ssh-keyscan -p {self.port} {self.address} >> {self.known_hosts} (and compare the "
                 "fingerprint with the one the machine's owner gives you)."
             )
-        client.load_host_keys(self.known_hosts)
+        if problem is None:  # a regular file: paramiko reads it as text
+            try:
+                client.load_host_keys(self.known_hosts)
+            except UnicodeDecodeError as exc:
+                problem = f"is not text (not UTF-8 at byte {exc.start})"
+            except OSError as exc:
+                problem = f"cannot be read ({exc.strerror or exc})"
+        if problem is not None:
+            raise HostKeyUnknown(
+                f"The known_hosts file {self.known_hosts} for host '{self.name}' {problem}, so {self._where} cannot "
+                "be authenticated. Point known_hosts at a text file of the host keys you trust (ssh-keyscan -p "
+                f"{self.port} {self.address} > FILE writes one; compare its fingerprint with the owner's)."
+            )
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
             client.connect(
@@ -239,6 +253,12 @@ class SSHHost(Host):
         """The key_file, read before dialling: a key that cannot be used is a local problem, not the host's."""
         if self.key_file is None:
             return None
+        problem = not_a_regular_file(Path(self.key_file))
+        if problem not in (None, MISSING):  # a FIFO or /dev/zero would hang the read below, or never end it
+            raise AuthFailed(
+                f"The key file {self.key_file} for host '{self.name}' {problem}. Point key_file at the private key "
+                "(OpenSSH or PEM; not the .pub), e.g. ~/.ssh/id_ed25519."
+            )
         passphrase = secret(self.key_passphrase_env)
         if self.key_passphrase_env and passphrase is None:
             raise AuthFailed(

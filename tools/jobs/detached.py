@@ -5,6 +5,7 @@ Each job is a directory `<workdir>/jobs/<job_id>/` (only its owner may enter it)
 the job), `rc` once it ended, and `secrets.env` when the job needs secrets: those travel by file (SFTP), never
 on a command line, where every user of the host sees them in `ps`. Claiming the directory with mkdir is
 atomic, so launching the same job id twice, from a resumed controller or two at once, starts one process.
+A job runs under umask 077, so what it makes on the host (a run's data, hidden states, drafter) is its owner's.
 """
 
 from __future__ import annotations
@@ -94,6 +95,9 @@ def wrapper_script(spec: JobSpec, directory: str) -> str:
     lines = [
         "#!/bin/sh",
         f"# eyas job {spec.job_id}. Running this script by hand reproduces the job.",
+        # What the job makes (the run's data, hidden states, checkpoints, a server's log) is its owner's alone:
+        # the workloads create their files and folders with the default modes, which this makes 0600 and 0700.
+        "umask 077",
         f"cd {job_dir} || exit 1",
         "echo $$ > pid.tmp",
         "awk '{print $22}' /proc/$$/stat > starttime 2>/dev/null",
@@ -174,7 +178,7 @@ class Jobs:
             f"cd {q(directory)} && echo {script} | base64 -d > run.sh && chmod 700 run.sh && "
             f"(umask 077 && echo {encoded_meta} | base64 -d > job.json)"
         )
-        start = f"cd {q(directory)} && setsid /bin/sh ./run.sh < /dev/null >> log 2>&1 & "
+        start = f"cd {q(directory)} && umask 077 && setsid /bin/sh ./run.sh < /dev/null >> log 2>&1 & "
         # Wait (briefly, on the host) until the wrapper recorded its pid, so status is never ambiguous;
         # also when another launcher of the same id created the directory a moment ago.
         wait = f"i=0; while [ ! -s {q(directory)}/pid ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
@@ -192,7 +196,8 @@ class Jobs:
         q = shlex.quote
         directory = self.directory(job_id)
         command = (
-            f"mkdir -p {q(self.root)} || exit 1; if (umask 077 && mkdir {q(directory)}) 2>/dev/null; then "
+            # Owner-only, all of it: the jobs folder and the job's.
+            f"umask 077; mkdir -p {q(self.root)} || exit 1; if mkdir {q(directory)} 2>/dev/null; then "
             f'{then}outcome=launched; else outcome=exists; fi; {wait}echo "$outcome"'
         )
         return self.host.run(command, timeout=60).check(f"Launching job {job_id}").stdout.strip()

@@ -77,11 +77,11 @@ class RayJobs:
     # --- launching
 
     def entrypoint(self, spec: JobSpec) -> str:
-        """The job's shell command: the workload scripts from Ray's copy of the working_dir, secrets from the
-        record's file, then the job's own cwd."""
+        """The job's shell command: owner-only files (umask 077, as a detached job's run.sh), the workload scripts
+        from Ray's copy of the working_dir, secrets from the record's file, then the job's own cwd."""
         q = shlex.quote
         prefix = f"{self.workloads_dir}/"
-        parts = ['EYAS_WORKLOADS="$PWD"']  # Ray starts the entrypoint in its unpacked working_dir
+        parts = ["umask 077", 'EYAS_WORKLOADS="$PWD"']  # Ray starts the entrypoint in its unpacked working_dir
         if spec.secrets:
             parts.append(f". {q(f'{self._records.directory(spec.job_id)}/{SECRETS_FILE}')} || exit 126")
         if spec.cwd:

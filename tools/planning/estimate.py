@@ -38,6 +38,9 @@ FILE_HEADER_BYTES = 160
 GPU_TRAINING_FLOPS = 1e14  # a data-center GPU at 30-40% of its bf16 peak
 CPU_CORE_TRAINING_FLOPS = 1e10  # one AVX2 core running torch training
 TOKEN_ID_BYTES = 8
+HIDDEN_VALUE_BYTES = 2  # one bf16/fp16 hidden-state value, as extraction writes them
+JSONL_BYTES_PER_TOKEN = 4.5  # generated JSONL text per token, when no generated file measures it
+DISK_RESERVE_BYTES = 10 * 1000**3  # what a plan leaves free on the data disk after everything it writes
 
 
 def format_hours(hours: float) -> str:
@@ -82,7 +85,7 @@ class PlanInputs(BaseModel):
     prompt_tokens: float = Field(0.0, ge=0, description="average prompt, chat template included")
     measured: TokenStats | None = None
     captured_layers: list[int] | None = Field(None, description="default [2, L//2, L-3, L]")
-    bytes_per_value: int = Field(2, gt=0, description="2 for bf16/fp16 hidden states")
+    bytes_per_value: int = Field(HIDDEN_VALUE_BYTES, gt=0, description="2 for bf16/fp16 hidden states")
     generation_tok_s: float = Field(gt=0, description="measured decoding throughput, completion tokens/s")
     generation_overhead_s: float = Field(0.0, ge=0, description="per request beyond decoding, amortized")
     extraction_tok_s: float | None = Field(None, gt=0, description="prefill tokens/s; default: generation's")
@@ -90,13 +93,15 @@ class PlanInputs(BaseModel):
     training_tok_s: float | None = Field(
         None, gt=0, description="measured drafter training tokens/s (a probe); replaces the FLOP/s arithmetic"
     )
-    epochs: int = Field(3, gt=0)
+    epochs: int = Field(DEFAULT_SIZES.epochs, gt=0)
     ttt_steps: int = Field(DEFAULT_SIZES.ttt_steps, gt=0, description="EAGLE-3 test-time-training steps per position")
-    draft_vocab_size: int = Field(32000, gt=0)
-    data_bytes_per_token: float = Field(4.5, gt=0, description="JSONL text per token when nothing is measured")
+    draft_vocab_size: int = Field(DEFAULT_SIZES.draft_vocab_size, gt=0)
+    data_bytes_per_token: float = Field(
+        JSONL_BYTES_PER_TOKEN, gt=0, description="JSONL text per token when nothing is measured"
+    )
     free_disk_bytes: int = Field(ge=0)
     data_path: str = "the data directory"
-    reserve_bytes: int = Field(10 * 1000**3, ge=0, description="left free after everything")
+    reserve_bytes: int = Field(DISK_RESERVE_BYTES, ge=0, description="left free after everything")
     other_volumes: list[Volume] = Field(default_factory=list)
     cluster: ClusterShape = Field(default_factory=ClusterShape, description="the jobs each phase runs at once")
 

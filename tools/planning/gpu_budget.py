@@ -25,6 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from eyas.tools.planning.estimate import ModelDims
+from eyas.tools.settings.sizes import DEFAULT_SIZES
 
 MIB = 1024**2
 GPU_PHASES = ("extract", "train", "evaluate")
@@ -61,7 +62,7 @@ class GpuBudgetInputs(BaseModel):
     gpus: list[GpuFree] = Field(default_factory=list)
     production: ProductionLayout
     phase_hours: dict[str, float | None] = Field(default_factory=dict)
-    draft_vocab_size: int = Field(32000, gt=0)
+    draft_vocab_size: int = Field(DEFAULT_SIZES.draft_vocab_size, gt=0)
 
 
 class ProductionImpact(BaseModel):

@@ -13,7 +13,7 @@ import shlex
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, FiniteFloat
 
 from eyas.tools.checks.disk import check_disk
 from eyas.tools.checks.gpus import check_gpus
@@ -38,8 +38,8 @@ from eyas.tools.planning.estimate import (
 from eyas.tools.planning.host_probe import SpeedRequest, probe_speeds, sample_bucket
 from eyas.tools.recording.task_scope import submit_in_task
 from eyas.tools.settings.config import EyasConfig, TargetConfig, secret
-from eyas.tools.settings.sizes import DEFAULT_SIZES, PROMPT_SET
-from eyas.tools.settings.units import parse_size
+from eyas.tools.settings.sizes import DEFAULT_SIZES, PROMPT_SET, SIZE_LIMITS
+from eyas.tools.settings.units import MAX_BYTES, parse_size
 
 PROMPT_SAMPLE = 32  # prompts of the run's source whose average length the plan uses
 PSEUDO_FILESYSTEMS = ("tmpfs", "devtmpfs", "squashfs", "efivarfs", "proc", "sysfs")
@@ -49,23 +49,30 @@ class MeasureError(EyasError):
     """A figure the plan needs could not be measured; the message names the flag that gives it instead."""
 
 
-class Figures(BaseModel):
-    """What the operator gave: the run's sizes, and figures of the host where None means: measure it."""
+# Bounds of the model's shape as a flag gives it: far above any model (Llama 3.1 405B: hidden 16,384, 126 layers;
+# Gemma's 262,144-token vocabulary), so a typo of a few digits is caught before the plan prints exabytes.
+MODEL_LIMITS = {"hidden_size": 1_048_576, "num_layers": 10_000, "vocab_size": 16_777_216}
 
-    samples: int = Field(gt=0)
-    max_tokens: int = Field(gt=0)
-    hidden_size: int | None = Field(None, gt=0)
-    num_layers: int | None = Field(None, gt=3)
-    vocab_size: int | None = Field(None, gt=0)
-    free_disk_bytes: int | None = Field(None, ge=0)
-    generation_tok_s: float | None = Field(None, gt=0)
-    prompt_tokens: float | None = Field(None, ge=0)
+
+class Figures(BaseModel):
+    """What the operator gave: the run's sizes (within SIZE_LIMITS, as `Sizes` checks them), and figures of the
+    host where None means: measure it. Every bound is checked here, so no flag reaches the plan as 0, nan or inf
+    (a float figure is a FiniteFloat: flags, TOML and JSON can all spell inf and nan)."""
+
+    samples: int = Field(gt=0, le=SIZE_LIMITS["samples"])
+    max_tokens: int = Field(gt=0, le=SIZE_LIMITS["max_tokens"])
+    hidden_size: int | None = Field(None, gt=0, le=MODEL_LIMITS["hidden_size"])
+    num_layers: int | None = Field(None, gt=3, le=MODEL_LIMITS["num_layers"])
+    vocab_size: int | None = Field(None, gt=0, le=MODEL_LIMITS["vocab_size"])
+    free_disk_bytes: int | None = Field(None, ge=0, le=MAX_BYTES)
+    generation_tok_s: FiniteFloat | None = Field(None, gt=0)
+    prompt_tokens: FiniteFloat | None = Field(None, ge=0, le=SIZE_LIMITS["max_seq_len"])
     generated_file: str | None = None  # a generate.py output on the host: its averages replace max_tokens
     data_path: str | None = None
-    max_seq_len: int = Field(DEFAULT_SIZES.max_seq_len, gt=0)
-    epochs: int = Field(DEFAULT_SIZES.epochs, gt=0)
-    ttt_steps: int = Field(DEFAULT_SIZES.ttt_steps, gt=0)
-    draft_vocab_size: int = Field(DEFAULT_SIZES.draft_vocab_size, gt=0)
+    max_seq_len: int = Field(DEFAULT_SIZES.max_seq_len, gt=0, le=SIZE_LIMITS["max_seq_len"])
+    epochs: int = Field(DEFAULT_SIZES.epochs, gt=0, le=SIZE_LIMITS["epochs"])
+    ttt_steps: int = Field(DEFAULT_SIZES.ttt_steps, gt=0, le=SIZE_LIMITS["ttt_steps"])
+    draft_vocab_size: int = Field(DEFAULT_SIZES.draft_vocab_size, gt=0, le=SIZE_LIMITS["draft_vocab_size"])
     probe_speeds: bool = Field(True, description="on a host without GPUs, measure extraction and training speed")
     prompt_source: str = Field(DEFAULT_SIZES.prompt_source, description="the run's prompts, whose length is measured")
     trust_remote_code: bool | None = Field(

@@ -42,7 +42,8 @@ def _name_value(match: re.Match[str]) -> str:
     """NAME=value or NAME: value, the value hidden; but `--api-key: eyas's own servers...` names a flag in prose
     (a flag takes its value after `=` or a space, never a colon), and its words stay."""
     name, separator, quote = match.groups()
-    if ":" in separator and match.string[max(match.start() - 1, 0) : match.start()] == "-":
+    quoted = quote or '"' in separator or "'" in separator  # `"--api-key": "..."` is JSON, not prose
+    if ":" in separator and not quoted and match.string[max(match.start() - 1, 0) : match.start()] == "-":
         return match.group(0)
     return f"{name}{separator}{quote}{MARK}"
 
@@ -243,7 +244,7 @@ class Redactor:
         ]
 
     def _field(self, key: Any, item: Any) -> Any:
-        if isinstance(item, str) and item and isinstance(key, str) and _SECRET_KEY.match(key):
+        if isinstance(item, str) and item and isinstance(key, str) and _SECRET_KEY.match(key.lstrip("-")):
             return item if item.startswith("[REDACTED") else MARK
         return self.value(item)
 

@@ -136,6 +136,27 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"holds {name}, which is not a JSON number (eyas writes only finite numbers)")
 
 
+# A \\u escape of half a UTF-16 surrogate pair (D800-DFFF): JSON allows one alone, text does not.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _refuse_lone_surrogates(raw: bytes, data: Any) -> None:
+    """A string that holds half a surrogate pair (`"\\ud800"` alone) is no text: its hash, and any print of it,
+    would fail later with UnicodeEncodeError; eyas writes none, so the line is damaged. Checked only on a line
+    that spells such an escape, which the writer (pydantic's JSON, other text as UTF-8) never does."""
+    if not _SURROGATE_ESCAPE.search(raw):
+        return
+    try:
+        json.dumps(data, ensure_ascii=False).encode()
+    except RecursionError:
+        raise _BadLine("nests JSON deeper than Python reads") from None
+    except UnicodeEncodeError as exc:
+        half = ord(exc.object[exc.start])
+        raise _BadLine(
+            f"holds \\u{half:04x}, half of a UTF-16 surrogate pair without its other half, so not text"
+        ) from None
+
+
 def _event(raw: bytes) -> tuple[AnyEvent, dict[str, Any]]:
     """One line as an event (and as the JSON it is), or _BadLine saying what is wrong with it."""
     try:
@@ -148,6 +169,7 @@ def _event(raw: bytes) -> tuple[AnyEvent, dict[str, Any]]:
         raise _BadLine("nests JSON deeper than Python reads") from None
     except ValueError as exc:
         raise _BadLine(str(exc)) from None
+    _refuse_lone_surrogates(raw, data)
     if not isinstance(data, dict):
         found = "null" if data is None else type(data).__name__
         raise _BadLine(f"is {found}, not an event (a JSON object with v, seq, kind, task and t)")

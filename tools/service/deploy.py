@@ -66,6 +66,7 @@ class DeployResult(BaseModel):
     reason: str
     drop_in: str
     drop_in_text: str
+    share_drafter: str | None = None  # the command that lets production's User= read the drafter, if it needs one
     argv_before: list[str]
     argv_deployed: list[str]
     before: Probe | None = None
@@ -106,6 +107,29 @@ def drop_in_text(unit: UnitFile, drafter_dir: str, k: int) -> tuple[str, list[st
         f"ExecStart={shlex.join(argv)}\n"
     )
     return text, argv
+
+
+def share_drafter_command(unit: UnitFile, drafter_dir: str) -> str | None:
+    """The command that lets production's own user (the unit's User=) read the drafter, None when the unit names
+    none (it runs as eyas's user, or as root). A job's files are owner-only (umask 077), so a production that runs
+    as `vllm` could not load a drafter eyas trained as another user: the drafter becomes readable (go+rX), and the
+    folders above it that the umask closed passable (go+x lists nothing: the run's data stays closed), up to the
+    first that others may pass already."""
+    if unit.user is None:
+        return None
+    q = shlex.quote
+    return (
+        f'[ "$(id -un)" = {q(unit.user)} ] || {{ chmod -R go+rX {q(drafter_dir)} && d={q(drafter_dir)} && '
+        'while d=$(dirname "$d") && [ "$d" != / ] && [ "$d" != . ]; do '
+        'case $(stat -c %A "$d") in *[xt]) break ;; esac; chmod go+x "$d" || exit 1; done; }'
+    )
+
+
+def write_drop_in(service: Service, path: str, text: str) -> None:
+    """Write the drop-in owner-only (it holds production's whole command line, an --api-key with it; systemd
+    reads it as root, the stand-in as its owner) and have the service manager read it."""
+    service.host.write_text(path, text, mode=0o600)
+    service.reload()
 
 
 def without_speculative_config(argv: list[str]) -> list[str]:
@@ -185,13 +209,16 @@ def deploy(
     if service.host.exists(path):
         raise ServiceError(f"{path} exists: a drafter is deployed already. Run `eyas rollback RUN` first.")
     text, argv = drop_in_text(unit, drafter_dir, k)
+    share = share_drafter_command(unit, drafter_dir)
     progress(f"deploy: measuring production before ({thresholds.probe_requests} probe requests)")
     before = probe(http, target, clock, thresholds)
-    result = DeployResult(kept=False, reason="", drop_in=path, drop_in_text=text, argv_before=unit.exec_start,
-                          argv_deployed=argv, before=before)  # fmt: skip
+    result = DeployResult(kept=False, reason="", drop_in=path, drop_in_text=text, share_drafter=share,
+                          argv_before=unit.exec_start, argv_deployed=argv, before=before)  # fmt: skip
+    if share is not None:
+        progress(f"deploy: letting {unit.user}, who runs {service.name}, read {drafter_dir}")
+        service.host.run(share, timeout=120).check(f"opening {drafter_dir} to {unit.user}")
     progress(f"deploy: writing {path} and restarting {service.name}")
-    service.host.write_text(path, text)
-    service.reload()
+    write_drop_in(service, path, text)
     started = service.clock.monotonic()
     try:
         result.downtime_s = _restart(service, thresholds, progress)

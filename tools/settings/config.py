@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from eyas.tools.errors import ConfigError
-from eyas.tools.settings.sizes import known_prompt_source
+from eyas.tools.settings.local_files import MISSING, not_a_regular_file
+from eyas.tools.settings.sizes import SIZE_LIMITS, known_prompt_source
+from eyas.tools.settings.units import parse_size  # the one size syntax of eyas
 
 LOCAL = "local"
 
@@ -47,8 +49,36 @@ def _http_url(value: str) -> str:
     return value.rstrip("/")
 
 
+def _not_root(value: str) -> str:
+    """workdir holds eyas's jobs, data and checkpoints, and eyas removes folders it made under it: never `/`."""
+    if posixpath.normpath(value).strip("/") == "":
+        raise ValueError(
+            f"is the root folder ({value!r}); eyas keeps jobs, data and checkpoints under workdir and removes the "
+            "folders it made there, so give it a folder of its own, e.g. /data/eyas"
+        )
+    return value
+
+
+def _not_bool(value: object) -> object:
+    """TOML's true and false are ints to pydantic's lax mode (true is port 1); a count is written as a number."""
+    if isinstance(value, bool):
+        raise ValueError(f"is {str(value).lower()}, a boolean, not a number; write a whole number without quotes")
+    return value
+
+
+def _named(value: str) -> str:
+    if not value.strip():
+        raise ValueError(f"is empty ({value!r}); name the served model as the server's /v1/models lists it")
+    return value
+
+
 AbsolutePath = Annotated[str, AfterValidator(_absolute_posix)]
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
+ModelName = Annotated[str, AfterValidator(_named)]
+# A port or a count: a whole number as TOML writes one; strict, so neither `true` nor "22" is taken for one.
+WholeNumber = Annotated[int, BeforeValidator(_not_bool), Field(strict=True)]
+# A time in seconds: a finite number (TOML's inf and nan parse as floats, and an endless deadline hangs a run).
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class _Section(BaseModel):
@@ -61,13 +91,15 @@ class HostConfig(_Section):
     address: str = Field(
         description='"local" for this machine, else a hostname, IP or ~/.ssh/config Host reached over SSH'
     )
-    port: int = Field(22, ge=1, le=65535)
+    port: WholeNumber = Field(22, ge=1, le=65535)
     user: str | None = None
     key_file: str | None = Field(None, description="private key; default: ssh-agent and ~/.ssh keys")
     key_passphrase_env: str | None = Field(None, description="env var holding key_file's passphrase, if it has one")
     known_hosts: str = Field("~/.ssh/known_hosts", description="host keys trusted for this host")
     python: AbsolutePath = Field(description="the ML environment's interpreter (vllm, speculators, torch)")
-    workdir: AbsolutePath = Field(description="where eyas keeps jobs, data and checkpoints on the host")
+    workdir: Annotated[AbsolutePath, AfterValidator(_not_root)] = Field(
+        description="where eyas keeps jobs, data and checkpoints on the host"
+    )
 
     @property
     def is_local(self) -> bool:
@@ -79,7 +111,7 @@ class TargetConfig(_Section):
 
     host: str = Field(LOCAL, description="name of the host (in [hosts]) running the server")
     base_url: HttpUrl = Field(description="OpenAI-compatible endpoint as eyas reaches it, without /v1")
-    model: str = Field(description="served model name, as listed by /v1/models")
+    model: ModelName = Field(description="served model name, as listed by /v1/models")
     api_key_env: str | None = Field(None, description="env var holding the server's API key, if any")
     model_dir: AbsolutePath | None = Field(
         None, description="the served model's Hugging Face directory on the host (for extraction and training)"
@@ -91,15 +123,17 @@ class TargetConfig(_Section):
         description="run the model directory's own code (auto_map) in extraction and training; default: as the "
         "production unit's vLLM --trust-remote-code",
     )
-    generation_deadline_s: float = Field(60.0, gt=0, description="deadline of the health check's completion")
-    load_time_s: float | None = Field(
+    generation_deadline_s: Seconds = Field(60.0, description="deadline of the health check's completion")
+    load_time_s: Seconds | None = Field(
         None,
-        gt=0,
         description="seconds the production server takes from start to healthy; default: as measured when eyas last "
         "restarted it, else estimated from the model's size. Plans downtime and the ready timeouts of eyas's servers",
     )
     load_wait_s: float = Field(
-        1800.0, ge=0, description="how long verify and plan wait for a server that is still loading (0: do not wait)"
+        1800.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="how long verify and plan wait for a server that is still loading (0: do not wait)",
     )
 
 
@@ -107,7 +141,7 @@ class AgentConfig(_Section):
     """The LLM that drives research and the operator chat (any OpenAI-compatible endpoint)."""
 
     base_url: HttpUrl
-    model: str
+    model: ModelName
     api_key_env: str | None = Field("OPENAI_API_KEY", description="env var holding the API key")
 
 
@@ -140,8 +174,8 @@ class JobResources(_Section):
     """What one job asks of a Ray cluster (its entrypoint's resources); unset asks nothing, and Ray then runs the
     job on its head node."""
 
-    num_cpus: float | None = Field(None, ge=0, description="entrypoint_num_cpus")
-    num_gpus: float | None = Field(None, ge=0, description="entrypoint_num_gpus")
+    num_cpus: float | None = Field(None, ge=0, allow_inf_nan=False, description="entrypoint_num_cpus")
+    num_gpus: float | None = Field(None, ge=0, allow_inf_nan=False, description="entrypoint_num_gpus")
     memory: int | None = Field(None, ge=0, description="entrypoint_memory, in bytes")
     labels: dict[str, str] = Field(
         default_factory=dict, description="node labels the job must run on (`ray start --labels`), e.g. role=gpu"
@@ -170,17 +204,21 @@ class ClusterConfig(_Section):
         description="the target's vLLM servers as the jobs reach them: generation runs one shard per endpoint "
         "(default: one job against target.base_url)",
     )
-    extract_shards: int = Field(
-        1, ge=1, description="extraction jobs, one per GPU or node, each with a disjoint share of the samples"
+    extract_shards: WholeNumber = Field(
+        1,
+        ge=1,
+        le=SIZE_LIMITS["extract_shards"],
+        description="extraction jobs, one per GPU or node, each with a disjoint share of the samples",
     )
     node_free_disk: str | None = Field(
         None,
         description='free space of each node\'s own data disk (e.g. "3.5TB"), when the nodes have local disks: '
         "the plan then says over how many nodes extraction would fit when the shared storage is too small",
     )
-    train_nodes: int = Field(
+    train_nodes: WholeNumber = Field(
         1,
         ge=1,
+        le=SIZE_LIMITS["train_nodes"],
         description="training jobs, one per node, that train one drafter together (PyTorch distributed: gloo on "
         "CPUs, NCCL on GPUs); a failed one fails them all, and a retry relaunches them all from the last checkpoint",
     )
@@ -193,8 +231,6 @@ class ClusterConfig(_Section):
         if unknown:
             raise ValueError(f"resources names job kinds {unknown}; the kinds are {', '.join(JOB_KINDS)}")
         if self.node_free_disk is not None:
-            from eyas.tools.settings.units import parse_size  # the one size syntax of eyas
-
             parse_size(self.node_free_disk)  # a ValueError names the syntax
         if "working_dir" in self.runtime_env:
             raise ValueError("runtime_env.working_dir is eyas's own (its workload scripts); remove it")
@@ -260,6 +296,11 @@ def config_problems(path: Path) -> list[str]:
         return [f"{path}: not UTF-8 text (byte {exc.start}), so not a TOML config; pass the TOML file"]
     except tomllib.TOMLDecodeError as exc:
         return [f"{path}: not valid TOML: {exc} (`eyas config init NEW.toml` writes a valid example)"]
+    except RecursionError:
+        return [
+            f"{path}: nests tables or arrays deeper than Python's TOML reader can follow, so it is no eyas config "
+            "(whose tables are two deep); pass the TOML file `eyas config init NEW.toml` writes"
+        ]
     try:
         config = EyasConfig.model_validate(raw)
     except ValidationError as exc:
@@ -268,19 +309,40 @@ def config_problems(path: Path) -> list[str]:
 
 
 def _file_problems(config: EyasConfig) -> list[str]:
-    """Local files the config names that do not exist: found now, not on the first SSH attempt."""
+    """Local files the config names that are missing or not what they should be (a directory, a FIFO, a link
+    loop, a known_hosts that is not text): found now, each said as what it is, not on the first SSH attempt."""
     problems = []
     for name, host in config.hosts.items():
         if host.is_local:
             continue
-        if host.key_file and not Path(host.key_file).expanduser().is_file():
-            problems.append(f"hosts.{name}.key_file: {host.key_file} does not exist on this machine")
-        if not Path(host.known_hosts).expanduser().is_file():
+        if host.key_file and (problem := not_a_regular_file(Path(host.key_file).expanduser())):
             problems.append(
-                f"hosts.{name}.known_hosts: {host.known_hosts} does not exist; record the host's key with "
-                f"ssh-keyscan -p {host.port} {host.address} >> {host.known_hosts}"
+                f"hosts.{name}.key_file: {host.key_file} on this machine {problem}; point key_file at the private "
+                "key file (OpenSSH or PEM, not the .pub), e.g. ~/.ssh/id_ed25519"
             )
+        if problem := _known_hosts_problem(Path(host.known_hosts).expanduser()):
+            scan = f"ssh-keyscan -p {host.port} {host.address}"
+            fix = (
+                f"record the host's key with {scan} >> {host.known_hosts}"
+                if problem == MISSING
+                else f"point known_hosts at a text file of the host keys you trust ({scan} > FILE writes one)"
+            )
+            problems.append(f"hosts.{name}.known_hosts: {host.known_hosts} {problem}; {fix}")
     return problems
+
+
+def _known_hosts_problem(path: Path) -> str | None:
+    """What keeps `path` from being a known_hosts file ssh and paramiko read: not a regular file, or not text."""
+    problem = not_a_regular_file(path)
+    if problem is not None:
+        return problem
+    try:
+        path.read_bytes().decode()
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    except UnicodeDecodeError as exc:
+        return f"is not text (not UTF-8 at byte {exc.start}), so it holds no host keys eyas can read"
+    return None
 
 
 def load_config(path: Path) -> EyasConfig:

@@ -33,6 +33,9 @@ SIZE_LIMITS = {
     "num_speculative_tokens": 64,
     "eval_max_tokens": 1_048_576,
     "held_out": 10_000_000,
+    # [cluster] counts of the config: a job each, submitted and polled one by one; far above any cluster's nodes.
+    "extract_shards": 10_000,
+    "train_nodes": 10_000,
 }
 
 
@@ -101,6 +104,10 @@ class Sizes(BaseModel):
 
 
 DEFAULT_SIZES = Sizes()
+
+# Seconds between a run's polls of its jobs (`eyas run --poll-interval`). A run records the interval it polls at
+# in its meta, and a resume and a replay poll as it did; a recording from before the meta held it polled at this.
+POLL_INTERVAL_S = 10.0
 
 # Small enough for a laptop CPU, large enough to beat an untrained drafter, and within the embedded SmolLM2's
 # 2048-token context. At 100 samples, 3 epochs and 3 TTT steps the pipeline took 14.2 min on 2 quiet cores

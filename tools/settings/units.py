@@ -10,16 +10,26 @@ _UNITS |= {p + "ib": 1024**i for i, p in enumerate("kmgtpe", 1)} | {p: 1024**i f
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:e(\d+))?\s*([a-z]*)\s*$", re.IGNORECASE)
+# The largest size eyas takes: above any disk or cluster (9.2 EB), and what a checkpoint can still store (an integer
+# above 2**63 cannot be written, tools/settings/sizes.py). 1e400TB would otherwise overflow a float.
+MAX_BYTES = 2**63 - 1
 
 
 def parse_size(text: str) -> int:
     """Bytes from '2.9TB' (decimal: KB..PB are powers of 1000), '2.6TiB' (binary) or '2.6T' (binary, as
-    `df -h` prints it); a plain number is bytes."""
+    `df -h` prints it); a plain number is bytes. At most MAX_BYTES."""
     match = _SIZE.match(text)
     unit = match.group(3).lower() if match else ""
     if not match or unit not in _UNITS:
         raise ValueError(f"{text!r} is not a size: write e.g. 2.9TB, 500GB, 2.6TiB or 1234567 (bytes)")
-    return round(float(match.group(1)) * 10 ** int(match.group(2) or 0) * _UNITS[unit])
+    # float() reads the exponent itself: 1e400 is inf at once, where 10 ** 400 would be an int too large to scale.
+    size = float(f"{match.group(1)}e{match.group(2) or 0}") * _UNITS[unit]
+    if not size <= MAX_BYTES:
+        raise ValueError(
+            f"{text!r} is more than eyas takes for a size (at most {format_size(MAX_BYTES)}): write the real "
+            "figure, e.g. 2.9TB or 500GB"
+        )
+    return round(size)
 
 
 def format_size(size: float) -> str:

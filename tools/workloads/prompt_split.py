@@ -17,7 +17,8 @@ at any sample count. ShareGPT splits one long conversation into parts `ID_0`, `I
 `ID`, so the parts of one conversation land on the same side. Rows are written in source order. A
 ShareGPT row that starts with a human turn becomes that turn (the target writes the answer); a file's rows
 are kept as they are. Rows without an id, with an empty prompt, or longer than --max-prompt-chars are
-skipped.
+skipped, and so are a file's lines that are not JSON Python can read (nested too deep, say): each counts in
+"skipped".
 
 Output (stdout): one JSON summary: {"source", "scanned", "train", "held_out", "skipped", "exhausted",
 "held_out_percent"}. Exit 0; 2 on bad arguments; 1 when the source cannot be read.
@@ -82,12 +83,14 @@ def sharegpt_rows() -> Iterator[Any]:
 
 
 def jsonl_rows(path: Path) -> Iterator[Any]:
+    """Each line's row; None for a line that is no JSON Python can read (garbage, or nested deeper than its
+    parser recurses), so the split skips and counts it instead of dying on it."""
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
                 try:
                     yield json.loads(line)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):
                     yield None
 
 
@@ -124,13 +127,18 @@ def first_human_turn(row: Any, max_chars: int) -> dict[str, Any] | None:
 
 
 def file_row(row: Any, max_chars: int) -> dict[str, Any] | None:
-    """A row of a prompts file as it is, when it has an id and a prompt or conversation within max_chars."""
+    """A row of a prompts file as it is, when it has an id and a prompt or conversation within max_chars, and can
+    be written back as UTF-8 JSON: not one nested past the encoder's recursion, nor one holding half a surrogate
+    pair (a lone "\\ud800"), which would stop the whole split at its write."""
     if not isinstance(row, dict) or not isinstance(row.get("id"), str):
         return None
     body = row.get("prompt", row.get("conversations", row.get("messages")))
-    if not body or len(json.dumps(body, ensure_ascii=False)) > max_chars:
+    try:
+        json.dumps(row, ensure_ascii=False).encode()
+        too_long = len(json.dumps(body, ensure_ascii=False)) > max_chars
+    except (RecursionError, UnicodeEncodeError):
         return None
-    return row
+    return row if body and not too_long else None
 
 
 def split(rows: Iterator[Any], args: argparse.Namespace) -> dict[str, Any]:

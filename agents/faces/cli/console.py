@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from pydantic_core import to_jsonable_python
 from rich.console import Console
@@ -33,7 +33,7 @@ class HostTextConsole(Console):
     @property
     def file(self) -> IO[str]:
         file = super().file
-        return file.styled if isinstance(file, RedactedStream) else file
+        return cast(IO[str], file.styled) if isinstance(file, RedactedStream) else file
 
     @file.setter
     def file(self, new_file: IO[str]) -> None:

@@ -15,3 +15,13 @@ def main() -> None:
     from eyas.agents.faces.cli.main import main as command_line
 
     command_line()
+
+
+def __getattr__(name: str) -> object:
+    """`app`, the typer app, for tools that find an entry point's app beside its main() (a common typer layout;
+    tools/workloads/cli_help.py reads every subcommand's --help that way), imported only when asked for."""
+    if name == "app":
+        from eyas.agents.faces.cli.main import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -259,6 +259,7 @@ def demo(
     from eyas.agents.faces.cli.run import advance, finish, start_run
     from eyas.agents.faces.cli.run_ui import gate_panel
     from eyas.agents.faces.cli.target import bring_up
+    from eyas.graph.gates.view import read_view
     from eyas.graph.life.answers import record_gate_answer
     from eyas.graph.phases.deploy.node import DEPLOY_FILE
 
@@ -276,7 +277,7 @@ def demo(
     outcome = start_run(source, config, policy, sizes, interactive=False, poll_interval_s=2.0)
     if outcome.gate is not None and outcome.gate.get("phase") == "deploy":
         run = open_run(outcome.state["run_id"])
-        console.print(gate_panel(outcome.gate))
+        console.print(gate_panel(read_view(outcome.gate)))
         console.print("[bold]deploy[/]: the demo answers its deploy gate as the operator: approve", highlight=False)
         reason = "eyas demo deploys its drafter; production's own counters decide whether it stays"
         record_gate_answer(run, GateAnswer(action="approve", reason=reason, who="demo"))

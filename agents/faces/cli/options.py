@@ -3,6 +3,7 @@ defaults and help come from `Sizes` so that no command repeats (or contradicts) 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,6 +56,14 @@ def chosen_sizes(embedded: bool, **chosen: SizeValue | None) -> Sizes:
         return starting_sizes(embedded, **chosen)
     except ValidationError as exc:
         raise typer.BadParameter("; ".join(format_validation_error(exc))) from None
+
+
+def positive_seconds(value: float | None) -> float | None:
+    """A typer callback for a time in seconds (e.g. --poll-interval): finite and above 0. Typer's min= would let
+    nan through (no comparison holds for it), and a run that polls every -1 or inf seconds spins or never polls."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"is {value:g} seconds; give a number of seconds above 0, e.g. 10")
+    return value
 
 
 def demo_size_option(name: str, *flags: str) -> Any:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
@@ -19,6 +20,7 @@ from eyas.tools.hosts.http import HttpClient
 from eyas.tools.planning.estimate import Plan, estimate, format_hours, verdict
 from eyas.tools.planning.measure import Figures, Measured, measure_inputs
 from eyas.tools.settings.config import EyasConfig
+from eyas.tools.settings.sizes import SIZE_LIMITS
 from eyas.tools.settings.units import format_size, parse_size
 
 
@@ -76,7 +78,10 @@ def plan_command(
         str | None, typer.Option(help="a generate.py output on the host: plan with its measured token counts")
     ] = None,
     data_path: Annotated[str | None, typer.Option(help="where the data will go on the host (default: workdir)")] = None,
-    probe_concurrency: Annotated[int, typer.Option(help="requests in flight during the throughput probe")] = 16,
+    probe_concurrency: Annotated[
+        int,
+        typer.Option(min=1, max=SIZE_LIMITS["concurrency"], help="requests in flight during the throughput probe"),
+    ] = 16,
 ) -> None:
     """Estimate generation, extraction and training time and the disk the hidden states need, and say whether it
     fits. Figures not given are measured: the model's config.json where the server loaded it, df where the data
@@ -99,7 +104,7 @@ def plan_command(
         draft_vocab_size=draft_vocab_size,
         prompt_source=prompt_source or cfg.pipeline.prompts,
     )
-    figures = Figures(
+    figures = given_figures(
         hidden_size=hidden_size,
         num_layers=num_layers,
         vocab_size=vocab_size,
@@ -135,6 +140,34 @@ def plan_command(
         style = "green" if plan.fits else "bold red"
         console.print(f"[{style}]{escape(verdict(measured.inputs, plan))}[/]", highlight=False)
     raise typer.Exit(0 if plan.fits else 1)
+
+
+# The flag that gives each figure of the host, to name it when its value is refused.
+FIGURE_FLAGS = {
+    "hidden_size": "--hidden-size",
+    "num_layers": "--num-layers",
+    "vocab_size": "--vocab-size",
+    "free_disk_bytes": "--free-disk",
+    "generation_tok_s": "--throughput",
+    "prompt_tokens": "--prompt-tokens",
+}
+
+
+def given_figures(**given: Any) -> Figures:
+    """The figures as given; one out of its bounds (0, a negative count, nan, inf) is a bad flag, said with the flag
+    and the fix in one paragraph (`Figures` holds the bounds, so the flags and the plan cannot disagree)."""
+    try:
+        return Figures(**given)
+    except ValidationError as exc:
+        problems = [
+            f"{FIGURE_FLAGS.get(str(item['loc'][0]), str(item['loc'][0]))} is {item['input']}, and "
+            f"{item['msg'].removeprefix('Input ')}"
+            for item in exc.errors()
+        ]
+        raise typer.BadParameter(
+            f"{'; '.join(problems)}. Give the figure as measured, or leave the flag out and eyas measures it on the "
+            "host"
+        ) from None
 
 
 def refuse_unusable_drafter(cfg: EyasConfig) -> None:

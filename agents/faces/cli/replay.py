@@ -26,6 +26,7 @@ from eyas.tools.recording.boundary import ReplayError
 from eyas.tools.recording.replay import CrashBoundary, ReplayReport, ReplaySession
 from eyas.tools.recording.transcript import ResumeEvent, RunEvent
 from eyas.tools.settings.config import EyasConfig, format_validation_error
+from eyas.tools.settings.sizes import POLL_INTERVAL_S
 
 # The graph's modules (langgraph, ~0.5 s) load in the functions that use them, not at start-up of every eyas process.
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def replay(path: Path) -> tuple[ReplayReport, dict[str, Any]]:
     try:
         recorded = RecordedRun.model_validate(
             {"config": start.config, "policy": start.meta.get("policy"), "input": start.input,
-             "poll_interval_s": start.meta.get("poll_interval_s", 10.0)}
+             "poll_interval_s": start.meta.get("poll_interval_s", POLL_INTERVAL_S)}
         )  # fmt: skip
     except ValidationError as exc:
         raise EyasError(

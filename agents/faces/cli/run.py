@@ -13,19 +13,26 @@ from rich.table import Table
 
 from eyas.agents.faces.cli.console import console, notice, print_json
 from eyas.agents.faces.cli.detach import DetachOption, detach_driver, same_command
-from eyas.agents.faces.cli.options import ConfigOption, JsonOption, chosen_sizes, size_option, use_config
+from eyas.agents.faces.cli.options import (
+    ConfigOption,
+    JsonOption,
+    chosen_sizes,
+    positive_seconds,
+    size_option,
+    use_config,
+)
 from eyas.graph.life.heartbeat import Heartbeat
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
 from eyas.graph.runs import RUN_ID_RULE, RunDir, open_run, runs_root
 from eyas.graph.shard_total import phase_total
-from eyas.graph.state import Action, GateAnswer
+from eyas.graph.state import Action, GateAnswer, run_plan
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.errors import EyasError, HostError, JobError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.jobs.executor import jobs_of
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.settings.config import EyasConfig
-from eyas.tools.settings.sizes import Sizes
+from eyas.tools.settings.sizes import POLL_INTERVAL_S, Sizes
 from eyas.tools.workloads.progress import last_progress
 
 # The graph's modules (langgraph, ~0.5 s) load in the commands that use them, not at start-up of every eyas process.
@@ -137,7 +144,9 @@ def run_command(
     prompt_source: Annotated[str | None, size_option("prompt_source", "--prompts")] = None,
     held_out: Annotated[int | None, size_option("held_out")] = None,
     extraction_backend: Annotated[str | None, size_option("extraction_backend")] = None,
-    poll_interval: Annotated[float, typer.Option(help="seconds between job polls")] = 10.0,
+    poll_interval: Annotated[
+        float, typer.Option(help="seconds between job polls", callback=positive_seconds)
+    ] = POLL_INTERVAL_S,
     run_id: Annotated[str | None, typer.Option(help=f"name the run: {RUN_ID_RULE} (default: run-<time>-<hex>)")] = None,
     dry_run: Annotated[
         bool,
@@ -261,7 +270,7 @@ def status_command(
         "decisions": state.get("decisions", []),
         "jobs": jobs,
         "jobs_unreadable": unreachable,
-        "plan": state.get("plan", {}).get("verdict"),
+        "plan": run_plan(state).verdict,
         "evaluation": state.get("evaluation"),
     }
     if json_output:

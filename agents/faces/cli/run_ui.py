@@ -15,11 +15,10 @@ from rich.prompt import IntPrompt, Prompt
 from rich.table import Table
 
 from eyas.agents.faces.cli.console import console
-from eyas.graph.gates.gate import cluster_lines
-from eyas.graph.gates.paths import paths_lines
-from eyas.graph.gates.production import production_lines
+from eyas.agents.faces.gate_text import gate_sections
+from eyas.graph.gates.view import FailureView, GateView, read_view
 from eyas.graph.shard_total import phase_total
-from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, GateAnswer
+from eyas.graph.state import GateAnswer
 from eyas.tools.jobs.detached import JobState
 from eyas.tools.settings.config import format_validation_error
 from eyas.tools.settings.sizes import Sizes, SizeValue
@@ -86,9 +85,9 @@ class RunUI:
 
     def ask(self, view: dict[str, Any], answered_elsewhere: Callable[[], GateAnswer | None]) -> GateAnswer:
         self._stop_bars()
-        console.print(gate_panel(view))
-        failure = view.get("kind") == "failure"
-        choices: tuple[Action, ...] = FAILURE_ACTIONS if failure else tuple(view.get("choices") or APPROVAL_ACTIONS)
+        shown = read_view(view)
+        console.print(gate_panel(shown))
+        choices = shown.actions
         console.print(f"[bold]{' / '.join(choices)}?[/] (or answer from another terminal with `eyas approve`)")
         while True:
             line = _read_line_or(answered_elsewhere)
@@ -99,8 +98,8 @@ class RunUI:
             if action is not None:
                 break
             console.print(f"please type one of: {', '.join(choices)}")
-        if action == "edit":
-            return GateAnswer(action=action, reason="sizes edited at the gate", sizes=_edit_sizes(view["sizes"]))
+        if action == "edit" and isinstance(shown, GateView):
+            return GateAnswer(action=action, reason="sizes edited at the gate", sizes=_edit_sizes(shown.sizes))
         reason = Prompt.ask("reason", default="") if action in ("reject", "abort") else ""
         return GateAnswer(action=action, reason=reason)
 
@@ -144,29 +143,18 @@ def _extra(seen: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def gate_panel(view: dict[str, Any]) -> Panel:
-    if view.get("kind") == "failure":
-        head = f"{escape(view['job_id'])}: {escape(view['status'])}\n[bold]diagnosis:[/] {escape(view['diagnosis'])}"
-        body = f"{head}\n\n{escape(view['log_tail'][-1500:])}"
-        return Panel(body, title=f"failure in phase {view['phase']}", border_style="red")
+def gate_panel(view: GateView | FailureView) -> Panel:
+    """The gate's sections (agents/faces/gate_text.py, as the dashboard shows them) as rows of label and text; a
+    long command folds onto the next line rather than being cut."""
+    if isinstance(view, FailureView):
+        head = f"{escape(view.job_id)}: {escape(view.status)}\n[bold]diagnosis:[/] {escape(view.diagnosis)}"
+        body = f"{head}\n\n{escape(view.log_tail[-1500:])}"
+        return Panel(body, title=f"failure in phase {escape(view.phase)}", border_style="red")
     table = Table.grid(padding=(0, 2))
-    table.add_row("[bold]phase[/]", escape(view["phase"]))
-    table.add_row("[bold]host[/]", escape(view["host"]))
-    for key, value in view.get("estimate", {}).items():
-        if value is not None:
-            table.add_row(escape(key), f"{value:.3g}" if isinstance(value, float) else escape(str(value)))
-    table.add_row("[bold]sizes[/]", escape(", ".join(f"{k}={v}" for k, v in view.get("sizes", {}).items())))
-    for name, check in view.get("verification", {}).items():
-        table.add_row(escape(f"verify {name}"), escape(f"{check['status']}: {check['message']}"))
-    for command in view.get("commands", []):
-        table.add_row("[bold]will run[/]", escape(command))
-    for line in cluster_lines(view.get("cluster")):
-        table.add_row("[bold]ray[/]", escape(line))
-    for line in production_lines(view.get("production", {})):
-        table.add_row("[bold]production[/]", escape(line))
-    for label, text in paths_lines(view):
-        table.add_row(f"[bold red]{label}[/]" if label == "BLOCKED" else escape(label), escape(text))
-    policy = view.get("policy")
-    if policy and not policy["approve"]:
-        table.add_row("[bold red]policy stop[/]", escape(policy["reasons"]))
-    return Panel(table, title=f"gate: {view['phase']}", border_style="cyan")
+    table.add_column()
+    table.add_column(overflow="fold")
+    for section in gate_sections(view):
+        for line in section.lines:
+            label = f"[bold red]{escape(line.label)}[/]" if line.alarm else f"[bold]{escape(line.label)}[/]"
+            table.add_row(label, escape(line.text))
+    return Panel(table, title=f"gate: {escape(view.phase)}", border_style="cyan")

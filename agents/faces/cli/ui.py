@@ -24,9 +24,13 @@ def is_loopback(host: str) -> bool:
 
 
 def ui_command(
-    host: Annotated[str, typer.Option(help="address to listen on; anything but loopback opens it to the network")] = (
-        "127.0.0.1"
-    ),
+    host: Annotated[
+        str,
+        typer.Option(
+            help="address to listen on; anything but loopback opens it to the network. The dashboard answers only "
+            "requests addressed to 127.0.0.1, localhost, [::1] or this (with the port), so browse to one of them"
+        ),
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on", min=1, max=65535)] = 8790,
 ) -> None:
     """A live dashboard in the browser: the runs, each run's phase, jobs with progress and ETA, log tails and the
@@ -48,6 +52,8 @@ def ui_command(
         console.print(f"Log in with the token in ${TOKEN_ENV}.", highlight=False)
     import uvicorn  # the server and its app load only for this command
 
-    from eyas.agents.faces.dashboard.app import create_app
+    from eyas.agents.faces.dashboard.app import create_app, served_hosts
 
-    uvicorn.run(create_app(root, Sessions(token)), host=host, port=port, log_level="info", server_header=False)
+    app = create_app(root, Sessions(token), served_hosts(host, port))
+    # No colours: the log goes through the stream that shows control characters as text (redacted_stream.py).
+    uvicorn.run(app, host=host, port=port, log_level="info", server_header=False, use_colors=False)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 from eyas.agents.faces.dashboard.views import live_part
 from eyas.agents.faces.report_html.record import load_record
+from eyas.graph.gates.view import FailureView, GateView, read_view
 from eyas.graph.life.runner import read_run, run_condition
 from eyas.graph.runs import RunDir
 from eyas.tools.recording.redact import Redactor
@@ -17,7 +17,7 @@ from eyas.tools.recording.redact import Redactor
 @dataclass(frozen=True)
 class Snapshot:
     html: str
-    pending: tuple[str, dict[str, Any]] | None  # the gate it waits at, its view redacted
+    pending: tuple[str, GateView | FailureView] | None  # the gate it waits at, its view redacted
 
     @property
     def gate_id(self) -> str | None:
@@ -37,7 +37,7 @@ class Snapshots:
             return cached[1]
         view = read_run(run)
         record = load_record(run.root, view.state if view.started else None)
-        pending = None if view.pending is None else (view.pending[0], Redactor().value(view.pending[1]))
+        pending = None if view.pending is None else (view.pending[0], read_view(Redactor().value(view.pending[1])))
         snapshot = Snapshot(live_part(record, run_condition(run, view)), pending)
         with self._lock:
             self._seen[run.run_id] = (key, snapshot)

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from eyas.agents.faces.dashboard.forms import SIZE_PREFIX
+from eyas.agents.faces.gate_text import Line, gate_sections
 from eyas.agents.faces.report_html.page import STYLE, navigation, report_body
 from eyas.agents.faces.report_html.record import RunRecord
-from eyas.agents.faces.report_html.sections import fmt, h, last_value, missing, section, table
-from eyas.graph.gates.paths import paths_lines
-from eyas.graph.gates.production import production_lines
+from eyas.agents.faces.report_html.sections import fmt, h, last_value, section, table
+from eyas.graph.gates.view import FailureView, GateView
 from eyas.graph.shard_total import phase_total
-from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, GateAnswer
+from eyas.graph.state import GateAnswer
 
 DASHBOARD_STYLE = """
 header.bar { display: flex; justify-content: space-between; align-items: baseline; gap: 1rem; flex-wrap: wrap; }
@@ -119,70 +119,62 @@ def log_tails(record: RunRecord) -> str:
 # -- the gate ---------------------------------------------------------------------------------------------------
 
 
-def gate_panel(run_id: str, gate_id: str, view: dict[str, Any], csrf: str, answered: GateAnswer | None) -> str:
+def gate_panel(run_id: str, gate_id: str, view: GateView | FailureView, csrf: str, answered: GateAnswer | None) -> str:
     """The gate's full view (plan, verification, exact commands; or the failure and its log) and its answers."""
-    failure = view.get("kind") == "failure"
-    shown = failure_view(view) if failure else approval_view(view)
+    shown = failure_view(view) if isinstance(view, FailureView) else approval_view(view)
     if answered is not None:
         note = (f"Answered: {answered.action} by {answered.who}: {answered.reason or 'no reason given'}. A waiting "
                 f"eyas process continues now; a stopped run continues with `eyas resume {run_id}`.")  # fmt: skip
         forms = f'<p class="answered" id="answered">{h(note)}</p>'
     else:
-        forms = answer_forms(run_id, gate_id, view, csrf, failure)
+        forms = answer_forms(run_id, gate_id, view, csrf)
+    failure = isinstance(view, FailureView)
     kind = "failure" if failure else "approval"
-    title = f"Failure in phase {view.get('phase')}" if failure else f"Gate: {view.get('phase')}"
+    title = f"Failure in phase {view.phase}" if failure else f"Gate: {view.phase}"
     return f'<section class="gate {kind}" id="gate"><h2>{h(title)}</h2>{shown}{forms}</section>'
 
 
-def approval_view(view: dict[str, Any]) -> str:
-    estimate = [(h(key), h(fmt(value))) for key, value in view.get("estimate", {}).items() if value is not None]
-    body = table((), [("<b>host</b>", h(view.get("host"))), *estimate])
-    policy = view.get("policy")
-    if policy and not policy.get("approve"):
-        body += f'<p class="error">The policy stops here: {h(policy.get("reasons"))}</p>'
-    checks = view.get("verification", {})
-    if checks:
-        body += "<h3>Verification</h3>" + table(
-            ("check", "status", "finding"),
-            [(h(name), h(check.get("status")), h(check.get("message"))) for name, check in checks.items()],
-        )
-    commands = view.get("commands", [])
-    body += "<h3>Exact commands</h3>" + (
-        "".join(f'<p><code class="command">{h(command)}</code></p>' for command in commands)
-        if commands
-        else missing("a command: this phase launches none")
-    )
-    production = production_lines(view.get("production", {}))
-    if production:
-        body += "<h3>Production</h3>" + "".join(f'<p><code class="command">{h(line)}</code></p>' for line in production)
-    paths = [(h(label), h(text)) for label, text in paths_lines(view) if label != "BLOCKED"]
-    if paths:
-        body += "<h3>Paths and research</h3>" + table((), paths)
-    body += "".join(f'<p class="error">Blocked: {h(reason)}</p>' for reason in view.get("blocked", []))
+def approval_view(view: GateView) -> str:
+    """The gate's sections (agents/faces/gate_text.py, as the terminal shows them): commands and argvs whole, as
+    code; the rest as a table, what stops the phase in red."""
+    body = ""
+    for part in gate_sections(view):
+        if part.code:
+            lines = "".join(f'<p><code class="command">{h(line.text)}</code></p>' for line in part.lines)
+        else:
+            lines = table((), [_cells(line) for line in part.lines])
+        body += f"<h3>{h(part.title)}</h3>{lines}"
     return body
 
 
-def failure_view(view: dict[str, Any]) -> str:
-    head = table((), [("<b>job</b>", h(view.get("job_id"))), ("<b>status</b>", h(view.get("status"))),
-                      ("<b>diagnosis</b>", h(view.get("diagnosis")))])  # fmt: skip
-    return head + f'<h3>Log tail</h3><pre class="log">{h(view.get("log_tail", ""))}</pre>'
+def _cells(line: Line) -> tuple[str, str]:
+    if line.alarm:
+        return f'<b class="error">{h(line.label)}</b>', f'<span class="error">{h(line.text)}</span>'
+    return f"<b>{h(line.label)}</b>", h(line.text)
 
 
-def answer_forms(run_id: str, gate_id: str, view: dict[str, Any], csrf: str, failure: bool) -> str:
+def failure_view(view: FailureView) -> str:
+    head = table((), [("<b>job</b>", h(view.job_id)), ("<b>status</b>", h(view.status)),
+                      ("<b>diagnosis</b>", h(view.diagnosis))])  # fmt: skip
+    return head + f'<h3>Log tail</h3><pre class="log">{h(view.log_tail)}</pre>'
+
+
+def answer_forms(run_id: str, gate_id: str, view: GateView | FailureView, csrf: str) -> str:
+    """A button per answer the gate takes, with a reason; where it takes an edit, a form with every size."""
     action_url = f"/runs/{h(run_id)}/answer"
     hidden = hidden_csrf(csrf) + f'<input type="hidden" name="gate_id" value="{h(gate_id)}">'
     reason = '<label>reason <input type="text" name="reason" maxlength="2000"></label>'
     buttons = "".join(
         f'<button type="submit" name="action" value="{h(action)}" id="{h(action)}">{h(action)}</button> '
-        for action in (FAILURE_ACTIONS if failure else APPROVAL_ACTIONS)
+        for action in view.actions
         if action != "edit"
     )
     forms = f'<form method="post" action="{action_url}" id="answer">{hidden}{reason} {buttons}</form>'
-    if failure:
+    if not isinstance(view, GateView) or "edit" not in view.actions:
         return forms
     fields = "".join(
         f'<label>{h(key)} <input type="text" name="{h(SIZE_PREFIX + key)}" value="{h(value)}"></label>'
-        for key, value in view.get("sizes", {}).items()
+        for key, value in view.sizes.items()
     )
     forms += (
         f'<details><summary>edit sizes</summary><form method="post" action="{action_url}" id="edit-form">{hidden}'

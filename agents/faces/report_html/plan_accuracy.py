@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from eyas.agents.faces.report_html.record import RunRecord
+from eyas.graph.state import run_plan
 
 # The plan's phases and the timeline rows each one covers.
 PHASE_ROWS: dict[str, tuple[str, ...]] = {
@@ -36,11 +37,11 @@ class PhaseTime(BaseModel):
 
 def phase_times(record: RunRecord) -> list[PhaseTime]:
     """Each planned phase that ran or was planned, in pipeline order."""
-    planned = (record.state.get("plan") or {}).get("phases") or {}
+    plan = run_plan(record.state)
     times = []
     for phase, rows in PHASE_ROWS.items():
         spans = [span for span in record.spans if span.row in rows and span.kind in ("step", "failure")]
-        hours = (planned.get(phase) or {}).get("phase_hours")
+        hours = plan.phase(phase).phase_hours
         actual = sum(span.end - span.start for span in spans) if spans else None
         if hours is None and actual is None:
             continue

@@ -12,6 +12,7 @@ from eyas.agents.faces.report_html.charts import Chart, Series, bar_chart, gantt
 from eyas.agents.faces.report_html.plan_accuracy import format_minutes, format_ratio, phase_times
 from eyas.agents.faces.report_html.record import RunRecord
 from eyas.graph.phases.report.node import EVALUATION_KEYS
+from eyas.graph.state import run_plan
 
 JOB_PHASES = ("data", "extract", "vocab", "train", "evaluate")
 _GPUS = re.compile(r"(\d+) x ")
@@ -85,7 +86,7 @@ def summary(record: RunRecord) -> str:
         ("total time", h(hours_text(record.ended - record.started) if record.started and record.ended else "—")),
         ("GPU-hours", h(gpu_hours(record))),
         ("disk", h(disk_text(record))),
-        ("plan", h(state.get("plan", {}).get("verdict") or "no plan was made")),
+        ("plan", h(run_plan(state).verdict or "no plan was made")),
         ("verification", h(verification_verdict(state.get("verification", {})))),
     ]
     body = table((), [(f"<b>{h(name)}</b>", cell) for name, cell in rows])
@@ -134,12 +135,12 @@ def gpu_hours(record: RunRecord) -> str:
 
 
 def disk_text(record: RunRecord) -> str:
-    plan = record.state.get("plan", {})
+    plan = run_plan(record.state)
     written = last_value(record.job_progress("extract"), "bytes")
-    planned = plan.get("phases", {}).get("extract", {}).get("disk_bytes")
+    planned = plan.phase("extract").disk_bytes
     parts = [f"hidden states {megabytes(written)} written against {megabytes(planned)} planned"]
-    if plan.get("needed_bytes") is not None:
-        parts.append(f"the whole run planned {megabytes(plan['needed_bytes'])} (other phases' bytes not measured)")
+    if plan.needed_bytes is not None:
+        parts.append(f"the whole run planned {megabytes(plan.needed_bytes)} (other phases' bytes not measured)")
     return "; ".join(parts)
 
 
@@ -219,7 +220,7 @@ def extraction(record: RunRecord) -> str:
         return section("extraction", "Extraction", missing("extraction progress (no job log was read)"))
     body = figure(progress_chart("ext-done", "Samples extracted", rows, (("done", "samples"),), record.started,
                                  "samples"), "Samples over time")  # fmt: skip
-    planned = record.state.get("plan", {}).get("phases", {}).get("extract", {}).get("disk_bytes")
+    planned = run_plan(record.state).phase("extract").disk_bytes
     written = last_value(rows, "bytes")
     if written is not None and planned:
         bars = bar_chart("ext-bytes", "Hidden states: bytes", ["hidden states"],
@@ -349,15 +350,15 @@ def _padded(values: list[float], length: int) -> list[float]:
 
 
 def plan_against_actual(record: RunRecord) -> str:
-    phases = record.state.get("plan", {}).get("phases", {})
+    phases = run_plan(record.state).phases
     if not phases:
         return section("plan", "Plan against actual", missing("a plan"))
     written = {"extract": last_value(record.job_progress("extract"), "bytes")}
     rows = []
     for phase, planned in phases.items():
         actual = phase_seconds(record, phase)
-        rows.append((h(phase), h(fmt(planned.get("phase_hours"))), h(fmt(actual / 3600) if actual else "not run"),
-                     h(megabytes(planned.get("disk_bytes"))), h(megabytes(written.get(phase)) if written.get(phase)
+        rows.append((h(phase), h(fmt(planned.phase_hours)), h(fmt(actual / 3600) if actual else "not run"),
+                     h(megabytes(planned.disk_bytes)), h(megabytes(written.get(phase)) if written.get(phase)
                      else "not measured")))  # fmt: skip
     body = table(("phase", "planned hours", "actual hours", "planned bytes", "written bytes"), rows)
     return section("plan", "Plan against actual", body)

@@ -9,25 +9,44 @@ output file.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from pydantic import BaseModel, Field
 
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.request import optional_flags, workload_job
 from eyas.tools.settings.config import HostConfig, TargetConfig, secret
+from eyas.tools.settings.sizes import Sizes
+
+PROGRESS_EVERY_S = 10.0  # seconds between generate.py's progress lines, which the run's polls read
 
 
 class GenerationSettings(BaseModel):
-    """generate.py's options that a run chooses; the rest keep the script's defaults."""
+    """generate.py's options that a run chooses; the rest keep the script's defaults. The sizes have no default
+    here: they are the run's (generation_sizes), never a second copy of Sizes' defaults."""
 
     input: str = Field(description="prompts JSONL on the host")
     output: str = Field(description="generated JSONL on the host (appended to, resumed from)")
     base_url: str | None = Field(None, description="the server as the HOST reaches it; default target.base_url")
-    concurrency: int = Field(64, ge=1)
-    max_tokens: int = Field(2048, ge=1, description="longest answer per turn")
+    concurrency: int = Field(ge=1)
+    max_tokens: int = Field(ge=1, description="longest answer per turn")
     temperature: float | None = None
-    limit: int | None = Field(None, ge=1)
-    progress_every: float = Field(10.0, gt=0)
+    limit: int | None = Field(None, ge=1, description="the first N prompts; None: all of them")
+    progress_every: float = Field(PROGRESS_EVERY_S, gt=0)
     shard: tuple[int, int] = Field((0, 1), description="(I, N): the samples whose id hashes to shard I of N")
+
+
+class GenerationSizes(TypedDict):
+    """GenerationSettings' fields that the run's sizes decide."""
+
+    concurrency: int
+    max_tokens: int
+    limit: int
+
+
+def generation_sizes(sizes: Sizes) -> GenerationSizes:
+    """The one mapping from a run's sizes to generate.py's flags, for the data phase and the tests alike."""
+    return {"concurrency": sizes.concurrency, "max_tokens": sizes.max_tokens, "limit": sizes.samples}
 
 
 def generation_spec(

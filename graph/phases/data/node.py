@@ -8,7 +8,7 @@ import shlex
 from typing import Any
 
 from eyas.graph.context import RunContext
-from eyas.graph.phases.data.jobs import GenerationSettings, download_spec, generation_spec
+from eyas.graph.phases.data.jobs import GenerationSettings, download_spec, generation_sizes, generation_spec
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.errors import ConfigError
 from eyas.tools.jobs.detached import JobSpec
@@ -22,9 +22,7 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
     settings = GenerationSettings(
         input=ctx.artifact("prompts"),
         output=ctx.artifact("conversations"),
-        concurrency=sizes.concurrency,
-        max_tokens=sizes.max_tokens,
-        limit=sizes.samples,
+        **generation_sizes(sizes),
         temperature=0.0,
     )
     run_id = ctx.run.run_id
@@ -94,12 +92,13 @@ def split_command(ctx: RunContext, state: RunState) -> str:
 def setup(ctx: RunContext, state: RunState) -> dict[str, Any]:
     """Split the run's prompt source into training and held-out prompts on the host (by a hash of each
     conversation id, so no held-out prompt is ever trained on); the summary goes into the run's state."""
-    if run_sizes(state).prompt_source == "shipped":
-        ctx.host.write_text(ctx.artifact("prompt_set"), PROMPT_SET.read_text())
-    ctx.host.run(f"mkdir -p {shlex.quote(ctx.artifact('prompts').rsplit('/', 1)[0])}", timeout=30).check(
+    # The run's data is its owner's alone (0700 folders, 0600 files), as everything its jobs make (run.sh's umask).
+    ctx.host.run(f"umask 077 && mkdir -p {shlex.quote(ctx.artifact('prompts').rsplit('/', 1)[0])}", timeout=30).check(
         "Creating the run's data directory"
     )
-    result = ctx.host.run(split_command(ctx, state), timeout=600)
+    if run_sizes(state).prompt_source == "shipped":
+        ctx.host.write_text(ctx.artifact("prompt_set"), PROMPT_SET.read_text(), mode=0o600)
+    result = ctx.host.run(f"umask 077 && {split_command(ctx, state)}", timeout=600)
     result.check("Splitting the prompt source into training and held-out prompts")
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     if summary["train"] == 0 or summary["held_out"] == 0:

@@ -23,12 +23,12 @@ from eyas.graph.downtime import RECORD, log_stop, restore, stop_start_commands, 
 from eyas.graph.phases.plan.node import production_load
 from eyas.graph.policy import Policy, judge_deploy
 from eyas.graph.runs import RunDir
-from eyas.graph.state import DeployOutcome, DeployStatus, GateAnswer, RunState, run_sizes
+from eyas.graph.state import DeployOutcome, DeployStatus, GateAnswer, RunState, run_plan, run_sizes
 from eyas.tools.errors import EyasError
 from eyas.tools.private_files import write_private
 from eyas.tools.service.base import Service, ServiceError
 from eyas.tools.service.choose import production_service
-from eyas.tools.service.deploy import DeployResult, Thresholds, deploy, drop_in_text
+from eyas.tools.service.deploy import DeployResult, Thresholds, deploy, drop_in_text, share_drafter_command
 
 DEPLOY_FILE = "deploy.json"  # the full result in the run folder (owner-only): probes, drop-in, argv
 CHOICES = ("approve", "reject")  # an edit has nothing to change here
@@ -61,6 +61,7 @@ def planned_change(ctx: RunContext, drafter_dir: str, k: int) -> tuple[Service, 
         )
     text, argv = drop_in_text(unit, drafter_dir, k)
     return service, DeployResult(kept=False, reason="not deployed yet", drop_in=path, drop_in_text=text,
+                                 share_drafter=share_drafter_command(unit, drafter_dir),
                                  argv_before=unit.exec_start, argv_deployed=argv)  # fmt: skip
 
 
@@ -68,9 +69,9 @@ def expected_restart(ctx: RunContext, state: RunState) -> tuple[float, str]:
     """Seconds one restart keeps production down: its last start-to-healthy time (a stop this run measured, else
     the plan's load time, else target.load_time_s or a guess)."""
     measured = any(stop.get("load_s") for stop in state.get("production", {}).get("stops", []))
-    planned = state.get("plan", {}).get("production_load") or {}
-    if not measured and planned.get("load_s"):
-        return float(planned["load_s"]), str(planned.get("source", "the plan"))
+    planned = run_plan(state).production_load
+    if not measured and planned is not None and planned.load_s:
+        return planned.load_s, planned.source
     return production_load(ctx, state, None)
 
 
@@ -84,7 +85,8 @@ def steps(ctx: RunContext, planned: DeployResult, thresholds: Thresholds) -> tup
     probe = f"{thresholds.probe_requests} probe requests at temperature 0; acceptance from production's /metrics"
     deploy_steps = [
         f"measure production: {probe}",
-        f"cat > {shlex.quote(planned.drop_in)} <<'EOF'\n{planned.drop_in_text}EOF",
+        *([planned.share_drafter] if planned.share_drafter else []),
+        f"umask 077; cat > {shlex.quote(planned.drop_in)} <<'EOF'\n{planned.drop_in_text}EOF",  # owner-only, as written
         *reload,
         stop,
         f"{start}; then wait for the deep health check",

@@ -1,10 +1,15 @@
 """The job that measures the trained drafter: evaluate.py serves the target with it and reads vLLM's counters.
 
-Pure functions from plain values to JobSpecs (tools/jobs/request.py)."""
+Pure functions from plain values to JobSpecs (tools/jobs/request.py), and to the argv of the servers the job
+starts, which the gates and `eyas run --dry-run` show."""
 
 from __future__ import annotations
 
+import json
 import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypedDict
 
 from pydantic import Field
 
@@ -12,6 +17,15 @@ from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.request import JobRequest, workload_job
 from eyas.tools.launch.inherited import InheritedLaunch
 from eyas.tools.settings.config import AbsolutePath, HostConfig
+from eyas.tools.settings.sizes import Sizes
+from eyas.tools.workloads.vllm_server import merge_flags, server_argv
+
+# evaluate.py's knobs that no run size chooses (the same as its own defaults, which it keeps: it imports no eyas).
+EVALUATE_PORT = 8800  # the loopback port its servers take in turn, one after the other
+EVALUATE_CONCURRENCY = 1  # prompts one at a time: the counters are read per prompt, for the confidence intervals
+# What evaluate.py's vllm_server gives every server it starts, and the method of the drafter's servers.
+SERVER_FLAGS = ("--seed", "0")
+SPECULATIVE_METHOD = "eagle3"
 
 
 class EvaluateRequest(JobRequest):
@@ -21,14 +35,26 @@ class EvaluateRequest(JobRequest):
     drafter_dir: AbsolutePath
     prompts: AbsolutePath
     out: AbsolutePath = Field(description="the JSON result, e.g. in the run's folder")
-    k: list[int] = Field(default_factory=lambda: [3], min_length=1)
-    max_tokens: int = Field(128, gt=0)
-    concurrency: int = Field(1, gt=0)
-    port: int = Field(8800, ge=1, le=65535)
+    k: list[int] = Field(min_length=1, description="the run's num_speculative_tokens (evaluate_sizes)")
+    max_tokens: int = Field(gt=0, description="the run's eval_max_tokens (evaluate_sizes)")
+    concurrency: int = Field(EVALUATE_CONCURRENCY, gt=0)
+    port: int = Field(EVALUATE_PORT, ge=1, le=65535)
     vllm_args: list[str] = Field(default_factory=list, description="extra flags for both servers")
     acceptance_only: bool = False
     launch: InheritedLaunch | None = Field(None, description="production's launch, which both servers start from")
     start_timeout_s: float | None = Field(None, gt=0, description="per server; default: evaluate.py's")
+
+
+class EvaluateSizes(TypedDict):
+    """EvaluateRequest's fields that the run's sizes decide."""
+
+    k: list[int]
+    max_tokens: int
+
+
+def evaluate_sizes(sizes: Sizes) -> EvaluateSizes:
+    """The one mapping from a run's sizes to evaluate.py's flags, for the evaluate phase and the tests alike."""
+    return {"k": [sizes.num_speculative_tokens], "max_tokens": sizes.eval_max_tokens}
 
 
 def evaluate_job(job_id: str, host: HostConfig, workloads_dir: str, request: EvaluateRequest) -> JobSpec:
@@ -55,3 +81,23 @@ def evaluate_job(job_id: str, host: HostConfig, workloads_dir: str, request: Eva
     # The servers evaluate.py starts inherit this environment: production's, then eyas's own setting.
     env = {**launch_env, "VLLM_NO_USAGE_STATS": "1"}
     return workload_job(job_id, host, workloads_dir, "evaluate.py", flags, env=env)
+
+
+def server_argvs(python: str, request: EvaluateRequest, cpu_flags: Sequence[str] = ()) -> dict[str, list[str]]:
+    """The argv of each server that evaluate_job(request) starts, by name, in the order it starts them: the
+    baseline (unless acceptance_only), then the drafter at each k. evaluate.py runs in the target's venv and
+    imports no eyas, so this is its vllm_server and measure over the job's own values; test_evaluation_servers.py
+    runs that code on evaluate_job's argv and compares. `python` runs the job (the host's), `cpu_flags` are what
+    evaluate.py adds on a host without CUDA (its cpu_server_args), before --vllm-args so that those win."""
+    inherited: list[list[str | None]] = [list(pair) for pair in request.launch.flags] if request.launch else []
+
+    def argv(*own: str) -> list[str]:
+        flags = [*SERVER_FLAGS, *own, *cpu_flags, *request.vllm_args]
+        return server_argv(python, Path(request.model_dir), request.port, *merge_flags(inherited, *flags))
+
+    servers = {} if request.acceptance_only else {"baseline": argv()}
+    for k in request.k:
+        # evaluate.py names the drafter by its resolved path: the same, but for a symlink on the host.
+        speculative = {"method": SPECULATIVE_METHOD, "model": request.drafter_dir, "num_speculative_tokens": k}
+        servers[f"speculative-k{k}"] = argv("--speculative-config", json.dumps(speculative))
+    return servers

@@ -5,7 +5,7 @@ Pure functions from plain values to JobSpecs (tools/jobs/request.py); launching 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypedDict
 
 from pydantic import AfterValidator, Field
 
@@ -13,6 +13,12 @@ from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.request import JobRequest, optional_flags, remote_code_flag, workload_job
 from eyas.tools.launch.inherited import InheritedLaunch
 from eyas.tools.settings.config import AbsolutePath, HostConfig
+from eyas.tools.settings.sizes import Sizes
+
+# extract.py's knobs that no run size chooses (the same as its own defaults, which it keeps: it imports no eyas).
+DISK_RESERVE = "1GiB"  # free space that must remain on the hidden states' disk
+HF_BATCH_TOKENS = 4096  # hf backend: padded tokens per forward pass
+VLLM_CONCURRENCY = 4  # vllm backend: requests in flight to its server
 
 
 def _size(value: str) -> str:
@@ -29,17 +35,28 @@ class ExtractionRequest(JobRequest):
     out_dir: AbsolutePath
     backend: Literal["hf", "vllm"] = "hf"
     layers: list[Annotated[int, Field(ge=0)]] | None = None
-    max_tokens: int = Field(4096, gt=0)
+    max_tokens: int = Field(gt=0, description="the run's max_seq_len (extraction_sizes): longer conversations are cut")
     max_samples: int | None = Field(None, gt=0)
-    reserve: Annotated[str, AfterValidator(_size)] = "1GiB"
+    reserve: Annotated[str, AfterValidator(_size)] = DISK_RESERVE
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    batch_tokens: int = Field(4096, gt=0)
-    concurrency: int = Field(4, gt=0)
+    batch_tokens: int = Field(HF_BATCH_TOKENS, gt=0)
+    concurrency: int = Field(VLLM_CONCURRENCY, gt=0)
     launch: InheritedLaunch | None = Field(None, description="vllm backend: production's launch, the server's base")
     ready_timeout_s: float | None = Field(None, gt=0, description="vllm backend: default extract.py's")
     trust_remote_code: bool = False
     shard: tuple[int, int] = Field((0, 1), description="(I, N): the samples whose index is I modulo N")
+
+
+class ExtractionSizes(TypedDict):
+    """ExtractionRequest's fields that the run's sizes decide."""
+
+    max_tokens: int
+
+
+def extraction_sizes(sizes: Sizes) -> ExtractionSizes:
+    """The one mapping from a run's sizes to extract.py's flags, for the extract phase and the tests alike."""
+    return {"max_tokens": sizes.max_seq_len}
 
 
 def extract_job(job_id: str, host: HostConfig, workloads_dir: str, request: ExtractionRequest) -> JobSpec:

@@ -7,7 +7,7 @@ from typing import Any
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases.data.node import drafter_base_dir
-from eyas.graph.phases.extract.jobs import ExtractionRequest, extract_job
+from eyas.graph.phases.extract.jobs import ExtractionRequest, extract_job, extraction_sizes
 from eyas.graph.phases.servers import extraction_backend, production_launch, ready_timeout
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.checks.server_flags import EXTRACT_OWN
@@ -45,7 +45,7 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         model_dir=ctx.model_dir,
         conversations=state.get("artifacts", {}).get("conversations") or ctx.artifact("conversations"),
         out_dir=ctx.artifact("hidden_states"),
-        max_tokens=run_sizes(state).max_seq_len,
+        **extraction_sizes(run_sizes(state)),
         trust_remote_code=trusts_remote_code(ctx, state),
         layers=drafter_layers(ctx),
         **vllm_backend(ctx, state),

@@ -11,7 +11,7 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases.servers import on_gpu
-from eyas.graph.state import RunState, run_sizes
+from eyas.graph.state import RunPlan, RunState, run_sizes
 from eyas.tools.checks.health import check_health
 from eyas.tools.checks.loading import wait_until_loaded
 from eyas.tools.checks.result import CheckContext, Status
@@ -55,9 +55,8 @@ def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     }
     for phase, impact in production["phases"].items():
         phases[phase]["production"] = impact
-    return {
-        "phase": "plan",
-        "plan": {
+    made = RunPlan.model_validate(
+        {
             **checked_paths(state, production),
             "fits": plan.fits,
             "verdict": text,
@@ -70,8 +69,9 @@ def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             "phases": phases,
             "production_load": production["load"],
             "captured_layers": plan.captured_layers,
-        },
-    }
+        }
+    )
+    return {"phase": "plan", "plan": made.model_dump(mode="json")}
 
 
 def _checks(ctx: RunContext) -> CheckContext:

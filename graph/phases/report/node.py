@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any
 
@@ -24,21 +25,46 @@ EVALUATION_KEYS = (
 )
 
 
+_MARKUP = re.compile(r"[\\`\[\]|]")
+_BACKTICKS = re.compile(r"`+")
+
+
+def md_text(value: Any) -> str:
+    """Text from a person or the host (a gate's reason, a check's finding, a diagnosis) as Markdown that shows it
+    and makes nothing of it: no HTML (a `<script>` in a reason reaches a viewer as text), no link or image, no code
+    span, no cell break in a table, no new block (newlines become spaces)."""
+    text = " ".join(str(value).splitlines())
+    return _MARKUP.sub(lambda found: "\\" + found.group(), text).replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _fence(text: str, least: int) -> str:
+    """Backticks enough to open and close code around `text`: one more than its longest run, at least `least`."""
+    return "`" * max(least, max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+
+
+def md_code(value: str) -> str:
+    """A code span that no backtick in `value` (production's argv comes from its unit) can close early."""
+    text = " ".join(value.splitlines())
+    fence = _fence(text, 1)
+    padded = f" {text} " if text.startswith("`") or text.endswith("`") else text
+    return f"{fence}{padded}{fence}"
+
+
 def render_report(state: RunState, ctx: RunContext) -> str:
     lines = [f"# eyas run {state.get('run_id', ctx.run.run_id)}", ""]
     outcome = state.get("stopped") or ("finished" if state.get("evaluation") else "ended early")
-    lines += [f"**Outcome:** {outcome}", f"**Host:** {ctx.host.name}; target {ctx.config.target.base_url}", ""]
+    lines += [f"**Outcome:** {md_text(outcome)}", f"**Host:** {ctx.host.name}; target {ctx.config.target.base_url}", ""]
     if state.get("sizes"):
         lines += ["**Sizes:** " + ", ".join(f"{k}={v}" for k, v in state["sizes"].items()), ""]
     if state.get("prompts"):
         lines += [prompts_line(state["prompts"]), ""]
     lines += ["## Verification", "", "| check | status | finding |", "|---|---|---|"]
-    lines += [f"| {name} | {c['status']} | {c['message']} |" for name, c in state.get("verification", {}).items()]
+    lines += [f"| {md_text(name)} | {md_text(c['status'])} | {md_text(c['message'])} |"
+              for name, c in state.get("verification", {}).items()]  # fmt: skip
     plan = state.get("plan", {})
     if plan:
-        lines += ["", "## Plan", "", plan.get("verdict", ""), ""]
-    lines += ["", "## Gates", "", "| gate | decision | by | reason |", "|---|---|---|---|"]
-    lines += [f"| {d['gate']} | {d['action']} | {d['who']} | {d['reason']} |" for d in state.get("decisions", [])]
+        lines += ["", "## Plan", "", md_text(plan.get("verdict", "")), ""]
+    lines += gate_lines(state.get("decisions", []))
     lines += ["", "## Jobs", ""]
     lines += [f"- {phase}: {', '.join(ids)}" for phase, ids in state.get("jobs", {}).items()]
     evaluation = state.get("evaluation")
@@ -55,9 +81,9 @@ def render_report(state: RunState, ctx: RunContext) -> str:
         lines += production_lines(state["production"])
     failure = state.get("failure")
     if failure:
-        lines += ["", "## Failure", "", f"{failure['job_id']} {failure['status']}: {failure['diagnosis']}"]
+        lines += ["", "## Failure", "", md_text(f"{failure['job_id']} {failure['status']}: {failure['diagnosis']}")]
     lines += ["", "## Files on the host", ""]
-    lines += [f"- {name}: {path}" for name, path in state.get("artifacts", {}).items()]
+    lines += [f"- {name}: {md_text(path)}" for name, path in state.get("artifacts", {}).items()]
     if state.get("deploy"):
         # Last, as `eyas deploy` and `eyas rollback` replace it (with_deploy).
         saved = ctx.run.root / DEPLOY_FILE
@@ -65,9 +91,18 @@ def render_report(state: RunState, ctx: RunContext) -> str:
     return "\n".join(lines) + "\n"
 
 
+def gate_lines(decisions: list[Any]) -> list[str]:
+    """The gates table: who decided and why, as they typed it (escaped: a reason is a person's text)."""
+    lines = ["", "## Gates", "", "| gate | decision | by | reason |", "|---|---|---|---|"]
+    return lines + [
+        f"| {md_text(d['gate'])} | {md_text(d['action'])} | {md_text(d['who'])} | {md_text(d['reason'])} |"
+        for d in decisions
+    ]
+
+
 def prompts_line(split: dict[str, Any]) -> str:
     return (
-        f"**Prompts:** {split['source']}: {split['train']:,} for training, {split['held_out']:,} held out "
+        f"**Prompts:** {md_text(split['source'])}: {split['train']:,} for training, {split['held_out']:,} held out "
         f"({split['held_out_percent']:g}% of conversations, by a hash of their id; never trained on)"
     )
 
@@ -123,8 +158,8 @@ def production_lines(production: dict[str, Any]) -> list[str]:
     for stop in production.get("stops", []):
         load = f"{stop['load_s']:.0f} s" if stop.get("load_s") is not None else "?"
         lines.append(
-            f"| {stop['phase']} | {stop['service']} ({stop['backend']}) | {stop['downtime_s']:.0f} s | {load} | "
-            f"{stop['restarted_because']} |"
+            f"| {stop['phase']} | {md_text(stop['service'])} ({stop['backend']}) | {stop['downtime_s']:.0f} s | "
+            f"{load} | {md_text(stop['restarted_because'])} |"
         )
     return lines
 
@@ -135,7 +170,7 @@ DEPLOY_HEADING = "## Deploy"
 def deploy_lines(deploy: dict[str, Any]) -> list[str]:
     """Production before and after the drafter, as its own /metrics and probe requests measured it."""
     verdict = "kept" if deploy["kept"] else "rolled back"
-    lines = [DEPLOY_HEADING, "", f"**Drafter {verdict}:** {deploy['reason']}", ""]
+    lines = [DEPLOY_HEADING, "", f"**Drafter {verdict}:** {md_text(deploy['reason'])}", ""]
     lines += [
         "| production | tokens/s | mean acceptance length | acceptance rate | probe requests |",
         "|---|---|---|---|---|",
@@ -150,9 +185,12 @@ def deploy_lines(deploy: dict[str, Any]) -> list[str]:
         lines += ["", f"Production was down {deploy['downtime_s']:.0f} s (each restart until it was healthy again)."]
     now = deploy["argv_deployed"] if deploy["kept"] else deploy["argv_before"]
     if now:
-        lines += ["", f"Production runs: `{shlex.join(now)}`"]
-    lines += ["", f"Drop-in `{deploy['drop_in']}`" + (" (removed by the rollback)" if not deploy["kept"] else "") + ":"]
-    lines += ["", "```", deploy.get("drop_in_text", "").rstrip(), "```"]
+        lines += ["", f"Production runs: {md_code(shlex.join(now))}"]
+    removed = " (removed by the rollback)" if not deploy["kept"] else ""
+    lines += ["", f"Drop-in {md_code(deploy['drop_in'])}{removed}:"]
+    text = deploy.get("drop_in_text", "").rstrip()
+    fence = _fence(text, 3)  # production's argv is in it: no run of backticks in it closes the block
+    lines += ["", fence, text, fence]
     return lines
 
 
@@ -160,9 +198,9 @@ def deploy_section(outcome: DeployOutcome, result: dict[str, Any] | None) -> lis
     """The deploy phase's end: production before and after when it restarted, else why production is untouched."""
     if result is not None and outcome["status"] in ("kept", "rolled_back"):
         return deploy_lines(result)
-    lines = [DEPLOY_HEADING, "", f"**Drafter not deployed ({outcome['status']}):** {outcome['reason']}"]
+    lines = [DEPLOY_HEADING, "", f"**Drafter not deployed ({outcome['status']}):** {md_text(outcome['reason'])}"]
     if outcome["argv_after"]:
-        lines += ["", f"Production runs: `{shlex.join(outcome['argv_after'])}`"]
+        lines += ["", f"Production runs: {md_code(shlex.join(outcome['argv_after']))}"]
     return lines
 
 

@@ -6,13 +6,20 @@ arguments resumes from its newest checkpoint.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypedDict
 
 from pydantic import Field, model_validator
 
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.request import JobRequest, optional_flags, remote_code_flag, workload_job
 from eyas.tools.settings.config import AbsolutePath, HostConfig
+from eyas.tools.settings.sizes import Sizes
+
+# train.py's knobs that no run size chooses (the same as its own defaults, which it keeps: it imports no eyas).
+DRAFTER_LAYERS = 1  # decoder layers of a new drafter: EAGLE-3's one
+LEARNING_RATE = 1e-3  # peak learning rate
+VAL_RATIO = 0.1  # share of the samples held out of training to report validation loss
+CHECKPOINT_EVERY = 0  # optimizer steps between extra checkpoints; 0: one per epoch only
 
 
 class TrainRequest(JobRequest):
@@ -25,16 +32,16 @@ class TrainRequest(JobRequest):
     d2t: AbsolutePath | None = None
     t2d: AbsolutePath | None = None
     from_pretrained: AbsolutePath | None = None
-    num_layers: int = Field(1, gt=0)
+    num_layers: int = Field(DRAFTER_LAYERS, gt=0)
     target_layer_ids: list[int] | None = None
-    epochs: int = Field(3, gt=0)
+    epochs: int = Field(gt=0, description="the run's (train_sizes), as are total_seq_len and ttt_steps")
     max_steps: int | None = Field(None, gt=0)
-    lr: float = Field(1e-3, gt=0)
+    lr: float = Field(LEARNING_RATE, gt=0)
     optimizer: Literal["auto", "adamw", "muon"] = "auto"
-    total_seq_len: int = Field(2048, gt=0)
-    ttt_steps: int = Field(3, gt=0)
-    val_ratio: float = Field(0.1, ge=0, lt=1)
-    checkpoint_every: int = Field(0, ge=0)
+    total_seq_len: int = Field(gt=0)
+    ttt_steps: int = Field(gt=0)
+    val_ratio: float = Field(VAL_RATIO, ge=0, lt=1)
+    checkpoint_every: int = Field(CHECKPOINT_EVERY, ge=0)
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     gpus: int | None = Field(None, gt=0)
@@ -50,6 +57,20 @@ class TrainRequest(JobRequest):
         if self.node_rank >= self.nodes:
             raise ValueError(f"node_rank {self.node_rank} is not below nodes {self.nodes}")
         return self
+
+
+class TrainSizes(TypedDict):
+    """TrainRequest's fields that the run's sizes decide."""
+
+    epochs: int
+    ttt_steps: int
+    total_seq_len: int
+
+
+def train_sizes(sizes: Sizes) -> TrainSizes:
+    """The one mapping from a run's sizes to train.py's flags, for the training phase and the tests alike: the
+    drafter trains on sequences as long as extraction kept them."""
+    return {"epochs": sizes.epochs, "ttt_steps": sizes.ttt_steps, "total_seq_len": sizes.max_seq_len}
 
 
 def train_job(job_id: str, host: HostConfig, workloads_dir: str, request: TrainRequest) -> JobSpec:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from eyas.graph.context import RunContext
 from eyas.graph.phases.data.node import drafter_base_dir
 from eyas.graph.phases.extract.node import trusts_remote_code
-from eyas.graph.phases.train.jobs import TrainRequest, VocabRequest, train_job, vocab_job
+from eyas.graph.phases.train.jobs import TrainRequest, VocabRequest, train_job, train_sizes, vocab_job
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.request import fan_out
@@ -36,9 +36,7 @@ def build_train_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         d2t=None if finetune else f"{vocab}/d2t-{n}.npy",
         t2d=None if finetune else f"{vocab}/t2d-{n}.npy",
         from_pretrained=drafter_base_dir(ctx) if finetune else None,
-        epochs=sizes.epochs,
-        ttt_steps=sizes.ttt_steps,
-        total_seq_len=sizes.max_seq_len,
+        **train_sizes(sizes),
         trust_remote_code=trusts_remote_code(ctx, state),
     )
     nodes = ctx.config.cluster.train_nodes

@@ -1,0 +1,132 @@
+"""A gate's view as titled sections of plain lines: the one reading of a GateView that the terminal (cli/run_ui.py,
+with rich) and the dashboard (dashboard/views.py, as escaped HTML) both show, so that neither can leave out a part
+the other shows. Lines are plain text: each face escapes them its own way."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from eyas.graph.gates.view import ClusterView, GateEstimate, GateView, ProductionEntry
+
+
+@dataclass(frozen=True)
+class Line:
+    """One row: the terminal shows it as label and text, the dashboard as a table row (or, in a code section, the
+    text alone)."""
+
+    label: str  # what the line is about, the terminal's left column: a figure's name, a check, "will run"
+    text: str
+    alarm: bool = False  # the phase cannot go on as it is: a blocked path, the policy's stop, a failing check
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the view under its title (the dashboard's heading; the terminal's labels name it already)."""
+
+    title: str
+    lines: list[Line]
+    code: bool = False  # commands and argvs, shown whole (never cut) in a fixed-width face
+
+
+def gate_sections(view: GateView) -> list[Section]:
+    """Every part the view has, in the order the operator reads it; a part this gate lacks is left out."""
+    sizes = ", ".join(f"{key}={value}" for key, value in view.sizes.items())
+    checks = [
+        Line(f"verify {name}", f"{check.status}: {check.message}", alarm=check.status == "fail")
+        for name, check in view.verification.items()
+    ]
+    policy = view.policy
+    sections = [
+        Section("Plan", [Line("phase", view.phase), Line("host", view.host), *_figures(view)]),
+        Section("Sizes", [Line("sizes", sizes)] if sizes else []),
+        Section("Verification", checks),
+        Section("Exact commands", [Line("will run", command) for command in view.commands], code=True),
+        Section("Ray cluster", [Line("ray", line) for line in cluster_lines(view.cluster)]),
+        Section("Production", [Line("production", line) for line in production_lines(view.production)], code=True),
+        Section(
+            "Paths and research", [Line(label, text, alarm=label == "BLOCKED") for label, text in paths_lines(view)]
+        ),
+        Section("Deploy", _deploy(view)),
+        Section("Policy", [Line("policy stop", policy.reasons, alarm=True)] if policy and not policy.approve else []),
+    ]
+    return [section for section in sections if section.lines]
+
+
+def _figures(view: GateView) -> list[Line]:
+    """The plan's figures for the phase (the deploy gate's own, named for the operator); an unknown one is left
+    out."""
+    figures = view.estimate.model_dump() if isinstance(view.estimate, GateEstimate) else view.estimate
+    return [
+        Line(name, f"{value:.3g}" if isinstance(value, float) else str(value))
+        for name, value in figures.items()
+        if value is not None
+    ]
+
+
+def _deploy(view: GateView) -> list[Line]:
+    """Why a deploy cannot be made, when it cannot (its commands are then none)."""
+    error = (view.deploy or {}).get("error")
+    return [Line("cannot deploy", str(error), alarm=True)] if error else []
+
+
+def cluster_lines(cluster: ClusterView | None) -> list[str]:
+    """Where the jobs go on the Ray cluster, and per job what it asks of Ray."""
+    if cluster is None:
+        return []
+    lines = [f"jobs go to the Ray cluster at {cluster.ray_address}"]
+    for job_id, resources in cluster.resources.items():
+        asks = resources.model_dump(exclude_none=True)
+        wanted = ", ".join(f"{name}={value}" for name, value in asks.items() if value not in ({}, None))
+        lines.append(f"{job_id}: {wanted or 'asks nothing (runs on the head node)'}")
+    return lines
+
+
+def production_lines(production: dict[str, ProductionEntry]) -> list[str]:
+    """Per covered phase what happens to production and for how long, the commands that stop and start it, what
+    eyas's servers inherit, and each server's argv."""
+    lines = []
+    for phase, entry in production.items():
+        action, hours = entry.action or "?", entry.downtime_hours
+        downtime = (
+            ""
+            if action not in ("stop", "restart")
+            else f", down for {hours:.2f} h"
+            if hours is not None
+            else ", downtime unknown"
+        )
+        lines.append(f"{phase}: {action}{downtime}; GPUs {entry.gpus}: {entry.reason}")
+        lines += [f"{phase}: $ {command}" for command in entry.commands]
+        servers = entry.servers
+        if servers is None:
+            continue
+        kept = {"inherited": servers.inherited, "overridden": servers.overridden, "dropped": servers.dropped}
+        for key, names in kept.items():
+            if names:
+                lines.append(f"{phase} servers {key}: {', '.join(names)}")
+        lines += [f"{phase} server {name}: {shlex.join(argv)}" for name, argv in servers.servers.items()]
+    return lines
+
+
+def paths_lines(view: GateView) -> list[tuple[str, str]]:
+    """The extraction backend and why, each covered phase's path with the compat rows it needs, what blocks it
+    (now or later), and the research: as (label, text) rows."""
+    rows: list[tuple[str, str]] = []
+    if view.extraction is not None:
+        rows.append(("extraction backend", view.extraction.reason))
+    for phase, path in view.paths.items():
+        needs = [
+            f"{'yes' if row.works else 'NO' if row.works is False else '?'}: {row.needs} (from {row.minimum})"
+            for row in path.rows
+        ]
+        needs += [f"NO: the host's vLLM --help lacks {flag}" for flag in path.missing_flags]
+        rows.append((f"{phase} path", f"{path.path}: " + ("; ".join(needs) or "nothing known to check")))
+    rows += [("BLOCKED", reason) for reason in view.blocked]
+    rows += [("blocked later", reason) for reason in view.blocked_later]
+    research = view.research
+    if research is not None:
+        rows.append(("research", research.summary or "(no synthesis)"))
+        rows += [("research claim", line) for line in research.checks]
+        if research.path:
+            rows.append(("research report", research.path))
+    return rows

@@ -1,0 +1,205 @@
+"""What a gate shows, typed: `GateView` for an approval gate (the phases' gates, built here by `gate_view`, and the
+deploy gate, built by graph/phases/deploy/node.py), `FailureView` for a failed job (graph/supervise.py).
+
+A view travels as plain JSON: the gate node returns `model_dump(mode="json")`, which the transcript records, the
+interrupt carries and the checkpoint keeps; whoever shows or answers it (the terminal, the dashboard, `eyas
+approve`, the chat) reads it back with `read_view`. Each part of a view dumps the keys it was made or read with and
+no other (`Record`), so a view read back dumps to the very JSON it was read from and recorded runs replay.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    field_serializer,
+)
+
+from eyas.graph.context import RunContext
+from eyas.graph.gates.paths import paths_view
+from eyas.graph.gates.production import production_estimate, production_view
+from eyas.graph.policy import PhaseEstimate, judge
+from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, Record, RunState, run_plan, run_sizes
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.executor import job_resources
+from eyas.tools.planning.backend import BackendChoice
+from eyas.tools.planning.paths import PhasePath
+from eyas.tools.settings.config import ClusterConfig, JobResources
+from eyas.tools.settings.sizes import SizeValue
+
+
+class GateEstimate(PhaseEstimate):
+    """The plan's figures for the phase, as `judge` weighs them. No other key: a deploy gate's figures (named for the
+    operator) are not read as an empty estimate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Figure = bool | int | float | str | None  # one of a deploy gate's figures (graph/phases/deploy/node.py)
+
+
+class Check(Record):
+    """One of verify's checks: ok, warn or fail, and what it found."""
+
+    status: str
+    message: str
+
+
+class Servers(Record):
+    """The vLLM servers a phase starts (graph/phases/servers.py's launch_view): what they take of production's
+    launch, and each one's argv. The deploy gate names production's argv before and after instead."""
+
+    source: str | None = None
+    inherited: list[str] = Field(default_factory=list)
+    overridden: list[str] = Field(default_factory=list)
+    dropped: list[str] = Field(default_factory=list)
+    servers: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class ProductionEntry(Record):
+    """What happens to production while one covered phase runs: the plan's ProductionImpact (keep, stop or reuse;
+    the deploy gate's restart), the commands that stop and start it, and the servers the phase starts."""
+
+    action: str | None = None
+    downtime_hours: float | None = None
+    gpus: list[int] = Field(default_factory=list)
+    memory_bytes: int | None = None
+    reason: str = ""
+    commands: list[str] = Field(default_factory=list)
+    servers: Servers | None = None
+
+
+class ClusterView(Record):
+    """Where the phase's jobs go on a Ray cluster and what each asks of it."""
+
+    executor: Literal["ray"]
+    ray_address: str
+    resources: dict[str, JobResources]
+
+    @field_serializer("resources")
+    def _asked(self, resources: dict[str, JobResources]) -> dict[str, dict[str, Any]]:
+        # An unset resource asks nothing, and is not shown.
+        return {job_id: asks.model_dump(mode="json", exclude_none=True) for job_id, asks in resources.items()}
+
+
+class ResearchSummary(Record):
+    """The research's summary as a gate shows it (agents/research_report.py's short_summary)."""
+
+    summary: str
+    checks: list[str]
+    path: str
+
+
+class GatePolicy(Record):
+    """The policy's verdict: an approval lets the run go on without asking."""
+
+    approve: bool
+    reasons: str
+
+
+class GateView(Record):
+    """What the operator sees before a phase: estimates, verification, the exact commands on which host, what
+    happens to production, where the jobs go, whether the phases' paths work here, and the policy's verdict."""
+
+    kind: Literal["gate"]
+    phase: str
+    host: str
+    choices: list[Action] = Field(default_factory=list, description="the answers it takes when not the usual ones")
+    estimate: Annotated[GateEstimate | dict[str, Figure], Field(union_mode="left_to_right")]
+    sizes: dict[str, SizeValue] = Field(default_factory=dict)
+    verification: dict[str, Check] = Field(default_factory=dict)
+    commands: list[str]
+    production: dict[str, ProductionEntry] = Field(default_factory=dict)
+    cluster: ClusterView | None = None
+    extraction: BackendChoice | None = None
+    paths: dict[str, PhasePath] = Field(default_factory=dict)
+    blocked: list[str] = Field(default_factory=list, description="why a covered phase cannot run here")
+    blocked_later: list[str] = Field(default_factory=list, description="why a later phase cannot run here")
+    research: ResearchSummary | None = None
+    deploy: dict[str, Any] | None = Field(None, description="the deploy gate's change (graph/phases/deploy/node.py)")
+    policy: GatePolicy | None = None
+
+    @property
+    def actions(self) -> tuple[Action, ...]:
+        """The answers the gate takes: those it names (the deploy gate has nothing to edit), else approve, edit and
+        reject."""
+        return tuple(self.choices) or APPROVAL_ACTIONS
+
+
+class FailureView(Record):
+    """A job of the phase failed: its status, the log's tail and a diagnosis; the gate asks retry or abort."""
+
+    kind: Literal["failure"]
+    phase: str
+    job_id: str
+    status: str
+    log_tail: str
+    diagnosis: str
+    choices: list[Action] = Field(default_factory=list)
+
+    @property
+    def actions(self) -> tuple[Action, ...]:
+        return tuple(self.choices) or FAILURE_ACTIONS
+
+
+_PENDING: TypeAdapter[GateView | FailureView] = TypeAdapter(
+    Annotated[GateView | FailureView, Field(discriminator="kind")]
+)
+
+
+def read_view(value: object) -> GateView | FailureView:
+    """A gate's view as the interrupt, the checkpoint or the transcript holds it (plain JSON), typed again."""
+    return _PENDING.validate_python(value)
+
+
+def cluster_view(cluster: ClusterConfig, specs: list[JobSpec]) -> ClusterView:
+    """Where the phase's jobs go on the Ray cluster and what each asks of it."""
+    return ClusterView(
+        executor="ray",
+        ray_address=str(cluster.ray_address),
+        resources={spec.job_id: job_resources(cluster, spec.job_id) for spec in specs},
+    )
+
+
+def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]) -> GateView:
+    """What the operator sees before a phase: estimates, verification, and the exact commands on which host,
+    with the policy's verdict when the run has one."""
+    plan = run_plan(state)
+    planned = plan.phase(phase)
+    production = production_view(phase, state, ctx)
+    estimate = GateEstimate(
+        phase_hours=planned.phase_hours,
+        disk_bytes=planned.disk_bytes,
+        total_hours=plan.total_hours,
+        needed_disk_bytes=plan.needed_bytes,
+        fits=plan.fits,
+        verdict=plan.verdict,
+        **production_estimate(production),
+    )
+    verification = state.get("verification", {})
+    parts: dict[str, Any] = {}  # only the parts this gate has: the others stay out of its JSON
+    if production:
+        parts["production"] = production
+    if ctx.config.cluster.executor == "ray":
+        parts["cluster"] = cluster_view(ctx.config.cluster, specs)
+    parts.update(paths_view(phase, state))
+    view = GateView(
+        kind="gate",
+        phase=phase,
+        host=ctx.host.name,
+        estimate=estimate,
+        sizes=run_sizes(state).model_dump(),
+        verification=verification,
+        commands=[shlex.join(spec.argv) for spec in specs],
+        **parts,
+    )
+    if ctx.policy is None:
+        return view
+    verdict = judge(ctx.policy, phase, estimate, verification)
+    blocked = [f"cannot run here: {reason}" for reason in view.blocked]
+    policy = GatePolicy(approve=verdict.approve and not blocked, reasons="; ".join([*blocked, verdict.summary]))
+    return view.model_copy(update={"policy": policy})

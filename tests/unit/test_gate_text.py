@@ -1,0 +1,171 @@
+"""One reading of a gate's view (agents/faces/gate_text.py) for both faces: the terminal's panel and the
+dashboard's HTML show the same sections, the Ray cluster's among them, and commands whole; and the views recorded
+in the example run read back to the very JSON they were recorded as, so that the run still replays."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from eyas.agents.faces.cli.run_ui import gate_panel as terminal_panel
+from eyas.agents.faces.dashboard.views import gate_panel as dashboard_panel
+from eyas.agents.faces.gate_text import cluster_lines
+from eyas.agents.faces.report_html.sections import h
+from eyas.graph.context import RunContext
+from eyas.graph.gates.view import FailureView, GateView, gate_view, read_view
+from eyas.graph.runs import RunDir
+from eyas.graph.state import RunState
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.recording.transcript import ApprovalEvent, NodeEvent
+from eyas.tools.recording.transcript_reader import read_transcript
+from eyas.tools.settings.config import load_config
+from eyas.tools.settings.sizes import DEMO
+from jobs_config import jobs_config
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "runs" / "examples" / "full-pipeline" / "transcript.jsonl"
+
+RAY = """
+[cluster]
+executor = "ray"
+ray_address = "http://10.0.0.5:8265"
+
+[cluster.resources.generate]
+num_cpus = 2
+
+[cluster.resources.extract]
+num_gpus = 1
+labels = { role = "gpu" }
+"""
+
+STATE: RunState = {
+    "sizes": DEMO.model_dump(),
+    "plan": {"fits": True, "verdict": "Fits", "phases": {"data": {"phase_hours": 0.25, "disk_bytes": 1000}}},
+    "verification": {"health": {"status": "ok", "message": "up and generating"}},
+}
+
+
+def context(tmp_path: Path, cluster: str) -> RunContext:
+    config = load_config(jobs_config(tmp_path / "eyas.toml", tmp_path / "work", cluster))
+    return RunContext(config=config, host=LocalHost(), http=HttpClient(), clock=SYSTEM_CLOCK,
+                      run=RunDir(tmp_path / "runs" / "r1"), policy=None)  # fmt: skip
+
+
+def job(job_id: str, *argv: str) -> JobSpec:
+    return JobSpec(job_id=job_id, argv=["python", "generate.py", *argv])
+
+
+def terminal(view: GateView | FailureView, width: int = 200) -> str:
+    console = Console(record=True, width=width)
+    console.print(terminal_panel(view))
+    return console.export_text()
+
+
+def dashboard(view: GateView | FailureView) -> str:
+    return dashboard_panel("r1", "gate-1", view, "csrf-1", None)
+
+
+def test_both_faces_show_where_each_job_goes_on_the_ray_cluster_and_what_it_asks(tmp_path: Path) -> None:
+    specs = [job("r1.generate-0"), job("r1.generate-1"), job("r1.extract-0"), job("r1.download")]
+    view = gate_view("data", STATE, context(tmp_path, RAY), specs)
+    expected = [
+        "jobs go to the Ray cluster at http://10.0.0.5:8265",
+        "r1.generate-0: num_cpus=2.0",
+        "r1.generate-1: num_cpus=2.0",
+        "r1.extract-0: num_gpus=1.0, labels={'role': 'gpu'}",
+        "r1.download: asks nothing (runs on the head node)",
+    ]
+    assert cluster_lines(view.cluster) == expected
+    html = dashboard(view)
+    assert "<h3>Ray cluster</h3>" in html
+    assert all(h(line) in html for line in expected), html
+    shown = terminal(view)
+    assert all(line in shown for line in expected), shown
+    # Stored as the JSON the gate has always stored: each job's asks without the unset ones.
+    stored = view.model_dump(mode="json")
+    assert stored["cluster"] == {
+        "executor": "ray",
+        "ray_address": "http://10.0.0.5:8265",
+        "resources": {
+            "r1.generate-0": {"num_cpus": 2.0, "labels": {}},
+            "r1.generate-1": {"num_cpus": 2.0, "labels": {}},
+            "r1.extract-0": {"num_gpus": 1.0, "labels": {"role": "gpu"}},
+            "r1.download": {"labels": {}},
+        },
+    }
+    assert read_view(stored) == view
+
+
+def test_a_gate_without_a_cluster_shows_no_ray_section_and_stores_none(tmp_path: Path) -> None:
+    view = gate_view("data", STATE, context(tmp_path, ""), [job("r1.generate")])
+    stored = view.model_dump(mode="json")
+    assert "cluster" not in stored and "production" not in stored and "policy" not in stored
+    assert "Ray cluster" not in dashboard(view) and "Ray cluster" not in terminal(view)
+    assert "up and generating" in dashboard(view) and "up and generating" in terminal(view)
+
+
+def test_a_command_longer_than_the_terminal_is_shown_whole(tmp_path: Path) -> None:
+    token = "--inherit=" + "x" * 150 + "END"  # one word: wrapped at spaces it would not fit, so it folds
+    view = gate_view("data", STATE, context(tmp_path, ""), [job("r1.generate", "--out", "/data/out", token)])
+    shown = terminal(view, width=80)
+    assert "".join(shown.replace("│", "").split()).count(f"pythongenerate.py--out/data/out{token}") == 1
+    assert f'<code class="command">python generate.py --out /data/out {token}</code>' in dashboard(view)
+
+
+def recorded_views() -> list[tuple[str, Any]]:
+    """The views the example run's gates recorded: each gate node's output, and the plan each approval showed."""
+    views: list[tuple[str, Any]] = []
+    for event in read_transcript(EXAMPLE).events:
+        if isinstance(event, NodeEvent) and event.phase == "end" and event.node.startswith("gate_"):
+            views.append((event.node, event.output))
+        elif isinstance(event, ApprovalEvent) and isinstance(event.plan, dict):
+            views.append((f"approval {event.gate}", event.plan))
+    return views
+
+
+def test_the_recorded_gate_views_read_back_to_the_same_json() -> None:
+    views = recorded_views()
+    assert {"gate_data", "gate_extract", "gate_train", "gate_deploy", "approval deploy"} <= {name for name, _ in views}
+    for name, recorded in views:
+        view = read_view(recorded)
+        assert isinstance(view, GateView), name
+        dumped = view.model_dump(mode="json")
+        assert dumped == recorded, name
+        assert json.dumps(dumped) == json.dumps(recorded), name  # in the same order, too
+
+
+def test_the_deploy_gate_offers_only_its_own_answers_on_the_dashboard() -> None:
+    recorded = next(view for name, view in recorded_views() if name == "gate_deploy")
+    view = read_view(recorded)
+    assert isinstance(view, GateView) and view.actions == ("approve", "reject")
+    html = dashboard(view)
+    assert 'value="approve"' in html and 'value="reject"' in html
+    assert 'value="edit"' not in html and "edit sizes" not in html  # the deploy gate has nothing to edit
+    shown = terminal(view)
+    assert "evaluation mean acceptance length" in shown and "measure production" in shown
+    assert "deploy server after: " in shown and "deploy server after: " in html
+    # A deploy that cannot be made shows why, and no command, in both faces.
+    refused = {key: value for key, value in recorded.items() if key != "production"}
+    error = "the deploy cannot be made: <drop-in> exists"
+    refused |= {"commands": [], "deploy": {**recorded["deploy"], "error": error}}
+    view = read_view(refused)
+    assert isinstance(view, GateView) and view.model_dump(mode="json") == refused
+    assert "cannot deploy" in terminal(view) and "&lt;drop-in&gt; exists" in dashboard(view)
+    assert "Exact commands" not in dashboard(view) and "will run" not in terminal(view)
+
+
+def test_a_failure_view_reads_back_and_offers_retry_or_abort() -> None:
+    recorded = {"kind": "failure", "phase": "train", "job_id": "r1.train", "status": "exited 1",
+                "log_tail": "Traceback <module>\nOutOfMemoryError", "diagnosis": "Out of memory: retry smaller",
+                "choices": ["retry", "abort"]}  # fmt: skip
+    view = read_view(recorded)
+    assert isinstance(view, FailureView) and view.model_dump(mode="json") == recorded
+    html = dashboard(view)
+    assert 'value="retry"' in html and 'value="abort"' in html and 'value="approve"' not in html
+    assert "Traceback &lt;module&gt;" in html
+    assert "Out of memory: retry smaller" in terminal(view)
