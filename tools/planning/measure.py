@@ -38,7 +38,7 @@ from eyas.tools.planning.estimate import (
 from eyas.tools.planning.host_probe import SpeedRequest, probe_speeds, sample_bucket
 from eyas.tools.recording.task_scope import submit_in_task
 from eyas.tools.settings.config import EyasConfig, TargetConfig, secret
-from eyas.tools.settings.sizes import DEFAULT_SIZES, PROMPT_SET, SIZE_LIMITS
+from eyas.tools.settings.sizes import DEFAULT_SIZES, PROMPT_SET, SIZE_LIMITS, Sizes
 from eyas.tools.settings.units import MAX_BYTES, parse_size
 
 PROMPT_SAMPLE = 32  # prompts of the run's source whose average length the plan uses
@@ -52,6 +52,14 @@ class MeasureError(EyasError):
 # Bounds of the model's shape as a flag gives it: far above any model (Llama 3.1 405B: hidden 16,384, 126 layers;
 # Gemma's 262,144-token vocabulary), so a typo of a few digits is caught before the plan prints exabytes.
 MODEL_LIMITS = {"hidden_size": 1_048_576, "num_layers": 10_000, "vocab_size": 16_777_216}
+
+# The run's sizes a plan is made for (the rest of Sizes does not change its hours or bytes).
+PLANNED_SIZES = ("samples", "max_tokens", "max_seq_len", "epochs", "ttt_steps", "draft_vocab_size", "prompt_source")
+
+
+def planned_sizes(sizes: Sizes) -> dict[str, Any]:
+    """The Figures fields that come from the run's sizes."""
+    return {name: getattr(sizes, name) for name in PLANNED_SIZES}
 
 
 class Figures(BaseModel):

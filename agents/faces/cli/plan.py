@@ -18,7 +18,7 @@ from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.planning.estimate import Plan, estimate, format_hours, verdict
-from eyas.tools.planning.measure import Figures, Measured, measure_inputs
+from eyas.tools.planning.measure import Figures, Measured, measure_inputs, planned_sizes
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import SIZE_LIMITS
 from eyas.tools.settings.units import format_size, parse_size
@@ -108,13 +108,7 @@ def plan_command(
         hidden_size=hidden_size,
         num_layers=num_layers,
         vocab_size=vocab_size,
-        samples=sizes.samples,
-        max_tokens=sizes.max_tokens,
-        max_seq_len=sizes.max_seq_len,
-        epochs=sizes.epochs,
-        ttt_steps=sizes.ttt_steps,
-        draft_vocab_size=sizes.draft_vocab_size,
-        prompt_source=sizes.prompt_source,
+        **planned_sizes(sizes),
         free_disk_bytes=free_bytes,
         generation_tok_s=throughput,
         prompt_tokens=prompt_tokens,

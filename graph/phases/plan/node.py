@@ -27,7 +27,7 @@ from eyas.tools.planning.gpu_budget import (
     default_load_s,
     weights_bytes,
 )
-from eyas.tools.planning.measure import Figures, Measured, MeasureError, measure_inputs
+from eyas.tools.planning.measure import Figures, Measured, MeasureError, measure_inputs, planned_sizes
 from eyas.tools.planning.paths import phase_paths
 
 VLLM_PATH = ("extract", "vllm")  # the compat table's rows for the vllm extraction backend
@@ -85,13 +85,7 @@ def _measure(ctx: RunContext, state: RunState) -> Measured:
     """The plan's inputs; a server found still loading is waited for (target.load_wait_s), then asked again."""
     sizes = run_sizes(state)
     figures = Figures(
-        samples=sizes.samples,
-        max_tokens=sizes.max_tokens,
-        max_seq_len=sizes.max_seq_len,
-        epochs=sizes.epochs,
-        ttt_steps=sizes.ttt_steps,
-        draft_vocab_size=sizes.draft_vocab_size,
-        prompt_source=sizes.prompt_source,
+        **planned_sizes(sizes),
         free_disk_bytes=state.get("free_disk_bytes"),
         generated_file=state.get("artifacts", {}).get("conversations"),
         trust_remote_code=state.get("trust_remote_code"),
