@@ -18,6 +18,7 @@ from eyas.graph.gates.view import FailureView, read_view
 from eyas.graph.life.answers import pending_view, record_gate_answer
 from eyas.graph.life.runner import read_run
 from eyas.graph.phases.deploy.node import DEPLOY_FILE
+from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir, run_dir
 from eyas.graph.state import Action, GateAnswer, run_plan
@@ -76,10 +77,10 @@ class ChatPipeline:
             lines.append(f"plan: {verdict}")
         if train := (state.get("training") or {}).get("train"):
             lines.append(f"training: step {train[-1].get('step')}, loss {train[-1].get('loss')}")
-        if evaluation := state.get("evaluation"):
+        if evaluation := run_evaluation(state):
             lines.append(
-                f"evaluation: mean acceptance length {evaluation.get('mean_acceptance_length')} at "
-                f"k={evaluation.get('k')}, speedup {evaluation.get('speedup')}"
+                f"evaluation: mean acceptance length {evaluation.mean_acceptance_length} at "
+                f"k={evaluation.k}, speedup {evaluation.speedup}"
             )
         rows, unreadable = job_rows(self.run, state)
         if unreadable:

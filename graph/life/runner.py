@@ -17,6 +17,7 @@ from langgraph.types import Command
 
 from eyas.graph.context import RunContext, RunGraph
 from eyas.graph.downtime import restore
+from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.pipeline import build_graph
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
@@ -176,15 +177,15 @@ def end_message(run: RunDir, outcome: Outcome, report: Path) -> str:
     if outcome.gate is not None:
         return f"{gate_message(run, outcome.gate)} Report so far: {report}"
     state = outcome.state
-    failure, evaluation = state.get("failure"), state.get("evaluation")
+    failure, evaluation = state.get("failure"), run_evaluation(state)
     if failure:
         what = f"failed: job {failure['job_id']} {failure['status']}: {failure['diagnosis']}"
     elif state.get("stopped"):
         what = f"stopped: {state['stopped']}"
     elif evaluation:
         what = (
-            f"finished: mean acceptance length {evaluation.get('mean_acceptance_length', 0.0):.3f} at "
-            f"k={evaluation.get('k')}, speedup {evaluation.get('speedup') or 0.0:.3f}"
+            f"finished: mean acceptance length {evaluation.mean_acceptance_length or 0.0:.3f} at "
+            f"k={evaluation.k}, speedup {evaluation.speedup or 0.0:.3f}"
         )
     else:
         what = f"ended after the {state.get('phase', 'first')} phase"

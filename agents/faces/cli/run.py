@@ -22,6 +22,7 @@ from eyas.agents.faces.cli.options import (
     use_config,
 )
 from eyas.graph.life.heartbeat import Heartbeat
+from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
 from eyas.graph.runs import RUN_ID_RULE, RunDir, open_run, runs_root
 from eyas.graph.shard_total import phase_total
@@ -90,9 +91,9 @@ def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any]
         if outcome.finished:
             run.write_report(outcome.state.get("report", ""))
             console.print(f"[bold green]run {escape(run.run_id)} ended[/]: report in {escape(str(run.report))}")
-            if outcome.state.get("evaluation"):
+            if evaluation := run_evaluation(outcome.state):
                 run.write_evaluation(outcome.state["evaluation"])
-                console.print(evaluation_table(outcome.state["evaluation"]))
+                console.print(evaluation_table(evaluation))
         page = write_html_report(run.root, outcome.state)
         beat.ended(Redactor().text(end_message(run, outcome, page)))
         notify(ctx, outcome, page)
@@ -100,13 +101,13 @@ def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any]
     return outcome
 
 
-def evaluation_table(evaluation: dict[str, Any]) -> Table:
+def evaluation_table(evaluation: Evaluation) -> Table:
     table = Table(title="drafter measured on held-out prompts (temperature 0)", title_justify="left")
     table.add_column("measure")
     table.add_column("value", justify="right")
     for key in ("k", "mean_acceptance_length", "acceptance_rate", "tokens_per_s_baseline",
                 "tokens_per_s_speculative", "speedup", "outputs_identical"):  # fmt: skip
-        value = evaluation.get(key)
+        value = evaluation.figure(key)
         if value is not None:
             table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
     return table

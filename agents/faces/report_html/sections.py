@@ -11,6 +11,7 @@ from typing import Any
 from eyas.agents.faces.report_html.charts import Chart, Series, bar_chart, gantt, line_chart
 from eyas.agents.faces.report_html.plan_accuracy import format_minutes, format_ratio, phase_times
 from eyas.agents.faces.report_html.record import RunRecord
+from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
 from eyas.graph.phases.report.node import EVALUATION_KEYS
 from eyas.graph.state import run_plan
 
@@ -58,20 +59,12 @@ def section(anchor: str, title: str, body: str) -> str:
 # -- the summary ----------------------------------------------------------------------------------------------
 
 
-def results_by_k(evaluation: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The evaluation's result at each k measured (one k: the evaluation itself)."""
-    by_k = evaluation.get("by_k")
-    if isinstance(by_k, dict) and by_k:
-        return {str(k): result for k, result in by_k.items()}
-    return {str(evaluation.get("k", "?")): evaluation}
-
-
-def measured(result: dict[str, Any], key: str) -> str:
+def measured(result: Evaluation, key: str) -> str:
     """A measure as a cell that carries its exact value, with its interval when the evaluation has one."""
-    value = result.get(key)
-    interval = (result.get("intervals") or {}).get(key)
+    value = result.figure(key)
+    interval = result.intervals.of(key) if result.intervals else None
     shown = h(fmt(value))
-    if isinstance(interval, list) and len(interval) == 2 and None not in interval:
+    if interval is not None:
         shown += f' <span class="ci">[{h(fmt(interval[0]))}, {h(fmt(interval[1]))}]</span>'
     return f'<span data-key="{h(key)}" data-value="{h(value)}">{shown}</span>'
 
@@ -90,9 +83,9 @@ def summary(record: RunRecord) -> str:
         ("verification", h(verification_verdict(state.get("verification", {})))),
     ]
     body = table((), [(f"<b>{h(name)}</b>", cell) for name, cell in rows])
-    evaluation = state.get("evaluation")
+    evaluation = run_evaluation(state)
     if evaluation:
-        results = results_by_k(evaluation)
+        results = evaluation.results_by_k()
         measures = [(key, label) for key, label in EVALUATION_KEYS if key != "k"]
         body += '<h3>Drafter, measured on held-out prompts at temperature 0</h3><div id="drafter-result">'
         body += table(
@@ -100,7 +93,7 @@ def summary(record: RunRecord) -> str:
             [(h(k), *(measured(result, key) for key, _ in measures)) for k, result in results.items()],
         )
         body += "</div>"  # fmt: skip
-        if not any("intervals" in result for result in results.values()):
+        if not any(result.intervals for result in results.values()):
             body += missing("confidence intervals (this evaluation predates them)")
     else:
         body += missing("a drafter result: the run ended before its evaluation")
@@ -289,24 +282,24 @@ def accuracy_chart(name: str, steps: list[float], accuracies: list[list[float]])
 
 
 def evaluation(record: RunRecord) -> str:
-    evaluation = record.state.get("evaluation")
+    evaluation = run_evaluation(record.state)
     if not evaluation:
         return section("evaluation", "Evaluation", missing("an evaluation: the run ended before it"))
-    results = results_by_k(evaluation)
-    positions = max(len(result.get("per_position") or []) for result in results.values())
+    results = evaluation.results_by_k()
+    positions = max(len(result.per_position) for result in results.values())
     categories = [f"position {position + 1}" for position in range(positions)]
-    groups = {f"k={k}": _padded(result.get("per_position") or [], positions) for k, result in results.items()}
+    groups = {f"k={k}": _padded(result.per_position, positions) for k, result in results.items()}
     errors: dict[str, tuple[Sequence[float], Sequence[float]]] = {}
     for k, result in results.items():
-        bounds = (result.get("intervals") or {}).get("per_position") or []
-        if len(bounds) == positions and all(isinstance(b, list) and None not in b for b in bounds):
-            errors[f"k={k}"] = ([b[0] for b in bounds], [b[1] for b in bounds])
+        bounds = result.intervals.per_position if result.intervals else []
+        if len(bounds) == positions and all(len(b) == 2 and None not in b for b in bounds):
+            errors[f"k={k}"] = ([float(b[0] or 0) for b in bounds], [float(b[1] or 0) for b in bounds])
     chart = bar_chart("eval-pos", "Acceptance by draft position", categories, groups, "acceptance rate", errors)
     body = figure(chart, "Acceptance per position for each k" + (" (95% intervals)" if errors else ""))
     speeds: dict[str, list[float]] = {"baseline": [], "speculative": []}
     for result in results.values():
-        speeds["baseline"].append(float(result.get("tokens_per_s_baseline") or 0.0))
-        speeds["speculative"].append(float(result.get("tokens_per_s_speculative") or 0.0))
+        speeds["baseline"].append(result.tokens_per_s_baseline or 0.0)
+        speeds["speculative"].append(result.tokens_per_s_speculative or 0.0)
     chart = bar_chart("eval-tps", "Decode speed", [f"k={k}" for k in results], speeds, "tokens/s")
     body += figure(chart, "Tokens per second without and with the drafter")
     return section("evaluation", "Evaluation", body)

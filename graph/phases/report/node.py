@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import LOG, restore, summary
 from eyas.graph.phases.deploy.node import DEPLOY_FILE
+from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.state import DeployOutcome, RunState
 
 EVALUATION_KEYS = (
@@ -67,11 +68,15 @@ def render_report(state: RunState, ctx: RunContext) -> str:
     lines += gate_lines(state.get("decisions", []))
     lines += ["", "## Jobs", ""]
     lines += [f"- {phase}: {', '.join(ids)}" for phase, ids in state.get("jobs", {}).items()]
-    evaluation = state.get("evaluation")
+    evaluation = run_evaluation(state)
     if evaluation:
         lines += ["", "## Evaluation", "", "| measure | value |", "|---|---|"]
-        lines += [f"| {label} | {_fmt(evaluation.get(key))} |" for key, label in EVALUATION_KEYS if key in evaluation]
-        per_position = evaluation.get("per_position")
+        lines += [
+            f"| {label} | {_fmt(evaluation.figure(key))} |"
+            for key, label in EVALUATION_KEYS
+            if key in evaluation.model_fields_set
+        ]
+        per_position = evaluation.per_position
         if per_position:
             rates = ", ".join(f"{position + 1}: {_fmt(rate)}" for position, rate in enumerate(per_position))
             lines += ["", f"Acceptance by draft position: {rates}"]
