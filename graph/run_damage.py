@@ -16,10 +16,25 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
-if TYPE_CHECKING:  # graph/runs.py opens a run through damage(): the class is needed for its annotations only
-    from eyas.graph.runs import RunDir
+
+class RunFiles(Protocol):
+    """The files of a run folder that the checks read (graph/runs.py's RunDir, which opens a run through damage())."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def meta_path(self) -> Path: ...
+    @property
+    def checkpoints(self) -> Path: ...
+    @property
+    def transcript(self) -> Path: ...
+    @property
+    def answer_claims(self) -> Path: ...
+
 
 # The files a driver or the watch writes again when they are gone: what each holds.
 REWRITTEN = {
@@ -28,6 +43,7 @@ REWRITTEN = {
     "watch.json": "eyas watch's count of restarts and notices",
 }
 T = TypeVar("T")
+Run = TypeVar("Run", bound=RunFiles)
 # Errors from reading a run folder: a missing, unreadable or mistyped file, a database that is not one, bad JSON.
 _READ_ERRORS = (OSError, ValueError, TypeError, KeyError, sqlite3.Error)
 
@@ -45,7 +61,7 @@ class Damage:
         return f"Run {self.run_id} is damaged: {self.path.name} {self.problem}. {self.fix}"
 
 
-def damage(run: RunDir) -> Damage | None:
+def damage(run: RunFiles) -> Damage | None:
     """The first damaged file of the run, or None when everything eyas reads is readable."""
     for name, holds in REWRITTEN.items():
         path, fix = run.root / name, f"It is {holds}, written again when missing: {_remove(run, name)}"
@@ -57,7 +73,7 @@ def damage(run: RunDir) -> Damage | None:
     return _run_record(run) or _checkpoints(run) or _answer_claims(run)
 
 
-def read_undamaged(run: RunDir, read: Callable[[RunDir], T]) -> T | Damage:
+def read_undamaged(run: Run, read: Callable[[Run], T]) -> T | Damage:
     """`read(run)`, or what keeps it from reading the run: a damage the checks find first, or one named by the
     error reading raised. Where a damaged run must not stop the work on the others (the listings, the watch)."""
     found = damage(run)
@@ -69,14 +85,14 @@ def read_undamaged(run: RunDir, read: Callable[[RunDir], T]) -> T | Damage:
         return _from_error(run, error)
 
 
-def _from_error(run: RunDir, error: BaseException) -> Damage:
+def _from_error(run: RunFiles, error: BaseException) -> Damage:
     """A damage the checks did not foresee, named by the error that reading the run raised."""
     where = Path(getattr(error, "filename", None) or run.root)
     detail = " ".join(str(error).split()) or type(error).__name__
     return Damage(run.run_id, where, f"could not be read ({type(error).__name__}: {detail[:200]})", _set_aside(run))
 
 
-def _run_record(run: RunDir) -> Damage | None:
+def _run_record(run: RunFiles) -> Damage | None:
     fix = (
         "It records how the run was started (config, policy, sizes): restore it from a backup of the folder. "
         + _set_aside(run)
@@ -87,7 +103,7 @@ def _run_record(run: RunDir) -> Damage | None:
     return found
 
 
-def _checkpoints(run: RunDir) -> Damage | None:
+def _checkpoints(run: RunFiles) -> Damage | None:
     """The checkpoint database, opened read-only so that a check never creates or repairs anything."""
     path, transcript = run.checkpoints, shlex.quote(str(run.transcript))
     fix = (
@@ -109,7 +125,7 @@ def _checkpoints(run: RunDir) -> Damage | None:
     return None
 
 
-def _answer_claims(run: RunDir) -> Damage | None:
+def _answer_claims(run: RunFiles) -> Damage | None:
     path = run.answer_claims
     if not path.exists() or path.is_dir():
         return None
@@ -119,7 +135,7 @@ def _answer_claims(run: RunDir) -> Damage | None:
                   fix + "given again with `eyas approve`.")  # fmt: skip
 
 
-def _not_a_file(run: RunDir, path: Path, fix: str) -> Damage | None:
+def _not_a_file(run: RunFiles, path: Path, fix: str) -> Damage | None:
     if path.is_symlink() and not path.exists():
         return Damage(run.run_id, path, "is a link to nothing", fix)
     if path.exists() and not path.is_file():
@@ -135,11 +151,11 @@ def _json_object(path: Path) -> bool:
         return False
 
 
-def _remove(run: RunDir, name: str) -> str:
+def _remove(run: RunFiles, name: str) -> str:
     return f"when no eyas drives the run, remove it (`rm -r {shlex.quote(str(run.root / name))}`)."
 
 
-def _set_aside(run: RunDir) -> str:
+def _set_aside(run: RunFiles) -> str:
     aside, folder = shlex.quote(str(run.root.parent.parent / "damaged-runs")), shlex.quote(str(run.root))
     return (
         f"To take it out of the listings, move it out of the runs folder: `mkdir -p {aside} && mv {folder} {aside}/`."

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from eyas.agents.faces.cli.run import job_rows
+from eyas.agents.faces.job_table import job_rows
 from eyas.agents.operator_tools import size_flags
 from eyas.agents.service_tools import command_change, downtime
 from eyas.graph.gates.view import FailureView, read_view

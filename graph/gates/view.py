@@ -25,7 +25,7 @@ from eyas.graph.gates.production import production_estimate, production_view
 from eyas.graph.policy import PhaseEstimate, judge
 from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, Record, RunState, run_plan, run_sizes
 from eyas.tools.jobs.detached import JobSpec
-from eyas.tools.jobs.executor import job_resources
+from eyas.tools.jobs.resources import job_resources
 from eyas.tools.planning.backend import BackendChoice
 from eyas.tools.planning.paths import PhasePath
 from eyas.tools.settings.config import ClusterConfig, JobResources

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from eyas.agents.faces.cli.run import job_rows
 from eyas.agents.faces.gate_text import cluster_lines
+from eyas.agents.faces.job_table import job_rows
 from eyas.agents.operator_tools import ListJobs, OperatorEnv, TailLog, operator_tools
 from eyas.agents.structured import tool_name
 from eyas.graph.gates.view import cluster_view
@@ -32,9 +32,10 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobSpec, JobState, JobStatus
-from eyas.tools.jobs.executor import executor_for, job_kind, job_resources
+from eyas.tools.jobs.executor import executor_for
 from eyas.tools.jobs.ray_jobs import RayJobs
 from eyas.tools.jobs.request import workload_job
+from eyas.tools.jobs.resources import job_kind, job_resources
 from eyas.tools.jobs.upload import remote_workloads_dir
 from eyas.tools.settings.config import ClusterConfig, EyasConfig, HostConfig
 from eyas.tools.settings.sizes import DEMO

@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from eyas.agents.faces.cli.run import job_rows
 from eyas.agents.faces.dashboard.views import jobs_table
+from eyas.agents.faces.job_table import job_rows
 from eyas.agents.faces.report_html.record import RunRecord
 from eyas.graph.life.session import run_meta
 from eyas.graph.runs import RunDir

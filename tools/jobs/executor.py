@@ -12,7 +12,7 @@ from typing import Protocol
 from eyas.tools.hosts.host import Host
 from eyas.tools.jobs.detached import Jobs, JobSpec, JobState
 from eyas.tools.recording.boundary import Boundary
-from eyas.tools.settings.config import ClusterConfig, EyasConfig, JobResources
+from eyas.tools.settings.config import EyasConfig
 
 
 class JobExecutor(Protocol):
@@ -33,16 +33,6 @@ class JobExecutor(Protocol):
     def cancel(self, job_id: str, grace_s: float = 10.0) -> JobState: ...
 
     def forget(self, job_id: str) -> None: ...
-
-
-def job_kind(job_id: str) -> str:
-    """The kind a job id names: `<run>.<kind>` or, for a shard, `<run>.<kind>-<n>`."""
-    return job_id.rsplit(".", 1)[-1].split("-", 1)[0]
-
-
-def job_resources(cluster: ClusterConfig, job_id: str) -> JobResources:
-    """What a job asks of the cluster: its kind's entry of `[cluster.resources]`, else nothing."""
-    return cluster.resources.get(job_kind(job_id), JobResources())
 
 
 def executor_for(config: EyasConfig, host: Host) -> JobExecutor:

@@ -19,7 +19,7 @@ from typing import Any
 from eyas.tools.errors import JobError
 from eyas.tools.hosts.host import Host
 from eyas.tools.jobs.detached import SECRETS_FILE, Jobs, JobSpec, JobState, JobStatus, secrets_file
-from eyas.tools.jobs.executor import job_resources
+from eyas.tools.jobs.resources import job_resources
 from eyas.tools.jobs.upload import WORKLOADS_DIR, remote_workloads_dir
 from eyas.tools.settings.config import ClusterConfig
 

@@ -21,20 +21,17 @@ from eyas.agents.faces.cli.options import (
     size_option,
     use_config,
 )
+from eyas.agents.faces.job_table import job_rows
 from eyas.graph.life.heartbeat import Heartbeat
 from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
 from eyas.graph.runs import RUN_ID_RULE, RunDir, open_run, runs_root
-from eyas.graph.shard_total import phase_total
 from eyas.graph.state import Action, GateAnswer, run_plan
 from eyas.tools.config_source import ConfigSource
-from eyas.tools.errors import EyasError, HostError, JobError
-from eyas.tools.hosts.connect import open_host
-from eyas.tools.jobs.executor import jobs_of
+from eyas.tools.errors import EyasError
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import POLL_INTERVAL_S, Sizes
-from eyas.tools.workloads.progress import last_progress
 
 # The graph's modules (langgraph, ~0.5 s) load in the commands that use them, not at start-up of every eyas process.
 if TYPE_CHECKING:
@@ -318,43 +315,6 @@ def print_driver(driver: dict[str, Any]) -> None:
             "the driver keeps trying, with backoff; the jobs keep running there",
             highlight=False,
         )
-
-
-def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
-    """Each job with its progress, read where the run's executor keeps them (the host's detached jobs, or the Ray
-    cluster's; not recorded: reading status is no part of the run), or why they could not be read (the host or
-    the cluster is unreachable)."""
-    from eyas.graph.life.session import run_source
-
-    if not state.get("jobs"):
-        return [], None
-    config = run_source(run.meta()).load()
-    try:
-        with open_host(config.target.host, config.host()) as host:
-            jobs = jobs_of(config, None, host)
-            rows = []
-            for phase, ids in state["jobs"].items():
-                phase_rows = []
-                for job in jobs.statuses(ids):
-                    cells = progress_cells(last_progress(jobs.tail(job.job_id, 20)) or {})
-                    phase_rows.append({"phase": phase, "job_id": job.job_id, "state": job.describe(), **cells})
-                total = phase_total([row["progress"] for row in phase_rows])
-                if total is not None:  # a sharded phase: its whole, after its jobs
-                    phase_rows.append({"phase": phase, "job_id": f"all {total['jobs']} jobs", "state": "",
-                                       **progress_cells(total)})  # fmt: skip
-                rows += phase_rows
-            return rows, None
-    except (HostError, JobError) as exc:
-        return [], str(exc)
-
-
-def progress_cells(seen: dict[str, Any]) -> dict[str, Any]:
-    """A progress bar and ETA, from a job's last progress line (or a sharded phase's total of them)."""
-    done, total = float(seen.get("done") or 0), float(seen.get("total") or 0)
-    filled = int(20 * done / total) if total else 0
-    bar = f"{'█' * filled}{'░' * (20 - filled)} {done:.0f}/{total:.0f}" if total else ""
-    eta = f"{float(seen['eta_s']) / 60:.1f} min" if seen.get("eta_s") is not None else ""
-    return {"bar": bar, "eta": eta, "progress": seen}
 
 
 def runs_command(json_output: JsonOption = False) -> None:
