@@ -30,6 +30,7 @@ from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
+from eyas.tools.planning.estimate import supply_verdict
 from eyas.tools.planning.measure import MeasureError, read_model_dims
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import Sizes
@@ -84,7 +85,7 @@ def _walk(ctx: RunContext, sizes: Sizes) -> dict[str, Any]:
 
 def _plan(ctx: RunContext, state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:  # RunPlan's JSON
     """The run's plan; when the server cannot be measured (down, loading), the GPU budget alone, from the
-    model's config.json in target.model_dir, with the hours unknown."""
+    model's config.json in target.model_dir, with the hours unknown, and the prompt supply (it needs no server)."""
     try:
         return dict(plan.plan_node(state, runtime)["plan"])
     except MeasureError as exc:
@@ -97,12 +98,15 @@ def _plan(ctx: RunContext, state: RunState, runtime: Runtime[RunContext]) -> dic
         dims = read_model_dims(ctx.host, f"{model_dir.rstrip('/')}/config.json")
         production = plan.production_plan(ctx, state, dims, {}, None)
         phases = {phase: {"production": impact} for phase, impact in production["phases"].items()}
+        supply = plan.planned_supply(ctx, state)
         blind = {
             **plan.checked_paths(state, production),
-            "verdict": f"hours not measured ({exc}); the GPU budget is from {model_dir}/config.json",
+            "verdict": f"hours not measured ({exc}); the GPU budget is from {model_dir}/config.json. "
+            + supply_verdict(supply),
             "phases": phases,
             "production_load": production["load"],
             "captured_layers": dims.default_layers(),
+            "prompt_supply": supply,
         }
         return RunPlan.model_validate(blind).model_dump(mode="json")
 

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eyas.tools.errors import ConfigError
+from eyas.tools.planning.estimate import PromptSupply, supply_verdict
 from eyas.tools.service.deploy import Thresholds
 from eyas.tools.settings.config import format_validation_error
 
@@ -96,12 +97,21 @@ class Verdict(BaseModel):
         return "; ".join(self.reasons)
 
 
-def judge(policy: Policy, phase: str, estimate: PhaseEstimate, verification: dict[str, dict[str, str]]) -> Verdict:
-    """Approve when every budget holds."""
+def judge(
+    policy: Policy,
+    phase: str,
+    estimate: PhaseEstimate,
+    verification: dict[str, dict[str, str]],
+    prompts: PromptSupply | None = None,
+) -> Verdict:
+    """Approve when every budget holds, and (at the data gate, which is given the plan's `prompts`) when the prompt
+    source holds a prompt for every sample: hours of generation budgeted for prompts that do not exist are not."""
     blockers: list[str] = []
     passed: list[str] = []
     if estimate.fits is False:
         blockers.append(f"the plan does not fit: {estimate.verdict or 'not enough disk'}")
+    if prompts is not None and prompts.enough is False:
+        blockers.append(f"the prompt source holds too few prompts: {supply_verdict(prompts)}")
     failed = [name for name, check in verification.items() if check["status"] == "fail"]
     warned = [name for name, check in verification.items() if check["status"] == "warn"]
     if failed:

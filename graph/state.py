@@ -24,11 +24,11 @@ from pydantic import (
 from typing_extensions import TypedDict  # pydantic (and so LangGraph Studio) needs it on Python < 3.12
 
 from eyas.tools.planning.backend import BackendChoice
-from eyas.tools.planning.estimate import Alternative
+from eyas.tools.planning.estimate import Alternative, PromptSupply
 from eyas.tools.planning.gpu_budget import ProductionImpact
 from eyas.tools.planning.paths import PhasePath
 from eyas.tools.recording.redact import Redactor
-from eyas.tools.settings.sizes import DEFAULT_SIZES, Sizes, SizeValue
+from eyas.tools.settings.sizes import DEFAULT_SIZES, Sizes, SizeValue, recorded_sizes
 
 ApprovalAction = Literal["approve", "reject", "edit"]
 FailureAction = Literal["retry", "abort"]
@@ -66,8 +66,9 @@ class LoadTime(Record):
 
 class RunPlan(Record):
     """The plan (graph/phases/plan/node.py): hours and bytes per phase, the verdict against the verified free disk
-    with the ways out, the extraction backend and each phase's path, and production's load time. A run that has
-    not planned yet reads as the empty plan, every figure unknown."""
+    with the ways out, the prompts the source holds against those asked, the extraction backend and each phase's
+    path, and production's load time. A run that has not planned yet reads as the empty plan, every figure unknown;
+    a plan recorded before a figure existed (the prompt supply) reads without it."""
 
     extraction: BackendChoice | None = None
     paths: dict[str, PhasePath] = Field(default_factory=dict)
@@ -81,6 +82,7 @@ class RunPlan(Record):
     phases: dict[str, PhasePlan] = Field(default_factory=dict)
     production_load: LoadTime | None = None
     captured_layers: list[int] = Field(default_factory=list)
+    prompt_supply: PromptSupply | None = None
 
     @field_serializer("alternatives")
     def _alternatives(self, alternatives: list[Alternative]) -> list[dict[str, Any]]:
@@ -144,9 +146,15 @@ class GateAnswer(BaseModel):
     @classmethod
     def _known_and_in_bounds(cls, sizes: dict[str, SizeValue] | None) -> dict[str, SizeValue] | None:
         # Checked when the answer is made, wherever it comes from, before it is recorded: an out-of-range size
-        # recorded as a gate's one answer would fail every resume after it.
+        # recorded as a gate's one answer would fail every resume after it. max_tokens and max_seq_len are checked
+        # against each other here when the edit names both (the terminal and the dashboard send every size); an edit
+        # that names one is checked against the run's other where the run is known (record_gate_answer, the gate).
         if sizes:
-            Sizes.model_validate({**DEFAULT_SIZES.model_dump(), **sizes})
+            edited = {**DEFAULT_SIZES.model_dump(), **sizes}
+            if {"max_tokens", "max_seq_len"} <= sizes.keys():
+                Sizes.model_validate(edited)
+            else:
+                recorded_sizes(edited)
         return sizes
 
     @field_validator("reason")
@@ -186,8 +194,9 @@ class RunState(TypedDict, total=False):
 
 
 def run_sizes(state: RunState) -> Sizes:
-    """The run's sizes; a key the state lacks takes its default from `Sizes`."""
-    return Sizes.model_validate(state.get("sizes", {}))
+    """The run's sizes, as they were recorded (`recorded_sizes`); a key the state lacks takes its default from
+    `Sizes`."""
+    return recorded_sizes(state.get("sizes", {}))
 
 
 def run_plan(state: Mapping[str, Any]) -> RunPlan:

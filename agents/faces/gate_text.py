@@ -8,6 +8,7 @@ import shlex
 from dataclasses import dataclass
 
 from eyas.graph.gates.view import ClusterView, GateEstimate, GateView, ProductionEntry
+from eyas.tools.planning.estimate import supply_verdict
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ def gate_sections(view: GateView) -> list[Section]:
     policy = view.policy
     sections = [
         Section("Plan", [Line("phase", view.phase), Line("host", view.host), *_figures(view)]),
+        Section("Prompts", _prompts(view)),
         Section("Sizes", [Line("sizes", sizes)] if sizes else []),
         Section("Verification", checks),
         Section("Exact commands", [Line("will run", command) for command in view.commands], code=True),
@@ -62,6 +64,15 @@ def _figures(view: GateView) -> list[Line]:
         for name, value in figures.items()
         if value is not None
     ]
+
+
+def _prompts(view: GateView) -> list[Line]:
+    """The prompts the source holds against those asked (the data gate), in red when it holds too few."""
+    supply = view.prompt_supply
+    if supply is None:
+        return []
+    short = supply.enough is False
+    return [Line("TOO FEW PROMPTS" if short else "prompts", supply_verdict(supply), alarm=short)]
 
 
 def _deploy(view: GateView) -> list[Line]:

@@ -27,6 +27,7 @@ from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, Record, 
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.resources import job_resources
 from eyas.tools.planning.backend import BackendChoice
+from eyas.tools.planning.estimate import PromptSupply
 from eyas.tools.planning.paths import PhasePath
 from eyas.tools.settings.config import ClusterConfig, JobResources
 from eyas.tools.settings.sizes import SizeValue
@@ -103,7 +104,8 @@ class GatePolicy(Record):
 
 class GateView(Record):
     """What the operator sees before a phase: estimates, verification, the exact commands on which host, what
-    happens to production, where the jobs go, whether the phases' paths work here, and the policy's verdict."""
+    happens to production, where the jobs go, whether the phases' paths work here, the prompt supply (the data gate:
+    the source's prompts against those asked), and the policy's verdict."""
 
     kind: Literal["gate"]
     phase: str
@@ -117,6 +119,7 @@ class GateView(Record):
     cluster: ClusterView | None = None
     extraction: BackendChoice | None = None
     paths: dict[str, PhasePath] = Field(default_factory=dict)
+    prompt_supply: PromptSupply | None = None
     blocked: list[str] = Field(default_factory=list, description="why a covered phase cannot run here")
     blocked_later: list[str] = Field(default_factory=list, description="why a later phase cannot run here")
     research: ResearchSummary | None = None
@@ -187,6 +190,10 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
     if ctx.config.cluster.executor == "ray":
         parts["cluster"] = cluster_view(ctx.config.cluster, specs)
     parts.update(paths_view(phase, state))
+    # The data gate is the last before the prompts are split and answered: the supply is weighed there.
+    supply = plan.prompt_supply if phase == "data" else None
+    if supply is not None:
+        parts["prompt_supply"] = supply
     view = GateView(
         kind="gate",
         phase=phase,
@@ -199,7 +206,7 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
     )
     if ctx.policy is None:
         return view
-    verdict = judge(ctx.policy, phase, estimate, verification)
+    verdict = judge(ctx.policy, phase, estimate, verification, supply)
     blocked = [f"cannot run here: {reason}" for reason in view.blocked]
     policy = GatePolicy(approve=verdict.approve and not blocked, reasons="; ".join([*blocked, verdict.summary]))
     return view.model_copy(update={"policy": policy})

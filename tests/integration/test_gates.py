@@ -113,7 +113,7 @@ def test_edit_at_a_gate_replans_with_the_new_sizes(embedded_target: EmbeddedTarg
         return next(answers)
 
     # TINY's shapes (tests/support/pipeline_runs.py): the speed probe measures one shape per session, not the defaults'.
-    shapes = {"max_seq_len": 256, "draft_vocab_size": 2048, "ttt_steps": 1}
+    shapes = {"max_tokens": 48, "max_seq_len": 256, "draft_vocab_size": 2048, "ttt_steps": 1}
     first = {"run_id": "run-test", "sizes": {"samples": 50, **shapes}, "decisions": []}
     outcome = drive(graph, ctx, first, ask=ask, on_update=lambda update: None)
     assert outcome.finished
@@ -140,8 +140,31 @@ def test_an_answer_with_a_size_out_of_bounds_is_refused_wherever_it_is_made() ->
     assert GateAnswer(action="edit", sizes={"ttt_steps": 64}).sizes == {"ttt_steps": 64}
 
 
+def test_an_edit_that_leaves_no_room_for_a_prompt_is_refused_with_the_fix() -> None:
+    """max_seq_len must leave a prompt room beside max_tokens: an edit naming both is refused where it is made; one
+    naming either is checked against the run's other where the run is known (the gate, as record_gate_answer)."""
+    says = (
+        r"max_seq_len 4096 leaves no room for a prompt beside max_tokens 4096 .*: raise max_seq_len \(--max-seq-len\) "
+        r"to at least 4160, or lower max_tokens \(--max-tokens\) to at most 4032"
+    )
+    with pytest.raises(ValidationError, match=says):
+        GateAnswer(action="edit", sizes={"max_tokens": 4096, "max_seq_len": 4096})
+    assert GateAnswer(action="edit", sizes={"max_tokens": 4096, "max_seq_len": 8192}).sizes is not None
+    # One of the two: fine against the defaults' other, and refused against this run's.
+    run = Sizes(max_tokens=2048, max_seq_len=4096)
+    edit = GateAnswer(action="edit", sizes={"max_tokens": 4096})
+    with pytest.raises(ValidationError, match=says):
+        apply_answer("data", run, edit.model_dump())
+    shorter = apply_answer(
+        "data", Sizes(max_tokens=48, max_seq_len=256), {"action": "edit", "sizes": {"max_seq_len": 112}}
+    )
+    assert shorter["sizes"]["max_seq_len"] == 112  # 48 + 64: just room for a prompt
+    with pytest.raises(ValidationError, match="max_seq_len 111 leaves no room"):
+        apply_answer("data", Sizes(max_tokens=48, max_seq_len=256), {"action": "edit", "sizes": {"max_seq_len": 111}})
+
+
 def test_an_edit_changes_the_sizes_it_names_and_is_validated_with_the_rest() -> None:
-    before = Sizes(samples=50, max_seq_len=256)
+    before = Sizes(samples=50, max_tokens=48, max_seq_len=256)
     update = apply_answer("data", before, {"action": "edit", "sizes": {"samples": 7}, "reason": "smaller"})
     assert update["sizes"] == {**before.model_dump(), "samples": 7}
     assert update["decisions"] == [{"gate": "data", "action": "edit", "reason": "smaller", "who": "operator"}]

@@ -366,6 +366,10 @@ def nothing_set_up(root: Path) -> None:
 
 
 HUGE = str(10**20)  # above 2**64: a checkpoint could not store it
+NO_PROMPT_ROOM = ["--samples", "25000", "--max-tokens", "4096", "--max-seq-len", "4096"]
+NO_PROMPT_ROOM_SAYS = ("max_seq_len 4096 leaves no room for a prompt beside max_tokens 4096",
+                       "raise max_seq_len (--max-seq-len) to at least 4160",
+                       "or lower max_tokens (--max-tokens) to at most 4032")  # fmt: skip
 SIZE_CASES = [
     Case("size", "run-poll-interval-negative", ["run", "--poll-interval=-1"], 2,
          ("--poll-interval", "is -1 seconds", "give a number of seconds above 0"), check=nothing_outside_runs),
@@ -375,6 +379,13 @@ SIZE_CASES = [
          check=nothing_outside_runs),
     Case("size", "run-max-tokens-zero", ["run", "--max-tokens", "0"], 2, ("max_tokens", "greater than 0"),
          check=nothing_outside_runs),
+    # The motivating operator's sizes at the default --max-seq-len: no room for a prompt beside the answer (the split
+    # kept 0 of 313 prompts, and the run ended after its data gate), refused before anything starts, in one paragraph.
+    Case("size", "run-no-room-for-a-prompt", ["run", *NO_PROMPT_ROOM], 2, NO_PROMPT_ROOM_SAYS,
+         check=nothing_outside_runs),
+    Case("size", "dry-run-no-room-for-a-prompt", ["run", "--dry-run", *NO_PROMPT_ROOM], 2, NO_PROMPT_ROOM_SAYS,
+         check=nothing_outside_runs),
+    Case("size", "plan-no-room-for-a-prompt", ["plan", *NO_PROMPT_ROOM], 2, NO_PROMPT_ROOM_SAYS),
     Case("size", "plan-samples-huge", ["plan", "--samples", HUGE], 2, ("samples", "less than or equal to 100000000")),
     Case("size", "plan-samples-zero", ["plan", "--samples", "0"], 2, ("samples", "greater than 0")),
     Case("size", "plan-epochs-huge", ["plan", "--epochs", HUGE], 2, ("epochs", "less than or equal to 1000")),

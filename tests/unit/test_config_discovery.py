@@ -108,6 +108,7 @@ def test_plan_json_stays_json_with_the_source_line_on_stderr(cwd: Path, monkeypa
     named = write_config(cwd.parent / "env.toml", "from-env")
     monkeypatch.setenv("EYAS_CONFIG", str(named))
     figures = ["--hidden-size", "576", "--num-layers", "30", "--vocab-size", "49152", "--free-disk", "1TB"]
+    figures += ["--samples", "300"]  # what the config's default source (the shipped set) holds: a plan that works
     result = CliRunner().invoke(app, ["plan", "--json", *figures, "--throughput", "100", "--prompt-tokens", "50"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["data_path"] == "/tmp/eyas-test"  # the workdir of the config from $EYAS_CONFIG

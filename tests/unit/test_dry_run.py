@@ -4,7 +4,9 @@ directory holds Kimi-K2's config.json. nvidia-smi is a stand-in (no GPU here, te
 8 GPUs at 93% in use; no server answers, so the hours are unknown and the GPU budget comes from the model's
 shape. The real `eyas` command runs; nothing may be launched. The walk ends with the deploy step: production's own
 argv (its layout included) plus the run's drafter, a restart of the length production takes to load. The unit also
-carries secrets (an --api-key, Environment= values whose names do not say so): none reaches the JSON."""
+carries secrets (an --api-key, Environment= values whose names do not say so): none reaches the JSON. At the
+operator's sizes the plan counts the prompts all the same (it needs no server): the shipped set holds 313, not the
+25,000 asked, and the plan's verdict says so with the ways out."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ from nvidia_smi_standin import FIXTURES, install_nvidia_smi
 from planted_secrets import API_KEY_FLAG, AZURE_KEY, UNIT_ENV
 
 KIMI_CONFIG = {"hidden_size": 7168, "num_hidden_layers": 61, "vocab_size": 163840, "intermediate_size": 18432}
+# The motivating operator's sizes, with a --max-seq-len that leaves room for a prompt beside 4,096-token answers (at
+# the default 4,096 the command refuses: tests/unit/test_bad_input.py), on the config's default source, the shipped set.
+OPERATOR = ["--samples", "25000", "--max-tokens", "4096", "--max-seq-len", "8192"]
 
 
 def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: Path) -> None:
@@ -49,13 +54,21 @@ load_time_s = 1320
     install_nvidia_smi(tmp_path / "bin", holder_pid=os.getpid())
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "EYAS_RUNS_DIR": str(tmp_path / "runs")}
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("eyas")), "run", "--dry-run", "--config", str(config), "--json"],
+        [str(Path(sys.executable).with_name("eyas")), "run", "--dry-run", "--config", str(config), "--json", *OPERATOR],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert not [secret for secret in (API_KEY_FLAG, AZURE_KEY, UNIT_ENV) if secret in done.stdout + done.stderr]
     walk = json.loads(done.stdout)
     phases = {phase["phase"]: phase for phase in walk["phases"]}
+
+    # With the server down the hours are unknown, but the prompts are counted: the shipped set cannot feed 25,000.
+    supply = walk["plan"]["prompt_supply"]
+    counts = (supply["source"], supply["available"], supply["samples"], supply["asked"])
+    assert counts == ("shipped", 313, 25_000, 25_064), supply
+    assert supply["enough"] is False and supply["max_prompt_chars"] == (8192 - 4096) * 3
+    assert "Too few prompts: the shipped prompt set holds 313 usable prompts" in walk["plan"]["verdict"]
+    assert "generate 300 samples instead of 25,000" in walk["plan"]["verdict"]
 
     extract = phases["extract"]
     assert extract["production"]["action"] == "stop", extract["production"]

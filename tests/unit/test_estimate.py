@@ -206,8 +206,9 @@ def unreachable_host_config(tmp_path: Path) -> Path:
 def test_eyas_plan_json_for_a_host_that_is_never_contacted(cli: typer.Typer, tmp_path: Path) -> None:
     """The config names an SSH host at a TEST-NET address: a plan from given figures must not connect."""
     config = unreachable_host_config(tmp_path)
+    # The operator's sizes: answers of up to 4,096 tokens need a --max-seq-len that leaves room for the prompt.
     figures = ["--hidden-size", "7168", "--num-layers", "61", "--vocab-size", "163840", "--samples", "25000"]
-    figures += ["--max-tokens", "4096", "--free-disk", "2.9TB", "--throughput", "1500"]
+    figures += ["--max-tokens", "4096", "--max-seq-len", "8192", "--free-disk", "2.9TB", "--throughput", "1500"]
     result = CliRunner().invoke(cli, ["plan", "--config", str(config), "--json", *figures])
 
     assert result.exit_code == 1, result.output
@@ -218,11 +219,19 @@ def test_eyas_plan_json_for_a_host_that_is_never_contacted(cli: typer.Typer, tmp
     )
     assert {alt["kind"] for alt in plan["alternatives"]} >= {"fewer_samples", "shorter_samples", "online_extraction"}
     assert set(plan["sources"].values()) == {"given", "not counted", "one GPU, 1e+14 FLOP/s (assumed)"}
+    # The shipped set is eyas's own file: counted without the host, as the data phase will split it.
+    supply = plan["prompt_supply"]
+    assert (supply["available"], supply["samples"], supply["enough"]) == (313, 25_000, False), supply
+    assert "Too few prompts: the shipped prompt set holds 313 usable prompts" in plan["verdict"]
 
-    fits = CliRunner().invoke(
-        cli, ["plan", "--config", str(config), *figures[:-4], "--free-disk", "8TB", "--throughput", "1500"]
-    )
-    assert fits.exit_code == 0 and "Fits:" in fits.output
+    roomy = [*figures[:-4], "--free-disk", "8TB", "--throughput", "1500"]
+    fits = CliRunner().invoke(cli, ["plan", "--config", str(config), *roomy])
+    # The disk holds it, but the prompt source does not: still no plan to run.
+    assert fits.exit_code == 1 and "Fits:" in fits.output and "Too few prompts" in fits.output, fits.output
+    assert "generate 300 samples instead of 25,000" in " ".join(fits.output.split())
+    # A file on the host cannot be counted by a plan that contacts no host: it says so, and the disk decides.
+    elsewhere = CliRunner().invoke(cli, ["plan", "--config", str(config), *roomy, "--prompts", "/data/p.jsonl"])
+    assert elsewhere.exit_code == 0 and "Fits:" in elsewhere.output and "Prompts: not counted" in elsewhere.output
 
     bad = CliRunner().invoke(cli, ["plan", "--config", str(config), *figures[:-4], "--free-disk", "lots"])
     assert bad.exit_code == 2 and "--free-disk" in bad.output
@@ -232,7 +241,8 @@ def test_eyas_plan_takes_the_training_shapes_the_run_will_use(cli: typer.Typer, 
     """--epochs and --draft-vocab-size (and --max-seq-len, the speed probe's row length) reach the plan, so a plan
     made before `eyas run --epochs 6 ...` estimates that run, not the defaults."""
     config = unreachable_host_config(tmp_path)
-    figures = ["--hidden-size", "4096", "--num-layers", "32", "--vocab-size", "128000", "--samples", "1000"]
+    # 300 samples: the training prompts the shipped set holds (more, and the plan says it holds too few).
+    figures = ["--hidden-size", "4096", "--num-layers", "32", "--vocab-size", "128000", "--samples", "300"]
     figures += ["--max-tokens", "1024", "--free-disk", "8TB", "--throughput", "1500", "--json"]
 
     def training_hours(*shapes: str) -> float:

@@ -16,12 +16,14 @@ from eyas.agents.faces.gate_text import cluster_lines
 from eyas.agents.faces.report_html.sections import h
 from eyas.graph.context import RunContext
 from eyas.graph.gates.view import FailureView, GateView, gate_view, read_view
+from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
 from eyas.graph.state import RunState
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.planning.measure import Figures, count_prompts, planned_sizes
 from eyas.tools.recording.transcript import ApprovalEvent, NodeEvent
 from eyas.tools.recording.transcript_reader import read_transcript
 from eyas.tools.settings.config import load_config
@@ -115,6 +117,38 @@ def test_a_command_longer_than_the_terminal_is_shown_whole(tmp_path: Path) -> No
     shown = terminal(view, width=80)
     assert "".join(shown.replace("│", "").split()).count(f"pythongenerate.py--out/data/out{token}") == 1
     assert f'<code class="command">python generate.py --out /data/out {token}</code>' in dashboard(view)
+
+
+def supplied(samples: int) -> RunState:
+    """STATE on the shipped prompt set at `samples`, with the prompt supply counted as the plan node counts it."""
+    sizes = DEMO.model_copy(update={"samples": samples, "prompt_source": "shipped"})
+    supply = count_prompts(None, Figures(**planned_sizes(sizes)))
+    plan = {**STATE["plan"], "prompt_supply": supply.model_dump(mode="json")}
+    return {**STATE, "sizes": sizes.model_dump(), "plan": plan}
+
+
+def test_the_data_gate_shows_the_prompt_supply_and_a_policy_stops_where_the_source_is_short(tmp_path: Path) -> None:
+    ctx = context(tmp_path, "")
+    ctx.policy = Policy()  # every budget open: only the prompts can stop it
+    short = gate_view("data", supplied(25_000), ctx, [job("r1.generate")])
+    supply, policy = short.prompt_supply, short.policy
+    assert supply is not None and (supply.available, supply.samples, supply.enough) == (313, 25_000, False)
+    assert policy is not None and not policy.approve
+    assert (
+        "the prompt source holds too few prompts: Too few prompts: the shipped prompt set holds 313" in policy.reasons
+    )
+    for shown in (terminal(short, width=1000), dashboard(short)):
+        assert "TOO FEW PROMPTS" in shown and "generate 300 samples instead of 25,000" in shown, shown
+    assert read_view(short.model_dump(mode="json")) == short
+
+    enough = gate_view("data", supplied(100), ctx, [job("r1.generate")])
+    assert enough.policy is not None and enough.policy.approve, enough.policy
+    shown = terminal(enough, width=1000)
+    assert "TOO FEW" not in shown and "Prompts: the shipped prompt set holds 313 usable prompts" in shown
+    # A later gate neither shows nor weighs it: the prompts were split and answered by then.
+    later = gate_view("extract", supplied(25_000), ctx, [])
+    assert later.prompt_supply is None and "prompt_supply" not in later.model_dump(mode="json")
+    assert later.policy is not None and later.policy.approve
 
 
 def recorded_views() -> list[tuple[str, Any]]:

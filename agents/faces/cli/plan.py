@@ -17,15 +17,15 @@ from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
-from eyas.tools.planning.estimate import Plan, estimate, format_hours, verdict
-from eyas.tools.planning.measure import Figures, Measured, measure_inputs, planned_sizes
+from eyas.tools.planning.estimate import Plan, PromptSupply, estimate, format_hours, supply_verdict, verdict
+from eyas.tools.planning.measure import Figures, Measured, count_prompts, measure_inputs, planned_sizes
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import SIZE_LIMITS
 from eyas.tools.settings.units import format_size, parse_size
 
 
-def plan_table(measured: Measured, plan: Plan) -> Table:
-    inputs, sources = measured.inputs, measured.sources
+def plan_table(measured: Measured, plan: Plan, supply: PromptSupply) -> Table:
+    inputs, sources = measured.inputs, {**measured.sources, "prompt_supply": supply.counted}
     model = inputs.model
     table = Table(title="plan", title_justify="left")
     for column in ("", "estimate", "from"):
@@ -36,6 +36,7 @@ def plan_table(measured: Measured, plan: Plan) -> Table:
         ("model", f"hidden {model.hidden_size:,}, {model.num_layers} layers, vocab {model.vocab_size:,}", "model"),
         ("samples", f"{plan.samples:,} x {per_sample}", "tokens" if "tokens" in sources else "max_tokens"),
         ("prompt", f"{inputs.prompt_tokens:,.0f} tokens on average", "prompt_tokens"),
+        ("prompts", prompts_row(supply), "prompt_supply"),
         ("captured layers", f"{plan.captured_layers} x {inputs.bytes_per_value} B per value", ""),
         ("generation throughput", f"{inputs.generation_tok_s:,.1f} tokens/s{overhead}", "throughput"),
         ("generation", format_hours(plan.generation_hours), ""),
@@ -49,6 +50,15 @@ def plan_table(measured: Measured, plan: Plan) -> Table:
     for name, value, source in rows:
         table.add_row(escape(name), escape(value), escape(sources.get(source, "")))
     return table
+
+
+def prompts_row(supply: PromptSupply) -> str:
+    """The prompt supply as the table's row: available against asked."""
+    if supply.available is None:
+        return f"{supply.asked:,} asked, not counted"
+    at_least = "" if supply.whole else "at least "
+    short = "" if supply.enough else " (too few)"
+    return f"{at_least}{supply.available:,} in the {supply.source} source for {supply.asked:,} asked{short}"
 
 
 def plan_command(
@@ -118,22 +128,31 @@ def plan_command(
 
     refuse_unusable_drafter(cfg)
 
-    def measure(host: Host | None) -> Measured:
-        return measure_inputs(figures, config=cfg, host=host, http=HttpClient(), probe_concurrency=probe_concurrency)
+    def measure(host: Host | None) -> tuple[Measured, PromptSupply]:
+        measured = measure_inputs(
+            figures, config=cfg, host=host, http=HttpClient(), probe_concurrency=probe_concurrency
+        )
+        checks = None if host is None else CheckContext(
+            host=host, host_config=cfg.host(), target=cfg.target, http=HttpClient(),
+            data_path=figures.data_path or cfg.host().workdir,
+        )  # fmt: skip
+        return measured, count_prompts(checks, figures)
 
     if figures.complete and not generated:
-        measured = measure(None)  # nothing to ask the host: it need not be reachable
+        measured, supply = measure(None)  # nothing to ask the host: it need not be reachable
     else:
         with open_host(cfg.target.host, cfg.host()) as host:
-            measured = measure(host)
+            measured, supply = measure(host)
     plan = estimate(measured.inputs)
+    works = plan.fits and supply.enough is not False
     if json_output:
-        print(json.dumps(plan_json(measured, plan), indent=2))
+        print(json.dumps(plan_json(measured, plan, supply), indent=2))
     else:
-        console.print(plan_table(measured, plan))
-        style = "green" if plan.fits else "bold red"
-        console.print(f"[{style}]{escape(verdict(measured.inputs, plan))}[/]", highlight=False)
-    raise typer.Exit(0 if plan.fits else 1)
+        console.print(plan_table(measured, plan, supply))
+        style = "green" if works else "bold red"
+        said = f"{verdict(measured.inputs, plan)} {supply_verdict(supply)}"
+        console.print(f"[{style}]{escape(said)}[/]", highlight=False)
+    raise typer.Exit(0 if works else 1)
 
 
 # The flag that gives each figure of the host, to name it when its value is refused.
@@ -179,11 +198,13 @@ def refuse_unusable_drafter(cfg: EyasConfig) -> None:
         raise typer.Exit(1)
 
 
-def plan_json(measured: Measured, plan: Plan) -> dict[str, object]:
-    """The plan's figures at the top level ("fits", bytes, hours, alternatives), then what they came from."""
+def plan_json(measured: Measured, plan: Plan, supply: PromptSupply) -> dict[str, object]:
+    """The plan's figures at the top level ("fits", bytes, hours, alternatives, the prompt supply), then what they
+    came from."""
     return {
         **plan.model_dump(mode="json"),
-        "verdict": verdict(measured.inputs, plan),
+        "prompt_supply": supply.model_dump(mode="json"),
+        "verdict": f"{verdict(measured.inputs, plan)} {supply_verdict(supply)}",
         "inputs": measured.inputs.model_dump(mode="json"),
         "sources": measured.sources,
     }

@@ -14,8 +14,6 @@ from eyas.tools.errors import ConfigError
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.settings.sizes import PROMPT_SET
 
-CHARS_PER_TOKEN = 3  # a prompt of n characters is taken to be at most n / 3 tokens (English averages about 4)
-
 
 def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
     sizes = run_sizes(state)
@@ -84,7 +82,7 @@ def split_command(ctx: RunContext, state: RunState) -> str:
         ctx.host_config.python, f"{ctx.workloads_dir}/prompt_split.py", "--source", source,
         "--train", str(sizes.samples), "--held-out", str(sizes.held_out),
         "--train-out", ctx.artifact("prompts"), "--held-out-out", ctx.artifact("held_out"),
-        "--max-prompt-chars", str(max(1, (sizes.max_seq_len - sizes.max_tokens) * CHARS_PER_TOKEN)),
+        "--max-prompt-chars", str(sizes.max_prompt_chars),
     ]  # fmt: skip
     return shlex.join(argv)
 
@@ -102,9 +100,11 @@ def setup(ctx: RunContext, state: RunState) -> dict[str, Any]:
     result.check("Splitting the prompt source into training and held-out prompts")
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     if summary["train"] == 0 or summary["held_out"] == 0:
+        chars = run_sizes(state).max_prompt_chars
         raise ConfigError(
             f"The prompt source {summary['source']} gave {summary['train']} training and {summary['held_out']} "
-            "held-out prompts; both need at least one. Choose another source (`--prompts`), or a file with more "
+            f"held-out prompts ({summary['skipped']} rows skipped: longer than {chars} characters, or without an id "
+            "and a prompt); both need at least one. Choose another source (`--prompts`), or a file with more "
             "rows that have an id and a prompt."
         )
     return {"prompts": summary}

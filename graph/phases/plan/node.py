@@ -1,6 +1,7 @@
 """Plan with numbers before anything long starts: hours from measured throughput, bytes from the model's
-shape, a verdict against the verified free disk with the ways out when it does not fit, and for each GPU phase
-the GPUs and memory it needs and what that means for production (keep it, stop it, or reuse it)."""
+shape, a verdict against the verified free disk with the ways out when it does not fit, the prompts the source
+holds against those asked (with the ways out when it holds too few), and for each GPU phase the GPUs and memory it
+needs and what that means for production (keep it, stop it, or reuse it)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.checks.service import read_unit
 from eyas.tools.launch.inherited import inherit_launch
 from eyas.tools.planning.backend import choose_backend
-from eyas.tools.planning.estimate import ModelDims, estimate, verdict
+from eyas.tools.planning.estimate import ModelDims, PromptSupply, estimate, supply_verdict, verdict
 from eyas.tools.planning.gpu_budget import (
     GpuBudgetInputs,
     GpuFree,
@@ -27,7 +28,14 @@ from eyas.tools.planning.gpu_budget import (
     default_load_s,
     weights_bytes,
 )
-from eyas.tools.planning.measure import Figures, Measured, MeasureError, measure_inputs, planned_sizes
+from eyas.tools.planning.measure import (
+    Figures,
+    Measured,
+    MeasureError,
+    count_prompts,
+    measure_inputs,
+    planned_sizes,
+)
 from eyas.tools.planning.paths import phase_paths
 
 VLLM_PATH = ("extract", "vllm")  # the compat table's rows for the vllm extraction backend
@@ -35,9 +43,11 @@ VLLM_PATH = ("extract", "vllm")  # the compat table's rows for the vllm extracti
 
 def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
-    measured = _measure(ctx, state)
+    figures = _figures(state)
+    measured = _measure(ctx, figures)
     plan = estimate(measured.inputs)
-    text = verdict(measured.inputs, plan)
+    supply = count_prompts(_checks(ctx), figures)
+    text = f"{verdict(measured.inputs, plan)} {supply_verdict(supply)}"
     ctx.on_note(f"plan: {text}")
     hours: dict[str, float | None] = {
         "data": plan.generation_hours,
@@ -69,6 +79,7 @@ def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             "phases": phases,
             "production_load": production["load"],
             "captured_layers": plan.captured_layers,
+            "prompt_supply": supply,
         }
     )
     return {"phase": "plan", "plan": made.model_dump(mode="json")}
@@ -81,15 +92,25 @@ def _checks(ctx: RunContext) -> CheckContext:
     )  # fmt: skip
 
 
-def _measure(ctx: RunContext, state: RunState) -> Measured:
-    """The plan's inputs; a server found still loading is waited for (target.load_wait_s), then asked again."""
-    sizes = run_sizes(state)
-    figures = Figures(
-        **planned_sizes(sizes),
+def _figures(state: RunState) -> Figures:
+    """What the run gives the plan: its sizes, and what verify and the data phase found."""
+    return Figures(
+        **planned_sizes(run_sizes(state)),
         free_disk_bytes=state.get("free_disk_bytes"),
         generated_file=state.get("artifacts", {}).get("conversations"),
         trust_remote_code=state.get("trust_remote_code"),
     )
+
+
+def planned_supply(ctx: RunContext, state: RunState) -> PromptSupply:
+    """The prompts the run's source holds against those it asks, counted on the host as the data phase will split
+    them (the plan's own, and the dry run's when the server cannot be measured): a run its source cannot feed stops
+    at its data gate, before any GPU hour."""
+    return count_prompts(_checks(ctx), _figures(state))
+
+
+def _measure(ctx: RunContext, figures: Figures) -> Measured:
+    """The plan's inputs; a server found still loading is waited for (target.load_wait_s), then asked again."""
 
     def measure() -> Measured:
         return measure_inputs(figures, config=ctx.config, host=ctx.host, http=ctx.http, clock=ctx.clock)
