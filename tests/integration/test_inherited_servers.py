@@ -177,7 +177,11 @@ def test_evaluation_and_extraction_servers_carry_production_flags_and_environmen
     Path(ctx.artifact("held_out")).write_text(json.dumps({"prompt": "Say hi."}) + "\n")
     Path(ctx.artifact("drafter")).mkdir(parents=True)
     Path(ctx.artifact("drafter"), "config.json").write_text("{}")
-    state = {"sizes": DEMO.model_dump(), "plan": {"production_load": {"load_s": 120.0}}, "gpus": {"count": 0}}
+    state = {
+        "sizes": DEMO.model_dump(),
+        "plan": {"production_load": {"load_s": 120.0, "source": "target.load_time_s in the config"}},
+        "gpus": {"count": 0},
+    }
 
     (evaluation,) = evaluate.build_jobs(ctx, state)  # type: ignore[arg-type]
     assert evaluation.argv[evaluation.argv.index("--start-timeout") + 1] == "780.0"  # 120 s x 1.5 + 600 s

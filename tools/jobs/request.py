@@ -15,9 +15,16 @@ from pydantic import BaseModel, ConfigDict
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.settings.config import HostConfig
 
-# Workloads print progress lines as they go; unbuffered output keeps the job log current. Models are local
-# directories, so the Hugging Face hub is never asked.
-JOB_ENV = {"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
+# Workloads print progress lines as they go; unbuffered output keeps the job log current.
+JOB_ENV = {"PYTHONUNBUFFERED": "1"}
+# On a host that must not reach the hub (HostConfig.hub_offline), huggingface_hub is told so, and a hub drafter is
+# refused by download.py at once, naming the setting, instead of timing out on the network.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1"}
+
+
+def job_env(host: HostConfig) -> dict[str, str]:
+    """The environment every job on `host` starts with."""
+    return {**JOB_ENV, **(OFFLINE_ENV if host.hub_offline else {})}
 
 
 class JobRequest(BaseModel):
@@ -37,12 +44,12 @@ def workload_job(
     secrets: dict[str, str] | None = None,
     cwd: str | None = None,
 ) -> JobSpec:
-    """`<host python> <workloads_dir>/<script> <flags>` with the common environment plus `env`, and `secrets`
-    by file (see JobSpec)."""
+    """`<host python> <workloads_dir>/<script> <flags>` with the common environment (job_env) plus `env`, and
+    `secrets` by file (see JobSpec)."""
     if not posixpath.isabs(workloads_dir):
         raise ValueError(f"the workloads directory must be absolute on the host, got {workloads_dir!r}")
     argv = [host.python, posixpath.join(workloads_dir, script), *flags]
-    return JobSpec(job_id=job_id, argv=argv, env={**JOB_ENV, **(env or {})}, secrets=secrets or {}, cwd=cwd)
+    return JobSpec(job_id=job_id, argv=argv, env={**job_env(host), **(env or {})}, secrets=secrets or {}, cwd=cwd)
 
 
 def optional_flags(values: dict[str, object | None]) -> list[str]:

@@ -100,6 +100,12 @@ class HostConfig(_Section):
     workdir: Annotated[AbsolutePath, AfterValidator(_not_root)] = Field(
         description="where eyas keeps jobs, data and checkpoints on the host"
     )
+    hub_offline: bool = Field(
+        False,
+        description="the host cannot (or must not) reach the Hugging Face hub: its jobs run with HF_HUB_OFFLINE=1, "
+        "so a pipeline.drafter_base given as a hub id is refused at download (copy the drafter to the host and give "
+        "its directory). Default false: the download job fetches a hub drafter inside the run",
+    )
 
     @property
     def is_local(self) -> bool:

@@ -92,7 +92,10 @@ class EmbeddedTarget:
 
     def config(self) -> EyasConfig:
         return EyasConfig(
-            hosts={LOCAL: HostConfig(address=LOCAL, python=str(self.python), workdir=str(self.workdir))},
+            # Its model is a local directory and its tests have no internet: the hub is never asked.
+            hosts={
+                LOCAL: HostConfig(address=LOCAL, python=str(self.python), workdir=str(self.workdir), hub_offline=True)
+            },
             target=TargetConfig(
                 host=LOCAL,
                 base_url=self.base_url,

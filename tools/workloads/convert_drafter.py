@@ -12,7 +12,11 @@ it, and eyas's mapping (`own`, the same renames written by hand) where it does n
 (speculators_model_type eagle3, the verifier named by --verifier's path) and model.safetensors with
 `midlayer.*` renamed to `layers.0.*`; the embeddings, which SpecForge leaves out, come from the verifier.
 SpecForge's decoder layer keeps its residual before the hidden norm, so norm_before_residual is false.
-A JSON summary is printed last.
+A sharded drafter (model.safetensors.index.json and its shards) is read shard by shard; speculators' converter
+takes one file only, so it is given the shards joined into one. A JSON summary is printed last.
+
+download.py runs the same conversion when the drafter is fetched, and loads the result as train.py does
+(load_for_training), so a drafter that cannot be finetuned is refused before generation, not after extraction.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from drafter_format import detect, mismatches
+from drafter_format import SINGLE_FILE, detect, mismatches, weight_files
 from target_model import read_config, text_fields
 
 LAYER_KEYS = (
@@ -45,13 +49,36 @@ def aux_layers(config: dict[str, Any]) -> list[int] | None:
     return list(layers) if layers is not None else None
 
 
+def load_weights(directory: Path) -> dict[str, Any]:
+    """Every tensor of the checkpoint, from model.safetensors or from each shard its index names."""
+    from safetensors.torch import load_file
+
+    weights: dict[str, Any] = {}
+    for name in weight_files(directory) or [SINGLE_FILE]:
+        weights.update(load_file(str(directory / name)))
+    return weights
+
+
 def with_speculators(source: Path, verifier: Path, out: Path) -> None:
+    from safetensors.torch import save_file
     from speculators.convert.eagle.eagle3_converter import Eagle3Converter
 
     config = read_config(source)
-    Eagle3Converter().convert(
-        source, out, base_model=str(verifier), validate=True, eagle_aux_hidden_state_layer_ids=aux_layers(config)
-    )
+    joined = None
+    if weight_files(source) != [SINGLE_FILE]:  # its loader refuses an index ("use a single-file checkpoint")
+        joined = out.with_name(out.name + ".joined")
+        shutil.rmtree(joined, ignore_errors=True)
+        joined.mkdir(parents=True)
+        shutil.copyfile(source / "config.json", joined / "config.json")
+        save_file(load_weights(source), str(joined / SINGLE_FILE), metadata={"format": "pt"})
+    try:
+        Eagle3Converter().convert(
+            joined or source, out, base_model=str(verifier), validate=True,
+            eagle_aux_hidden_state_layer_ids=aux_layers(config),
+        )  # fmt: skip
+    finally:
+        if joined is not None:
+            shutil.rmtree(joined, ignore_errors=True)
 
 
 def own_config(config: dict[str, Any], target: dict[str, Any], verifier: Path, target_vocab: int) -> dict[str, Any]:
@@ -102,10 +129,10 @@ def own_config(config: dict[str, Any], target: dict[str, Any], verifier: Path, t
 
 def own_mapping(source: Path, verifier: Path, out: Path) -> None:
     """The conversion without speculators: rename `midlayer.` to `layers.0.`, keep the rest, write the config."""
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
 
     config = read_config(source)
-    weights = load_file(str(source / "model.safetensors"))
+    weights = load_weights(source)
     target = read_config(verifier)
     target_vocab = int(weights["t2d"].shape[0]) if "t2d" in weights else int(text_fields(target)["vocab_size"])
     renamed = {
@@ -139,6 +166,37 @@ def convert(source: Path, verifier: Path, out: Path, mapping: str = "auto") -> d
     shutil.rmtree(out, ignore_errors=True)
     tmp.replace(out)
     return {"source": str(source), "out": str(out), "mapping": used, "aux_layer_ids": aux_layers(config)}
+
+
+def linked_copy(source: Path, verifier: Path, out: Path) -> Path:
+    """A speculators drafter in `out` whose config names the local verifier, its weight files linked, not copied.
+
+    A drafter's config usually names its verifier by hub id; speculators loads the verifier's embeddings and head
+    from that name, which fails on an offline host, so the copy points at `verifier` instead."""
+    config = read_config(source)
+    config["speculators_config"]["verifier"]["name_or_path"] = str(verifier.resolve())
+    files = weight_files(source)
+    if files is None:
+        raise SystemExit(f"convert_drafter: {source} has no model.safetensors nor model.safetensors.index.json.")
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    for name in files + ([] if files == [SINGLE_FILE] else ["model.safetensors.index.json"]):
+        (tmp / name).symlink_to((source / name).resolve())
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.replace(out)
+    return out
+
+
+def load_for_training(directory: Path, t2d: Any = None, d2t: Any = None) -> Any:
+    """The drafter as train.py finetunes it (train_loop.build_drafter): speculators' Eagle3DraftModel with the
+    verifier's embeddings and head, which refuses weights of the wrong shape and a verifier of another width."""
+    from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig
+
+    config = Eagle3SpeculatorConfig.from_pretrained(str(directory))
+    config.transformer_layer_config._attn_implementation = "sdpa"
+    return Eagle3DraftModel.from_pretrained(str(directory), config=config, t2d=t2d, d2t=d2t)
 
 
 def main() -> None:

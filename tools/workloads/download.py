@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Fetch a drafter checkpoint to finetune from, and check that it is complete.
+"""Fetch a drafter checkpoint to finetune from, check that it is complete and fits the target, and make the
+drafter training takes.
 
-Run on the GPU host by the ML environment's interpreter (it needs huggingface_hub, which vLLM installs):
+Run on the GPU host by the ML environment's interpreter (huggingface_hub, which vLLM installs; torch and
+speculators once --target is given):
 
-    python download.py --source RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3 --out /data/drafter
+    python download.py --source AQ-MedAI/Kimi-K2-Instruct-eagle3 --out /data/drafter --target /data/models/kimi
     python download.py --source /data/my-drafter      # a local directory: validated and used as is
 
 A hub repo id is downloaded into --out with huggingface_hub (JSON, safetensors, tokenizer and text files
@@ -14,9 +16,18 @@ Either way the directory is validated: config.json must parse; the weights must 
 model.safetensors.index.json plus every shard it names; every safetensors header is read and the file's
 size checked against it, so a truncated file is found without loading torch.
 
-Offline (HF_HUB_OFFLINE=1, or no route to the hub within --connect-timeout) or an unknown repo ends
-within seconds with the reason and the fix. Progress lines count bytes on disk; at the end one JSON line
-describes the checkpoint. Exit codes: 0 valid checkpoint, 1 error, 2 bad arguments.
+With --target (the target model's directory) the drafter is then checked against it (hidden size, vocabulary,
+draft vocabulary, aux layers, special tokens, tensor shapes) and made into the drafter training takes, in
+speculators' format: a SpecForge (EAGLE-3) drafter is converted (convert_drafter.py), a speculators one copied
+with its config naming the target as verifier and its weights linked. It goes to --ready (default for a hub id:
+OUT/speculators); a local directory without --ready is converted into a temporary directory that is removed
+after. Either way it is loaded as train.py loads it, so a drafter that cannot be finetuned fails here, before
+generation and extraction, and not when training starts.
+
+Offline (HF_HUB_OFFLINE=1, which eyas sets for a host whose config says hub_offline = true, or no route to the
+hub within --connect-timeout) or an unknown repo ends within seconds with the reason and the fix. Progress
+lines count bytes on disk; at the end one JSON line describes the checkpoint, and under "drafter" the one
+training takes. Exit codes: 0 valid checkpoint, 1 error, 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import json
 import math
 import os
 import socket
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -34,11 +46,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import progress
-from drafter_format import detect, mismatches, tensor_mismatches
+from drafter_format import INDEX, SINGLE_FILE, detect, mismatches, tensor_mismatches, weight_files
 from target_model import TargetLoadError, read_config, text_fields
 
 PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.md", "*.model", "*.tiktoken"]
 MARKER = ".eyas-download.json"
+READY = "speculators"  # OUT/READY: the drafter training takes, made from a hub download (--ready's default)
 MAX_HEADER = 100 * 1024 * 1024
 
 
@@ -74,17 +87,13 @@ def validate(directory: Path, target: Path | None = None) -> dict[str, Any]:
         raise Invalid(f"{directory} has no config.json: it is not a model checkpoint directory.") from None
     except ValueError as exc:
         raise Invalid(f"{directory}/config.json is not valid JSON ({exc}).") from None
-    index = directory / "model.safetensors.index.json"
-    if (directory / "model.safetensors").is_file():
-        files, expected = ["model.safetensors"], None
-    elif index.is_file():
-        weight_map = json.loads(index.read_text())["weight_map"]
-        files, expected = sorted(set(weight_map.values())), set(weight_map)
-    else:
+    files = weight_files(directory)
+    if files is None:
         raise Invalid(
             f"{directory} has no model.safetensors nor model.safetensors.index.json "
             "(vLLM serves a drafter from safetensors only)."
         )
+    expected = None if files == [SINGLE_FILE] else set(json.loads((directory / INDEX).read_text())["weight_map"])
     shapes: dict[str, list[int]] = {}
     for name in files:
         if not (directory / name).is_file():
@@ -117,6 +126,41 @@ def check_fits(directory: Path, config: dict[str, Any], shapes: dict[str, list[i
             f"The drafter in {directory} cannot be used for the target in {target}: {'; '.join(problems)}. Use a "
             "drafter trained for this target, or leave pipeline.drafter_base unset to train one from scratch."
         )
+
+
+def prepare(source: Path, target: Path, ready: Path | None) -> dict[str, Any]:
+    """The drafter training takes, made from the validated `source` in `ready` (None: a temporary directory, removed
+    after) and loaded as train.py loads it; raises Invalid with the reason when it cannot be converted or loaded."""
+    from convert_drafter import convert, linked_copy, load_for_training
+
+    kind = detect(json.loads((source / "config.json").read_text()))
+    progress.emit(phase="prepare", format=kind, done=0, total=1)
+    with tempfile.TemporaryDirectory(prefix="eyas-drafter-") as scratch:
+        out = ready or Path(scratch) / "drafter"
+        try:
+            if kind == "specforge":
+                mapping = convert(source, target, out)["mapping"]
+            else:
+                linked_copy(source, target, out)
+                mapping = None
+            model = load_for_training(out)
+        except SystemExit as exc:  # convert_drafter's own refusals, which name the reason
+            raise Invalid(str(exc).removeprefix("convert_drafter: ")) from None
+        except Exception as exc:  # speculators' and torch's: a missing or misshapen tensor, a verifier of another width
+            raise Invalid(
+                f"The drafter in {source} does not load as training would finetune it for the target in {target} "
+                f"({type(exc).__name__}: {exc}). Use a drafter trained for this target, or leave "
+                "pipeline.drafter_base unset to train one from scratch."
+            ) from None
+        progress.emit(phase="prepare", format=kind, done=1, total=1)
+        return {
+            "path": str(ready) if ready else None,
+            "format": "speculators",
+            "converted_from": kind if kind == "specforge" else None,
+            "mapping": mapping,
+            "parameters": sum(parameter.numel() for parameter in model.parameters()),
+            "aux_layer_ids": list(model.target_layer_ids),
+        }
 
 
 def reachable(endpoint: str, timeout: float) -> str | None:
@@ -166,7 +210,9 @@ def bounded(call: Callable[[], Any], timeout: float, what: str) -> Any:
 
 def report_bytes(directory: Path, total: int, stop: threading.Event) -> None:
     while not stop.wait(10):
-        done = sum(path.stat().st_size for path in directory.rglob("*") if path.is_file())
+        files = (path for path in directory.rglob("*") if path.is_file())
+        # OUT/READY, made by an earlier run, is not part of the download.
+        done = sum(path.stat().st_size for path in files if path.relative_to(directory).parts[0] != READY)
         progress.emit(done=min(done, total), total=total, unit="bytes")
 
 
@@ -184,7 +230,12 @@ def download(args: argparse.Namespace) -> dict[str, Any]:
         f"(or fix the network or HF_ENDPOINT={constants.ENDPOINT})."
     )
     if constants.HF_HUB_OFFLINE:
-        raise Invalid(f"HF_HUB_OFFLINE is set, so {args.source} cannot be fetched. {offline_fix}")
+        raise Invalid(
+            f"HF_HUB_OFFLINE is set, so {args.source} cannot be fetched: eyas sets it for a host whose config says "
+            "hub_offline = true ([hosts.<name>] in the eyas config). Where this host can reach the hub, set "
+            "hub_offline = false; otherwise download it where the hub can be reached, copy the directory to this "
+            "host and pass --source DIR (pipeline.drafter_base = that directory)."
+        )
     problem = reachable(constants.ENDPOINT, args.connect_timeout)
     if problem:
         raise Invalid(f"The Hugging Face hub cannot be reached ({problem}). {offline_fix}")
@@ -229,9 +280,15 @@ def main() -> None:
     parser.add_argument(
         "--target", type=Path, help="the target model's directory: refuse a drafter that does not fit it"
     )
+    parser.add_argument(
+        "--ready", type=Path,
+        help="with --target: where the drafter training takes is written, in speculators' format (default for a hub "
+        f"id: OUT/{READY}; for a local directory: a temporary one, removed after the check)",
+    )  # fmt: skip
     parser.add_argument("--refresh", action="store_true", help="ask the hub again even when already downloaded")
     args = parser.parse_args()
     local = Path(args.source).expanduser()
+    ready = args.ready
     try:
         if local.is_dir():
             result = {**validate(local.resolve(), args.target), "source": "local"}
@@ -241,6 +298,9 @@ def main() -> None:
             parser.error("--out is required to download a hub repo")
         else:
             result = download(args)
+            ready = ready or Path(result["path"]) / READY
+        if args.target is not None:
+            result["drafter"] = prepare(Path(result["path"]), args.target, ready and ready.resolve())
     except Invalid as exc:
         raise SystemExit(f"download.py: {exc}") from None
     progress.emit(done=result["bytes"], total=result["bytes"], unit="bytes")

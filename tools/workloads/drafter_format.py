@@ -12,11 +12,15 @@ Pure JSON: imported by the control plane (verify) and by download.py on the host
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 Format = Literal["speculators", "specforge", "unknown"]
 SPECFORGE_ARCHITECTURES = ("LlamaForCausalLMEagle3",)
+SINGLE_FILE = "model.safetensors"
+INDEX = "model.safetensors.index.json"  # a sharded checkpoint: weight_map names each tensor's shard
 
 
 @dataclass(frozen=True)
@@ -104,3 +108,13 @@ def tensor_mismatches(shapes: dict[str, list[int]], target: dict[str, Any]) -> l
     if fc is not None and hidden is not None and len(fc) == 2 and fc[1] % hidden:
         problems.append(f"its fc layer takes {fc[1]} values, not a multiple of the target's hidden size {hidden}")
     return problems
+
+
+def weight_files(directory: Path) -> list[str] | None:
+    """The checkpoint's safetensors files: model.safetensors, or every shard its index names (a big drafter, such as
+    Kimi-K2's, is saved in shards); None when it has neither."""
+    if (directory / SINGLE_FILE).is_file():
+        return [SINGLE_FILE]
+    if (directory / INDEX).is_file():
+        return sorted(set(json.loads((directory / INDEX).read_text())["weight_map"].values()))
+    return None

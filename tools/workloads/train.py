@@ -42,6 +42,7 @@ from pathlib import Path
 
 import progress
 from drafter_data import Staged
+from drafter_format import weight_files
 from target_model import add_remote_code_flag, check_remote_code
 
 # --optimizer auto on a CPU, by measurement (tests/bench/bench_train_step.py; SmolLM2's own answers to 160
@@ -125,10 +126,13 @@ def check_args(args: argparse.Namespace) -> None:
     for name in ("d2t", "t2d"):
         if (path := getattr(args, name)) and not path.is_file():
             problems.append(f"--{name} {path} does not exist.")
-    if args.from_pretrained and not all(
-        (args.from_pretrained / f).is_file() for f in ("config.json", "model.safetensors")
+    if args.from_pretrained and not (
+        (args.from_pretrained / "config.json").is_file() and weight_files(args.from_pretrained) is not None
     ):
-        problems.append(f"--from-pretrained {args.from_pretrained} lacks config.json or model.safetensors.")
+        problems.append(
+            f"--from-pretrained {args.from_pretrained} lacks config.json or model.safetensors (or, sharded, "
+            "model.safetensors.index.json)."
+        )
     if not 0 <= args.val_ratio < 1:
         problems.append(f"--val-ratio {args.val_ratio} must be in [0, 1).")
     counts = [args.epochs, args.num_layers, args.ttt_steps, args.total_seq_len, args.max_steps, args.threads]
@@ -146,13 +150,11 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def stage_init_drafter(source: Path, verifier: Path, target: Path) -> Path:
-    """A copy of a downloaded drafter in speculators' format whose config names the local target as verifier.
-
-    A drafter's config usually names its verifier by hub id; speculators loads the verifier's embeddings and
-    head from that name, which fails on an offline host, so the copy points at --verifier instead. A SpecForge
-    drafter is converted into the copy (convert_drafter.py).
+    """A copy of a downloaded drafter in speculators' format whose config names the local target as verifier
+    (convert_drafter.linked_copy). In a run, download.py has converted a hub drafter already; a SpecForge drafter
+    given here directly is converted into the copy (convert_drafter.py).
     """
-    from convert_drafter import convert
+    from convert_drafter import convert, linked_copy
     from drafter_format import detect
 
     config = json.loads((source / "config.json").read_text())
@@ -167,13 +169,7 @@ def stage_init_drafter(source: Path, verifier: Path, target: Path) -> Path:
             f"{config.get('architectures')}); eyas cannot finetune it. Leave pipeline.drafter_base unset to train "
             "a drafter from scratch."
         )
-    config["speculators_config"]["verifier"]["name_or_path"] = str(verifier.resolve())
-    target.mkdir(parents=True, exist_ok=True)
-    (target / "config.json").write_text(json.dumps(config, indent=2))
-    weights = target / "model.safetensors"
-    weights.unlink(missing_ok=True)
-    weights.symlink_to((source / "model.safetensors").resolve())
-    return target
+    return linked_copy(source, verifier, target)
 
 
 def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None) -> None:

@@ -50,14 +50,15 @@ def build_drafter(
     args: Any, staged: Staged, init_drafter: Path | None, d2t: torch.Tensor | None, t2d: torch.Tensor | None
 ) -> torch.nn.Module:
     """The drafter as speculators' CLI builds it for eagle3, from scratch or from a drafter to finetune."""
-    from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig
+    from speculators.models.eagle3 import Eagle3DraftModel
     from speculators.train.cli import create_transformer_layer_config
 
+    from convert_drafter import load_for_training
+
     if init_drafter is not None:
-        config = Eagle3SpeculatorConfig.from_pretrained(str(init_drafter))
-        config.transformer_layer_config._attn_implementation = "sdpa"
-        # Saved in bf16; the loop keeps fp32 master weights and batches, as speculators' trainer does.
-        model = Eagle3DraftModel.from_pretrained(str(init_drafter), config=config, t2d=t2d, d2t=d2t).float()
+        # Saved in bf16; the loop keeps fp32 master weights and batches, as speculators' trainer does. download.py
+        # loads it the same way when it fetches the drafter, so a drafter that fails here fails there first.
+        model = load_for_training(init_drafter, t2d=t2d, d2t=d2t).float()
     else:
         layer_config = create_transformer_layer_config(
             verifier_name_or_path=str(args.verifier),

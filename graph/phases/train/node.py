@@ -4,6 +4,7 @@ on the target's hidden states (from scratch, or finetuning the downloaded drafte
 from __future__ import annotations
 
 from eyas.graph.context import RunContext
+from eyas.graph.phases.data.jobs import training_drafter
 from eyas.graph.phases.data.node import drafter_base_dir
 from eyas.graph.phases.extract.node import trusts_remote_code
 from eyas.graph.phases.train.jobs import TrainRequest, VocabRequest, train_job, train_sizes, vocab_job
@@ -35,7 +36,7 @@ def build_train_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         # A finetuned drafter keeps its own vocabulary mapping.
         d2t=None if finetune else f"{vocab}/d2t-{n}.npy",
         t2d=None if finetune else f"{vocab}/t2d-{n}.npy",
-        from_pretrained=drafter_base_dir(ctx) if finetune else None,
+        from_pretrained=finetune_from(ctx) if finetune else None,
         **train_sizes(sizes),
         trust_remote_code=trusts_remote_code(ctx, state),
     )
@@ -48,3 +49,9 @@ def build_train_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
             job_id, ctx.host_config, ctx.workloads_dir, request.model_copy(update={"nodes": nodes, "node_rank": rank})
         ),
     )
+
+
+def finetune_from(ctx: RunContext) -> str:
+    """The drafter to finetune: for a hub id, the speculators-format one the download job made from it (converted
+    from SpecForge's format if need be), taken as is."""
+    return training_drafter(ctx.config.pipeline.drafter_base or "", drafter_base_dir(ctx))
