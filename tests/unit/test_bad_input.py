@@ -305,6 +305,11 @@ OTHER_VERSION_FIX = "Read it with the eyas that recorded it"
 SKIPPED_FIX = "read them with the eyas that recorded the run"
 NESTED = '{"v":1,"seq":1,"kind":"node","task":"main","t":1,"node":"n","phase":"end","output":' + "[" * 100_000
 TRANSCRIPT_CASES = [
+    Case("transcript", "show-dev-zero", ["show", "/dev/zero"], 2,
+         ("/dev/zero is a character device, not a regular file", "pass a runs/<run_id>/transcript.jsonl")),
+    Case("transcript", "show-fifo", ["show", "t.jsonl"], 2, ("t.jsonl is a FIFO (named pipe)",), setup=fifo("t.jsonl")),
+    Case("transcript", "replay-fifo", ["replay", "t.jsonl"], 2, ("t.jsonl is a FIFO (named pipe)",),
+         setup=fifo("t.jsonl")),
     Case("transcript", "nested", ["show", "t.jsonl"], 2, ("line 2 nests JSON deeper", CORRUPT_FIX),
          files={"t.jsonl": three_with_middle(NESTED + "]" * 100_000 + "}")}),
     Case("transcript", "nan", ["show", "t.jsonl"], 2, ("line 2 holds NaN", CORRUPT_FIX),

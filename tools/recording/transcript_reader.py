@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from eyas.tools.recording.chain import ChainCheck, Written, link, verify
 from eyas.tools.recording.transcript import EVENT_ADAPTER, EVENT_TYPES, SCHEMA_VERSION, AnyEvent, TranscriptError
+from eyas.tools.settings.local_files import not_a_regular_file
 
 
 class SkippedLine(BaseModel):
@@ -95,6 +96,10 @@ def _unknown_written(number: int, raw: bytes) -> Written:
 
 
 def _read_lines(path: Path) -> list[bytes]:
+    # A FIFO or a device (eyas show /dev/zero) would be read forever: refused before it is opened.
+    special = not_a_regular_file(path)
+    if special is not None and path.exists() and not path.is_dir():
+        raise TranscriptError(f"{path} {special}, so no transcript; pass a runs/<run_id>/transcript.jsonl file.")
     try:
         return path.read_bytes().split(b"\n")
     except FileNotFoundError:
