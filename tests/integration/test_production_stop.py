@@ -34,7 +34,13 @@ from waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
-STOP = {"action": "stop", "downtime_hours": 0.05, "reason": "a test: extraction needs production's GPUs"}
+STOP = {
+    "action": "stop",
+    "downtime_hours": 0.05,
+    "gpus": [0],
+    "memory_bytes": 0,
+    "reason": "a test: extraction needs production's GPUs",
+}  # a ProductionImpact, as the plan writes it
 PLAN = {"fits": True, "verdict": "Fits: 1 MB of 100 GB free", "needed_bytes": 1_000_000,
         "phases": {"extract": {"phase_hours": 0.01, "disk_bytes": 1_000_000, "production": STOP}}}  # fmt: skip
 

@@ -91,6 +91,8 @@ def test_a_fresh_venv_with_the_wheel_runs_the_commands(wheel: Path, tmp_path: Pa
         "25000",
         "--max-tokens",
         "4096",
+        "--max-seq-len",
+        "8192",
         "--prompt-tokens",
         "300",
         "--free-disk",
