@@ -5,7 +5,9 @@ extract.py writes one safetensors file per sample: `token_ids` [seq] int64, `hid
 [seq]. speculators' trainer instead reads a `datasets` directory (`input_ids`, `loss_mask`, `seq_len`) beside
 `hidden_states/hs_<row>.safetensors`. `stage` builds that directory with links to the original files, so the
 CUDA path (speculators' own trainer) and the CPU loop read the very same data through speculators' own
-dataset, packing sampler, collate function and `shift_batch`.
+dataset, packing sampler, collate function and `shift_batch`. A sample with only a token file (extract.py
+--offline-samples) gets no link: its row is listed in `Staged.online`, and train.py --online fetches its hidden
+states into the staged directory while it trains (online_fetch.py).
 
 Needs torch, safetensors, datasets and speculators (the target environment); imported by train.py.
 """
@@ -18,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hidden_states_file import read_header, sample_files
+from hidden_states_file import is_token_file, read_header, training_files
 
-STAGE_FORMAT = 1  # bumped when the staged layout or its manifest changes, so an older one is rebuilt
+STAGE_FORMAT = 2  # bumped when the staged layout or its manifest changes, so an older one is rebuilt
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class Staged:
     num_layers: int  # captured layers per token: the auxiliary ones plus the last
     hidden_size: int
     layer_ids: list[int] | None  # as extract.py records them in each file's metadata (None: not recorded)
+    max_len: int  # the longest sample, in tokens
+    online: list[int]  # the rows with only a token file, whose hidden states are fetched while training
 
     @property
     def aux_layer_ids(self) -> list[int] | None:
@@ -41,7 +45,7 @@ class Staged:
 
 
 def hidden_state_files(data_dir: Path) -> list[Path]:
-    files = sample_files(data_dir)
+    files = training_files(data_dir)
     if not files:
         raise SystemExit(
             f"No hidden-state files (hs_<index>.safetensors) in {data_dir}. Run extract.py first, or point --data "
@@ -50,9 +54,22 @@ def hidden_state_files(data_dir: Path) -> list[Path]:
     return files
 
 
+def _metadata(path: Path) -> dict[str, str]:
+    metadata = read_header(path)[0].get("__metadata__", {})
+    return metadata if isinstance(metadata, dict) else {}
+
+
 def _layer_ids(path: Path) -> list[int] | None:
-    text = read_header(path)[0].get("__metadata__", {}).get("layer_ids")
+    text = _metadata(path).get("layer_ids")
     return [int(layer) for layer in text.split(",")] if text else None
+
+
+def _token_file_shape(path: Path, seq: int) -> tuple[int, ...]:
+    """A token file's hidden states as the server will send them: [seq, layers, hidden], from its metadata."""
+    layers, hidden = _layer_ids(path), _metadata(path).get("hidden_size", "")
+    if not layers or not hidden.isdigit():
+        raise SystemExit(f"{path} is a token file without its layer ids and hidden size; re-run extract.py for it.")
+    return (seq, len(layers), int(hidden))
 
 
 def _read_sample(path: Path) -> tuple[list[int], list[int], tuple[int, ...]]:
@@ -60,7 +77,9 @@ def _read_sample(path: Path) -> tuple[list[int], list[int], tuple[int, ...]]:
 
     with safe_open(str(path), framework="pt") as handle:
         keys = set(handle.keys())
-        missing = {"token_ids", "hidden_states", "loss_mask"} - keys
+        missing = {"token_ids", "loss_mask"} - keys
+        if not is_token_file(path) and "hidden_states" not in keys:
+            missing.add("hidden_states")
         if missing:
             raise SystemExit(
                 f"{path} lacks {sorted(missing)}: it is not a hidden-state file from extract.py (which writes "
@@ -68,7 +87,10 @@ def _read_sample(path: Path) -> tuple[list[int], list[int], tuple[int, ...]]:
             )
         token_ids = handle.get_tensor("token_ids").tolist()
         loss_mask = [int(value) for value in handle.get_tensor("loss_mask").tolist()]
-        shape = tuple(handle.get_slice("hidden_states").get_shape())
+        if is_token_file(path):
+            shape = _token_file_shape(path, len(token_ids))
+        else:
+            shape = tuple(handle.get_slice("hidden_states").get_shape())
     if len(shape) != 3 or shape[0] != len(token_ids) or len(loss_mask) != len(token_ids):
         raise SystemExit(
             f"{path}: hidden_states {list(shape)}, {len(token_ids)} token ids and {len(loss_mask)} mask values do "
@@ -110,8 +132,12 @@ def stage(data_dir: Path, staged_dir: Path) -> Staged:
     shutil.rmtree(tmp, ignore_errors=True)
     links = tmp / "hidden_states"
     links.mkdir(parents=True)
+    online = []
     for row, path in enumerate(files):
-        (links / f"hs_{row}.safetensors").symlink_to(path.resolve())
+        if is_token_file(path):
+            online.append(row)
+        else:
+            (links / f"hs_{row}.safetensors").symlink_to(path.resolve())
     dataset = datasets.Dataset.from_dict(rows)
     dataset.set_format(type="torch")
     dataset.save_to_disk(str(tmp / "dataset"))
@@ -122,6 +148,8 @@ def stage(data_dir: Path, staged_dir: Path) -> Staged:
         "num_layers": num_layers,
         "hidden_size": hidden_size,
         "layer_ids": list(layer_ids) or None,
+        "max_len": max(rows["seq_len"]),
+        "online": online,
     }
     (tmp / "eyas-staged.json").write_text(json.dumps({"format": STAGE_FORMAT, "files": fingerprint, "facts": facts}))
     shutil.rmtree(staged_dir, ignore_errors=True)
@@ -176,6 +204,10 @@ class PackedBatches:
             dtype=torch.float32,
             preprocess=shift_batch,
         )
+
+    def rows(self, indices: list[int]) -> list[int]:
+        """The staged rows (hs_<row>.safetensors) of this split's sample indices."""
+        return [self.dataset._map_to_file_idx(index) for index in indices]
 
     def epoch(self, epoch: int) -> list[list[int]]:
         self.sampler.set_epoch(epoch)

@@ -18,6 +18,11 @@ with the extract_hidden_states method (the fast path on a GPU host; also works o
 GPU or node) fill one directory with disjoint files, together exactly what one process writes; each keeps its
 own summary (extract_summary.shard-I-of-N.json) and guards the free disk of the volume it writes to.
 
+--offline-samples K keeps hidden states on disk for the first K samples only; every later sample gets a token file
+`OUT/tok_<index>.safetensors` (token_ids, loss_mask) and train.py --online fetches its hidden states from a vLLM
+server each epoch, so that a data set larger than the disk still trains. K = 0 extracts nothing: no model is
+loaded and no server started.
+
 Rerunning the same command resumes: complete files are checked (header, shapes, token ids) and kept.
 Before each file the free disk is checked; the run stops with exit code 3 while --reserve is still free.
 Progress goes to stdout as EYAS_PROGRESS lines, a JSON summary is printed last and saved to
@@ -41,8 +46,18 @@ import progress
 import shards
 from conversations import Conversation, end_of_turn_ids, read_conversations, tokenize
 from extract_plan import DiskFull, DiskGuard, Sample, UsageError, parse_reserve, resolve_layers
-from hidden_states_file import DTYPES, file_name, formula_bytes, is_complete, remove_partial, write
-from target_model import REMOTE_CODE_FLAG, add_remote_code_flag, load_text_config, load_tokenizer
+from extract_server import add_server_flags
+from hidden_states_file import (
+    DTYPES,
+    file_name,
+    formula_bytes,
+    is_complete,
+    remove_partial,
+    token_file_name,
+    tokens_complete,
+    write,
+)
+from target_model import add_remote_code_flag, load_text_config, load_tokenizer
 
 EXIT_DISK_FULL = 3
 SUMMARY = "extract_summary.json"
@@ -61,6 +76,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=4096, help="cut longer conversations; default 4096")
     parser.add_argument("--max-samples", type=int, help="stop after this many usable conversations")
     parser.add_argument(
+        "--offline-samples", type=int, metavar="K",
+        help="hidden states for the first K samples only; the rest get token files for train.py --online (0: none)",
+    )  # fmt: skip
+    parser.add_argument(
         "--shard", type=shards.parse_shard, default=shards.WHOLE, help="I/N: only the samples whose index is I mod N"
     )
     parser.add_argument("--reserve", default="1GiB", help="free space that must remain: 1GiB (default), 500MB, 5%%")
@@ -69,21 +88,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--window", type=int, default=256, help="samples tokenized ahead, then batched or sent together; default 256"
     )
-    parser.add_argument("--port", type=int, default=0, help="vllm backend: server port on 127.0.0.1; 0 picks one")
-    parser.add_argument("--concurrency", type=int, default=4, help="vllm backend: requests in flight; default 4")
-    parser.add_argument(
-        "--connector", choices=["auto", "stock", "cpu"], default="auto", help="vllm backend: cpu without CUDA"
-    )
+    add_server_flags(parser)
     add_remote_code_flag(parser)
-    parser.add_argument("--request-timeout", type=float, default=600.0, help="vllm backend: seconds per request")
-    parser.add_argument("--ready-timeout", type=float, default=900.0, help="vllm backend: seconds to start")
-    parser.add_argument(
-        "--inherit",
-        type=json.loads,
-        default=[],
-        help="vllm backend: production's launch flags as JSON [[flag, value or null], ...]; the server starts with "
-        "them, minus the flags it sets itself (eyas builds it from the production unit)",
-    )
     return parser.parse_args(argv)
 
 
@@ -132,27 +138,11 @@ def open_backend(args: argparse.Namespace, layer_ids: list[int], max_len: int) -
 
         device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         return HfBackend(args.model, layer_ids, device, dtype, args.batch_tokens, args.trust_remote_code)
-    from extract_vllm import VllmBackend, server_argv, server_env
-    from vllm_server import free_port
+    from extract_vllm import open_server
 
-    connector = args.connector if args.connector != "auto" else ("stock" if torch.cuda.is_available() else "cpu")
     staging = args.out.parent / f".{args.out.name}.vllm-staging{shards.suffix(args.shard)}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    port = args.port or free_port()
-    argv = server_argv(sys.executable, args.model, layer_ids, staging, port, max_len + 1, connector, args.inherit)
-    if args.trust_remote_code:
-        argv.append(REMOTE_CODE_FLAG)
-    return VllmBackend(
-        argv,
-        server_env(),
-        staging,
-        args.out / f"vllm-server{shards.suffix(args.shard)}.log",
-        concurrency=args.concurrency,
-        request_timeout=args.request_timeout,
-        ready_timeout=args.ready_timeout,
-        dtype=dtype,
-        layer_ids=layer_ids,
+    return open_server(
+        args, args.model, layer_ids, max_len, staging, args.out / f"vllm-server{shards.suffix(args.shard)}.log", dtype
     )
 
 
@@ -185,16 +175,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
     if args.max_samples is not None:
         total = min(total, args.max_samples)
+    if args.offline_samples is not None and args.offline_samples < 0:
+        raise UsageError(f"--offline-samples {args.offline_samples} must be 0 or more")
     total = len(range(args.shard[0], total, args.shard[1]))  # this shard's share
-    stats = Counter(files=0, kept=0, tokens=0, loss_tokens=0, bytes=0, formula_bytes=0, new_tokens=0)
+    stats = Counter(files=0, kept=0, online=0, tokens=0, loss_tokens=0, bytes=0, formula_bytes=0, new_tokens=0)
     started = time.monotonic()
     startup = 0.0  # loading the model or starting the server, left out of the throughput
     backend = None
 
-    def account(sample: Sample, size: int) -> None:
+    def account(sample: Sample, size: int | None) -> None:
+        """Count a sample; `size` is its hidden-state file's (None: a token file, its states fetched online)."""
         stats["files"] += 1
         stats["tokens"] += sample.tokens
         stats["loss_tokens"] += int(sample.loss_mask.sum())
+        if size is None:
+            stats["online"] += 1
+            return
         stats["bytes"] += size
         stats["formula_bytes"] += formula_bytes(sample.tokens, hidden, n_layers, args.dtype)
 
@@ -203,7 +199,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             todo = []
             for sample in window:
                 path = args.out / file_name(sample.index)
-                if is_complete(path, sample.token_ids.tolist(), layer_ids, hidden, args.dtype):
+                if args.offline_samples is not None and sample.index >= args.offline_samples:
+                    keep_tokens(args.out, sample, layer_ids, hidden)
+                    account(sample, None)
+                elif is_complete(path, sample.token_ids.tolist(), layer_ids, hidden, args.dtype):
                     stats["kept"] += 1
                     account(sample, path.stat().st_size)
                 else:
@@ -254,6 +253,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     summary_file = args.out / SUMMARY.replace(".json", f"{shards.suffix(args.shard)}.json")
     summary_file.write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def keep_tokens(out: Path, sample: Sample, layer_ids: list[int], hidden_size: int) -> None:
+    """The token file of a sample whose hidden states train.py fetches online (kept when already complete)."""
+    path = out / token_file_name(sample.index)
+    if not tokens_complete(path, sample.token_ids.tolist(), layer_ids):
+        tensors = {"token_ids": sample.token_ids, "loss_mask": sample.loss_mask}
+        write(path, tensors, layer_ids, sample.sample_id, hidden_size=hidden_size)
 
 
 def _stop_on_sigterm(signum: int, frame: Any) -> None:

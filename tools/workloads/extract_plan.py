@@ -8,13 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hidden_states_file import formula_bytes
+from hidden_states_file import HEADER_ALLOWANCE, formula_bytes
 
 if TYPE_CHECKING:  # imported without torch too, by eyas's tests of the pure parts
     import torch
 
-# Slack for a file's safetensors header (about 300 bytes with our metadata) on top of the formula.
-HEADER_ALLOWANCE = 1024
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%|[KMGT]I?B|B)?\s*$", re.IGNORECASE)
 _UNITS = {
     "": 1,

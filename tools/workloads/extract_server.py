@@ -6,6 +6,7 @@ same function the workload starts it with.
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -65,3 +66,21 @@ def extraction_argv(
         own.append("--enforce-eager")  # a CPU compile costs minutes at startup and gains little for prefill
     own += cpu_flags
     return vllm_server.server_argv(python, Path(model_dir), port, *vllm_server.merge_flags(inherited, *own))
+
+
+def add_server_flags(parser: argparse.ArgumentParser) -> None:
+    """The extraction server's flags, the same in extract.py (its vllm backend) and train.py (--online)."""
+    parser.add_argument("--port", type=int, default=0, help="vllm server port on 127.0.0.1; 0 picks one")
+    parser.add_argument("--concurrency", type=int, default=4, help="vllm server: requests in flight; default 4")
+    parser.add_argument(
+        "--connector", choices=["auto", "stock", "cpu"], default="auto", help="vllm server: cpu without CUDA"
+    )
+    parser.add_argument("--request-timeout", type=float, default=600.0, help="vllm server: seconds per request")
+    parser.add_argument("--ready-timeout", type=float, default=900.0, help="vllm server: seconds to start")
+    parser.add_argument(
+        "--inherit",
+        type=json.loads,
+        default=[],
+        help="vllm server: production's launch flags as JSON [[flag, value or null], ...]; the server starts with "
+        "them, minus the flags it sets itself (eyas builds it from the production unit)",
+    )

@@ -20,12 +20,16 @@ import fcntl
 import json
 import os
 import shutil
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import Any
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 
 import progress
@@ -34,6 +38,7 @@ from cpu_caps import vllm_cpu_dtype_args
 from extract_plan import Sample, UsageError, check_layer_count
 from extract_server import ContextTooShort, extraction_argv
 from http_fetch import fetch
+from target_model import REMOTE_CODE_FLAG
 
 WORKLOADS_DIR = Path(__file__).resolve().parent
 LOCK_TIMEOUT_S = 120.0
@@ -67,6 +72,35 @@ def server_env() -> dict[str, str]:
     return env
 
 
+def open_server(
+    args: Any, model: Path, layer_ids: list[int], max_len: int, staging: Path, log_path: Path, dtype: torch.dtype
+) -> VllmBackend:
+    """The extraction server for samples of up to `max_len` tokens, from the flags extract.py and train.py --online
+    share (--port, --connector, --inherit, --trust-remote-code, --concurrency, --request-timeout, --ready-timeout),
+    staging its files in `staging` (emptied first)."""
+    connector = resolved_connector(args.connector)
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    port = args.port or vllm_server.free_port()
+    argv = server_argv(sys.executable, model, layer_ids, staging, port, max_len + 1, connector, args.inherit)
+    if args.trust_remote_code:
+        argv.append(REMOTE_CODE_FLAG)
+    return VllmBackend(
+        argv, server_env(), staging, log_path, concurrency=args.concurrency, request_timeout=args.request_timeout,
+        ready_timeout=args.ready_timeout, dtype=dtype, layer_ids=layer_ids,
+    )  # fmt: skip
+
+
+def resolved_connector(requested: str) -> str:
+    """--connector auto: the stock connector where CUDA runs the model, the CPU one elsewhere."""
+    return requested if requested != "auto" else ("stock" if torch.cuda.is_available() else "cpu")
+
+
+def server_dtype(connector: str) -> str:
+    """What the server's files hold: float32 where a CPU would emulate bf16 (cpu_caps), else the model's bf16."""
+    return "float32" if connector == "cpu" and "float32" in vllm_cpu_dtype_args() else "bfloat16"
+
+
 class VllmBackend:
     def __init__(
         self,
@@ -86,6 +120,7 @@ class VllmBackend:
         self.concurrency = concurrency
         self.request_timeout = request_timeout
         self.dtype = dtype
+        self._restart = threading.Lock()
         self.server = vllm_server.VllmServer(argv, env, log_path, ready_timeout_s=ready_timeout, on_wait=_waiting)
         try:
             self.server.start()
@@ -112,7 +147,9 @@ class VllmBackend:
                 for future in finished:
                     yield running.pop(future), future.result()
 
-    def _one(self, sample: Sample) -> torch.Tensor:
+    def fetch_file(self, sample: Sample) -> Path:
+        """Ask the server for one sample's hidden states: the file it wrote, checked against the sample's token
+        ids and layers (a mismatch is refused, never used); the caller owns the file from here."""
         token_ids = sample.token_ids.tolist()
         body = {"model": self.served_name, "prompt": token_ids, "max_tokens": 1, "return_token_ids": True}
         reply = json.loads(fetch(f"{self.server.base_url}/v1/completions", body, deadline_s=self.request_timeout))
@@ -120,12 +157,40 @@ class VllmBackend:
             raise RuntimeError(f"vLLM tokenized sample {sample.sample_id} differently from the prompt it was sent")
         staged = Path(reply["kv_transfer_params"]["hidden_states_path"])
         _wait_unlocked(Path(f"{staged}.lock"))
+        with safe_open(str(staged), framework="pt") as handle:
+            stored = handle.get_tensor("token_ids")
+            layers = int(handle.get_slice("hidden_states").get_shape()[1])
+        if not torch.equal(stored, sample.token_ids):
+            staged.unlink()
+            raise RuntimeError(f"the hidden states vLLM wrote for sample {sample.sample_id} are for other tokens")
+        try:
+            check_layer_count(layers, self.layer_ids, sample.sample_id)
+        except UsageError:
+            staged.unlink()
+            raise
+        return staged
+
+    def _one(self, sample: Sample) -> torch.Tensor:
+        staged = self.fetch_file(sample)
         tensors = load_file(staged)
         staged.unlink()
-        if not torch.equal(tensors["token_ids"], sample.token_ids):
-            raise RuntimeError(f"the hidden states vLLM wrote for sample {sample.sample_id} are for other tokens")
-        check_layer_count(int(tensors["hidden_states"].shape[1]), self.layer_ids, sample.sample_id)
         return tensors["hidden_states"].to(self.dtype)
+
+    def revive(self) -> bool:
+        """Start the server again if it has died (a kill, an out-of-memory); True when it was restarted. Callers on
+        several threads may ask at once: the first restarts it, the others find it running."""
+        with self._restart:
+            process = self.server.process
+            if process is not None and process.poll() is None:
+                return False
+            progress.emit(phase="server", restarted=True, exit_code=process.returncode if process else None)
+            self.server.stop()
+            shutil.rmtree(self.staging, ignore_errors=True)  # what the dead server was writing
+            self.staging.mkdir(parents=True, exist_ok=True)
+            self.server.start()
+            self.server.wait_ready()
+            progress.emit(phase="server", ready=True, server_pid=self.server.pid)
+            return True
 
     def close(self) -> None:
         self.server.stop()

