@@ -31,6 +31,7 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.planning.estimate import supply_verdict
+from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
 from eyas.tools.planning.measure import MeasureError, read_model_dims
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import Sizes
@@ -68,6 +69,11 @@ def _walk(ctx: RunContext, sizes: Sizes) -> dict[str, Any]:
     state: RunState = {"run_id": RUN_ID, "sizes": sizes.model_dump()}
     state.update(verify.verify_node(state, runtime))  # type: ignore[typeddict-item]
     state["plan"] = _plan(ctx, state, runtime)
+    return walk_phases(ctx, state)
+
+
+def walk_phases(ctx: RunContext, state: RunState) -> dict[str, Any]:
+    """The walk of a verified and planned state: every phase's jobs, production and servers, then the deploy."""
     phases = []
     for name, build in PHASE_JOBS:
         phases.append(_phase(ctx, state, name, build))
@@ -163,6 +169,9 @@ def dry_run_lines(walk: dict[str, Any]) -> list[str]:
     lines.append(f"plan: {walk['plan'].get('verdict', '')}")
     if walk["plan"].get("extraction"):
         lines.append(f"extraction backend {walk['plan']['extraction']['reason']}")
+    if walk["plan"].get("extraction_mode"):
+        mode = HiddenStatesMode.model_validate(walk["plan"]["extraction_mode"])
+        lines += [f"{label}: {text}" for label, text in mode.lines()]
     load = walk["plan"].get("production_load") or {}
     if load:
         lines.append(f"production loads in {load['load_s'] / 60:.0f} min ({load['source']})")

@@ -26,6 +26,7 @@ from typing_extensions import TypedDict  # pydantic (and so LangGraph Studio) ne
 from eyas.tools.planning.backend import BackendChoice
 from eyas.tools.planning.estimate import Alternative, PromptSupply
 from eyas.tools.planning.gpu_budget import ProductionImpact
+from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
 from eyas.tools.planning.paths import PhasePath
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.settings.sizes import DEFAULT_SIZES, Sizes, SizeValue, recorded_sizes
@@ -67,10 +68,12 @@ class LoadTime(Record):
 class RunPlan(Record):
     """The plan (graph/phases/plan/node.py): hours and bytes per phase, the verdict against the verified free disk
     with the ways out, the prompts the source holds against those asked, the extraction backend and each phase's
-    path, and production's load time. A run that has not planned yet reads as the empty plan, every figure unknown;
-    a plan recorded before a figure existed (the prompt supply) reads without it."""
+    path, where training's hidden states come from (offline, hybrid or online), and production's load time. A run
+    that has not planned yet reads as the empty plan, every figure unknown; a plan recorded before a figure existed
+    (the prompt supply, the hidden states' mode) reads without it."""
 
     extraction: BackendChoice | None = None
+    extraction_mode: HiddenStatesMode | None = None
     paths: dict[str, PhasePath] = Field(default_factory=dict)
     fits: bool | None = None
     verdict: str | None = None
@@ -185,6 +188,7 @@ class RunState(TypedDict, total=False):
     failure: Failure | None
     prompts: dict[str, Any]  # the prompt split's summary: source, training and held-out counts
     training: dict[str, list[dict[str, Any]]]  # the drafter's curves: {"train": rows, "val": rows}
+    online: dict[str, Any]  # train.py's online_summary.json (online or hybrid runs): per epoch, fetched and bytes
     evaluation: dict[str, Any]
     research: str | None
     report: str

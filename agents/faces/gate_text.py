@@ -120,11 +120,14 @@ def production_lines(production: dict[str, ProductionEntry]) -> list[str]:
 
 
 def paths_lines(view: GateView) -> list[tuple[str, str]]:
-    """The extraction backend and why, each covered phase's path with the compat rows it needs, what blocks it
-    (now or later), and the research: as (label, text) rows."""
+    """The extraction backend and why, where training's hidden states come from (the mode, its rule, bound and
+    hours), each covered phase's path with the compat rows it needs, what blocks it (now or later), and the
+    research: as (label, text) rows."""
     rows: list[tuple[str, str]] = []
     if view.extraction is not None:
         rows.append(("extraction backend", view.extraction.reason))
+    if view.extraction_mode is not None:
+        rows += view.extraction_mode.lines()
     for phase, path in view.paths.items():
         needs = [
             f"{'yes' if row.works else 'NO' if row.works is False else '?'}: {row.needs} (from {row.minimum})"

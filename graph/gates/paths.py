@@ -1,6 +1,7 @@
 """What a gate shows about whether its phases can run here, and what the research said, where the operator decides.
 
-From the plan: the extraction backend and why (at the extraction gate), and for each phase the gate asks about,
+From the plan: the extraction backend and why (at the extraction gate), where training's hidden states come from
+(offline, hybrid or online: at the extraction and training gates), and for each phase the gate asks about,
 the path it takes, the compat rows that path needs with their minimum versions, and what blocks it. A blocked
 phase is never launched: the policy does not approve it, and an approval ends the run instead of launching.
 """
@@ -14,13 +15,15 @@ from eyas.graph.state import RunState, run_plan
 
 
 def paths_view(phase: str, state: RunState) -> dict[str, Any]:
-    """The gate's entries, GateView's fields of the same names: "extraction", "paths" (per covered phase),
-    "blocked" (their reasons), "blocked_later" (a later phase's: said before this phase spends hours on data it
-    would feed), "research". Only those the gate has: the others stay out of its view."""
+    """The gate's entries, GateView's fields of the same names: "extraction", "extraction_mode", "paths" (per
+    covered phase), "blocked" (their reasons), "blocked_later" (a later phase's: said before this phase spends
+    hours on data it would feed), "research". Only those the gate has: the others stay out of its view."""
     plan = run_plan(state)
     view: dict[str, Any] = {}
     if phase == "extract" and plan.extraction is not None:
         view["extraction"] = plan.extraction
+    if phase in ("extract", "train") and plan.extraction_mode is not None:
+        view["extraction_mode"] = plan.extraction_mode
     names = GATE_PHASES.get(phase, (phase,))
     covered = {name: plan.paths[name] for name in names if name in plan.paths}
     if covered:

@@ -12,7 +12,11 @@ from eyas.graph.phases.servers import (
     extraction_backend,
     extraction_server,
     launch_view,
+    offline_samples,
     on_gpu,
+    online_launch,
+    online_server,
+    online_training,
     production_launch,
 )
 from eyas.graph.state import RunState, run_plan
@@ -28,9 +32,12 @@ def phase_servers(phase: str, ctx: RunContext, state: RunState) -> dict[str, Any
         own = EVALUATE_OWN if on_gpu(state) else (*EVALUATE_OWN, "--dtype")
         launch = production_launch(ctx, own)
         return launch_view(launch, evaluation_servers(ctx, state, launch))
-    if phase == "extract" and extraction_backend(state) == "vllm":
+    if phase == "extract" and extraction_backend(state) == "vllm" and offline_samples(state) != 0:
         launch = production_launch(ctx, EXTRACT_OWN)
         return launch_view(launch, {"extraction": extraction_server(ctx, state, launch)})
+    if phase == "train" and online_training(state):  # train.py --online's, beside the trainer
+        launch = online_launch(ctx, state)
+        return launch_view(launch, {"online extraction": online_server(ctx, state, launch)})
     return None
 
 

@@ -28,6 +28,7 @@ from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.resources import job_resources
 from eyas.tools.planning.backend import BackendChoice
 from eyas.tools.planning.estimate import PromptSupply
+from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
 from eyas.tools.planning.paths import PhasePath
 from eyas.tools.settings.config import ClusterConfig, JobResources
 from eyas.tools.settings.sizes import SizeValue
@@ -104,8 +105,9 @@ class GatePolicy(Record):
 
 class GateView(Record):
     """What the operator sees before a phase: estimates, verification, the exact commands on which host, what
-    happens to production, where the jobs go, whether the phases' paths work here, the prompt supply (the data gate:
-    the source's prompts against those asked), and the policy's verdict."""
+    happens to production, where the jobs go, whether the phases' paths work here, where training's hidden states
+    come from (the extraction and training gates), the prompt supply (the data gate: the source's prompts against
+    those asked), and the policy's verdict."""
 
     kind: Literal["gate"]
     phase: str
@@ -118,6 +120,7 @@ class GateView(Record):
     production: dict[str, ProductionEntry] = Field(default_factory=dict)
     cluster: ClusterView | None = None
     extraction: BackendChoice | None = None
+    extraction_mode: HiddenStatesMode | None = None
     paths: dict[str, PhasePath] = Field(default_factory=dict)
     prompt_supply: PromptSupply | None = None
     blocked: list[str] = Field(default_factory=list, description="why a covered phase cannot run here")

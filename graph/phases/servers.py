@@ -1,6 +1,7 @@
-"""The vLLM servers a run starts itself (the vllm extraction backend, the evaluation's baseline and drafter
-servers), each built from production's launch (tools/launch/inherited.py): the phases pass it to their jobs,
-and the gates and `eyas run --dry-run` show each server's argv and what was inherited, overridden and dropped."""
+"""The vLLM servers a run starts itself (the vllm extraction backend, the online extraction server beside the
+trainer, the evaluation's baseline and drafter servers), each built from production's launch
+(tools/launch/inherited.py): the phases pass it to their jobs, and the gates and `eyas run --dry-run` show each
+server's argv and what was inherited, overridden and dropped."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ from eyas.graph.context import RunContext
 from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_sizes, server_argvs
 from eyas.graph.state import RunState, run_plan, run_sizes
 from eyas.tools.checks.result import CheckContext
-from eyas.tools.checks.server_flags import EVALUATE_OWN
+from eyas.tools.checks.server_flags import EVALUATE_OWN, EXTRACT_OWN
 from eyas.tools.checks.service import read_unit
 from eyas.tools.launch.inherited import InheritedLaunch, inherit_launch, ready_timeout_s
+from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
 from eyas.tools.workloads.extract_server import extraction_argv
 
-EXTRACT_PORT = 0  # extract.py picks a free port
+EXTRACT_PORT = 0  # extract.py picks a free port (train.py --online too)
+ONLINE_STAGING = "online-staging"  # train.py --online stages the server's files in WORK/online-staging
+MEMORY_FLAG = "--gpu-memory-utilization"
 
 
 def on_gpu(state: RunState) -> bool:
@@ -28,6 +32,24 @@ def extraction_backend(state: RunState) -> str:
     """The backend the plan chose (plan["extraction"]); for a plan made before it chose one, vllm on a GPU host."""
     chosen = run_plan(state).extraction
     return chosen.backend if chosen is not None else ("vllm" if on_gpu(state) else "hf")
+
+
+def hidden_states_mode(state: RunState) -> HiddenStatesMode | None:
+    """Where the plan has training's hidden states come from (plan["extraction_mode"]); None for a plan made
+    before it chose (offline)."""
+    return run_plan(state).extraction_mode
+
+
+def online_training(state: RunState) -> bool:
+    """Whether the train phase fetches hidden states online, from an extraction server it starts."""
+    mode = hidden_states_mode(state)
+    return mode is not None and mode.online
+
+
+def offline_samples(state: RunState) -> int | None:
+    """extract.py --offline-samples: None offline (every sample), K hybrid, 0 online."""
+    mode = hidden_states_mode(state)
+    return None if mode is None or mode.mode == "offline" else mode.offline_samples
 
 
 def production_launch(ctx: RunContext, own: tuple[str, ...]) -> InheritedLaunch:
@@ -77,6 +99,42 @@ def extraction_server(ctx: RunContext, state: RunState, launch: InheritedLaunch)
     layers = run_plan(state).captured_layers
     out = ctx.artifact("hidden_states")
     staging = f"{posixpath.dirname(out)}/.{posixpath.basename(out)}.vllm-staging"  # as extract.py names it
+    connector = "stock" if on_gpu(state) else "cpu"
+    inherited: list[list[str | None]] = [list(pair) for pair in launch.flags]
+    try:
+        return extraction_argv(
+            ctx.host_config.python, ctx.model_dir, layers, staging, EXTRACT_PORT,
+            run_sizes(state).max_seq_len + 1, connector, inherited,
+        )  # fmt: skip
+    except ValueError as error:
+        return [f"(cannot start: {error})"]
+
+
+def online_launch(ctx: RunContext, state: RunState) -> InheritedLaunch:
+    """Production's launch as train.py --online's extraction server takes it: as the vllm backend's, with the
+    --gpu-memory-utilization the plan lowered so that the trainer fits beside it (tools/planning/gpu_budget.py)."""
+    launch = production_launch(ctx, EXTRACT_OWN)
+    mode = hidden_states_mode(state)
+    share = mode.server_memory_utilization if mode is not None else None
+    if share is None:
+        return launch
+    before = dict(launch.flags).get(MEMORY_FLAG)
+    value = f"{share:.2f}"
+    why = f"{MEMORY_FLAG} {value} (production: {before or 'vLLM default'}; lowered so the trainer fits beside it)"
+    return launch.model_copy(
+        update={
+            "flags": [(name, flag) for name, flag in launch.flags if name != MEMORY_FLAG] + [(MEMORY_FLAG, value)],
+            "inherited": [name for name in launch.inherited if name != MEMORY_FLAG],
+            "overridden": [*launch.overridden, why],
+        }
+    )
+
+
+def online_server(ctx: RunContext, state: RunState, launch: InheritedLaunch) -> list[str]:
+    """The argv of the extraction server train.py --online starts beside the trainer (a free port; the plan's
+    layers, which the token files record; its staging in the training's work directory)."""
+    layers = run_plan(state).captured_layers
+    staging = f"{ctx.artifact('checkpoints')}/{ONLINE_STAGING}"  # train.py's --work
     connector = "stock" if on_gpu(state) else "cpu"
     inherited: list[list[str | None]] = [list(pair) for pair in launch.flags]
     try:

@@ -49,6 +49,27 @@ def on_disk(*directories: Path) -> int:
     return total
 
 
+def group_gone(leader: int) -> bool:
+    """True when no process is left in the process group `leader` started (a server's engine processes too)."""
+    try:
+        os.killpg(leader, 0)
+    except ProcessLookupError:
+        return True
+    return all(process_gone(int(pid)) for pid in _group_members(leader))
+
+
+def _group_members(group: int) -> list[str]:
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[2]) == group:
+            members.append(stat.parent.name)
+    return members
+
+
 def test_hybrid_data_trains_every_sample_each_epoch_within_the_bound_through_two_kills(
     target: EmbeddedTarget, tmp_path: Path
 ) -> None:
@@ -101,6 +122,8 @@ def test_hybrid_data_trains_every_sample_each_epoch_within_the_bound_through_two
             lambda: [line for line in progress_lines(logs[0]) if line.get("ready")], 600, interval=0.2,
             what="the restarted server",
         )  # fmt: skip
+        # The dead server's engine processes were stopped with it, not left holding memory.
+        wait_for(lambda: group_gone(server_pid), 60, what="the killed server's engine processes to exit")
         wait_for(
             lambda: any(line["phase"] == "checkpoint" and line["done"] >= 4 for line in progress_lines(logs[0])),
             600, interval=0.05, what="a checkpoint after the restart",
@@ -109,7 +132,7 @@ def test_hybrid_data_trains_every_sample_each_epoch_within_the_bound_through_two
         first.wait(30)
         assert not out.exists(), "training finished before the kill; the test proves nothing"
         # The trainer's server dies with it (PR_SET_PDEATHSIG), so nothing holds the GPUs, or here the cores.
-        wait_for(lambda: process_gone(revived[0]["server_pid"]), 120, what="the orphaned server to exit")
+        wait_for(lambda: group_gone(revived[0]["server_pid"]), 120, what="the orphaned server to exit")
 
         with logs[1].open("w") as log:
             second = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=900, check=False)

@@ -375,6 +375,8 @@ NO_PROMPT_ROOM = ["--samples", "25000", "--max-tokens", "4096", "--max-seq-len",
 NO_PROMPT_ROOM_SAYS = ("max_seq_len 4096 leaves no room for a prompt beside max_tokens 4096",
                        "raise max_seq_len (--max-seq-len) to at least 4160",
                        "or lower max_tokens (--max-tokens) to at most 4032")  # fmt: skip
+EXTRACTION_MODE_SAYS = ("extraction_mode: must be one of auto, offline, online, hybrid",
+                        "online: fetched from an extraction server during training")  # fmt: skip
 SIZE_CASES = [
     Case("size", "run-poll-interval-negative", ["run", "--poll-interval=-1"], 2,
          ("--poll-interval", "is -1 seconds", "give a number of seconds above 0"), check=nothing_outside_runs),
@@ -396,6 +398,11 @@ SIZE_CASES = [
     Case("size", "plan-epochs-huge", ["plan", "--epochs", HUGE], 2, ("epochs", "less than or equal to 1000")),
     Case("size", "demo-epochs-huge", ["demo", "--epochs", HUGE], 2, ("epochs", "less than or equal to 1000"),
          check=nothing_set_up),
+    # A mode eyas does not have: refused before anything starts, naming the ones it has and what each means.
+    Case("size", "run-extraction-mode-unknown", ["run", "--extraction-mode", "streaming", "--dry-run"], 2,
+         EXTRACTION_MODE_SAYS, check=nothing_outside_runs),
+    Case("size", "plan-extraction-mode-unknown", ["plan", "--extraction-mode", "streaming"], 2,
+         EXTRACTION_MODE_SAYS),
 ]  # fmt: skip
 
 # -- `eyas plan`'s figures of the host: each has bounds (tools/planning/measure.py `Figures`), nan and inf refused --

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from eyas.agents.faces.cli.plan import plan_command
 from eyas.tools.planning.cluster_plan import ClusterShape
 from eyas.tools.planning.estimate import (
+    DISK_RESERVE_BYTES,
     FILE_HEADER_BYTES,
     ModelDims,
     PlanInputs,
@@ -27,6 +28,7 @@ from eyas.tools.planning.estimate import (
 from eyas.tools.planning.measure import cluster_shape
 from eyas.tools.settings.config import ClusterConfig, EyasConfig
 from eyas.tools.settings.units import format_size, parse_size
+from eyas.tools.workloads.hidden_states_file import HEADER_ALLOWANCE
 from model_shapes import SMOLLM2
 
 KIMI_K2 = ModelDims(hidden_size=7168, num_layers=61, vocab_size=163840, intermediate_size=18432)
@@ -107,9 +109,17 @@ def test_each_way_out_really_fits_and_is_the_largest_that_does() -> None:
     assert tokens is not None and estimate(kimi(max_tokens=tokens, prompt_tokens=300)).fits
     assert not estimate(kimi(max_tokens=tokens + 1, prompt_tokens=300)).fits
 
+    # Online: no hidden-state set, only each sample's token file (int64 ids, a bool mask) and at most a window of
+    # fetched samples at the longest length (4,396 tokens here: no --max-seq-len, so prompt + answer).
     online = ways["online_extraction"]
-    assert online.needed_bytes == plan.data_bytes + plan.checkpoint_bytes < parse_size("2.9TB")
-    assert online.hours == pytest.approx(3 * plan.extraction_hours)
+    token_files = 25_000 * (4396 * (8 + 1) + FILE_HEADER_BYTES)
+    bound = 8 * (4396 * (7168 * 4 * 2 + 8 + 1) + HEADER_ALLOWANCE)
+    assert online.needed_bytes == plan.data_bytes + plan.checkpoint_bytes + token_files + bound
+    assert online.needed_bytes < parse_size("2.9TB") - DISK_RESERVE_BYTES
+    assert online.hours == pytest.approx(3 * plan.extraction_hours)  # the prefill, once per epoch
+    # Worded as the option it is (what a run can ask for), with its bound and hours.
+    assert "--extraction-mode online, or hybrid to keep the first" in online.summary
+    assert f"at most {format_size(bound)} of them on disk at once (8 samples)" in online.summary
     assert [alt.path for alt in plan.alternatives if alt.kind == "other_path"] == ["/mnt/big"]
 
 
@@ -213,11 +223,24 @@ def test_eyas_plan_json_for_a_host_that_is_never_contacted(cli: typer.Typer, tmp
 
     assert result.exit_code == 1, result.output
     plan = json.loads(result.stdout)
-    assert plan["fits"] is False and plan["data_path"] == "/data/eyas"
+    assert plan["offline_fits"] is False and plan["data_path"] == "/data/eyas"
     assert plan["hidden_state_bytes"] > 5.87e12 and plan["generation_hours"] == pytest.approx(
         25_000 * 4096 / 1500 / 3600
     )
-    assert {alt["kind"] for alt in plan["alternatives"]} >= {"fewer_samples", "shorter_samples", "online_extraction"}
+    # The 5.9 TB do not fit 2.9 TB, so auto trains hybrid: the first K samples on disk, the rest fetched online.
+    mode = plan["extraction_mode"]
+    assert (mode["mode"], mode["requested"], plan["fits"]) == ("hybrid", "auto", True), mode
+    assert 0 < mode["offline_samples"] < 25_000 and plan["needed_bytes"] <= parse_size("2.9TB") - DISK_RESERVE_BYTES
+    assert "Fits hybrid" in plan["verdict"] and f"the first {mode['offline_samples']:,} samples" in plan["verdict"]
+    # Online is what the run does now, so it is no longer offered as a way out; the others still are.
+    assert {alt["kind"] for alt in plan["alternatives"]} >= {"fewer_samples", "shorter_samples"}
+    assert "online_extraction" not in {alt["kind"] for alt in plan["alternatives"]}
+    offline = CliRunner().invoke(cli, ["plan", "--config", str(config), "--json", *figures, "--extraction-mode",
+                                       "offline"])  # fmt: skip
+    refused = json.loads(offline.stdout)
+    assert refused["fits"] is False and refused["extraction_mode"]["mode"] == "offline"
+    assert "online_extraction" in {alt["kind"] for alt in refused["alternatives"]}
+    assert refused["verdict"].startswith("Does not fit") and "--extraction-mode online" in refused["verdict"]
     assert set(plan["sources"].values()) == {"given", "not counted", "one GPU, 1e+14 FLOP/s (assumed)"}
     # The shipped set is eyas's own file: counted without the host, as the data phase will split it.
     supply = plan["prompt_supply"]

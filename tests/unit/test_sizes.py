@@ -13,7 +13,9 @@ from typer.core import TyperGroup, TyperOption
 
 from eyas.agents.faces.cli.main import app
 from eyas.agents.faces.cli.options import chosen_sizes
-from eyas.graph.state import run_sizes
+from eyas.agents.faces.dashboard.forms import GateForm
+from eyas.graph.state import GateAnswer, run_sizes
+from eyas.tools.settings.config import format_validation_error
 from eyas.tools.settings.sizes import (
     CHARS_PER_TOKEN,
     DEFAULT_SIZES,
@@ -54,6 +56,7 @@ def test_plan_offers_the_sizes_it_plans_with_and_agrees_with_run() -> None:
         "ttt_steps",
         "draft_vocab_size",
         "prompt_source",
+        "extraction_mode",  # the plan chooses offline, hybrid or online from it
     }
     assert plan == {name: option_defaults("run")[name] for name in plan}
 
@@ -155,3 +158,19 @@ def test_a_run_recorded_before_the_check_still_reads_back() -> None:
         Sizes.model_validate(recorded)
     with pytest.raises(ValidationError, match="less than or equal to 1048576"):
         recorded_sizes({"max_tokens": 10**9})  # each size's own bounds still hold
+
+
+def test_an_edit_at_a_gate_takes_the_extraction_mode_and_refuses_an_unknown_one_in_words() -> None:
+    """The dashboard's edit form names every size `size.<name>`, as it names extraction_backend."""
+    current = DEFAULT_SIZES.model_dump()
+    edit = {"gate_id": "g", "action": "edit"}
+    answer = GateForm.parse({**edit, "size.extraction_mode": "online"}).answer(current)
+    assert answer.sizes is not None and answer.sizes["extraction_mode"] == "online"
+    assert Sizes.model_validate(answer.sizes).extraction_mode == "online"
+    with pytest.raises(ValidationError) as refused:
+        GateForm.parse({**edit, "size.extraction_mode": "sometimes"}).answer(current)
+    (said,) = format_validation_error(refused.value)
+    assert said.startswith("extraction_mode: must be one of auto, offline, online, hybrid (offline: ")
+    with pytest.raises(ValidationError):
+        GateAnswer(action="edit", sizes={"extraction_mode": "sometimes"})
+    assert DEFAULT_SIZES.extraction_mode == DEMO.extraction_mode == "auto"

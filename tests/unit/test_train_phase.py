@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job
 from eyas.graph.phases.train.jobs import TrainRequest, train_job, train_sizes
+from eyas.tools.checks.server_flags import EXTRACT_OWN
 from eyas.tools.jobs.detached import wrapper_script
 from eyas.tools.jobs.upload import WORKLOADS_DIR
+from eyas.tools.launch.inherited import inherit_launch
+from eyas.tools.launch.unit_file import parse_unit_file
 from eyas.tools.settings.config import HostConfig
 from eyas.tools.settings.sizes import DEFAULT_SIZES
 
@@ -21,6 +25,7 @@ sys.path.insert(0, str(WORKLOADS_DIR))
 import evaluate
 import train
 
+FIXTURES = Path(__file__).parents[1] / "support" / "fixtures"
 HOST = HostConfig(address="gpu-box", python="/opt/ml venv/bin/python", workdir="/data/eyas")
 WORKLOADS = "/data/eyas/workloads"
 SIZED = train_sizes(DEFAULT_SIZES)  # what a run at the default sizes asks
@@ -77,6 +82,26 @@ def test_finetune_job_names_no_drafter_shape() -> None:
     assert "--num-layers" not in argv and train.parse_args(argv[2:]).from_pretrained.as_posix() == "/d/downloaded"
 
 
+def test_an_online_train_job_is_what_train_py_parses_and_runs_in_production_s_environment() -> None:
+    """The plan's online or hybrid mode: train.py fetches the token-only samples' hidden states from an extraction
+    server it starts from production's launch (the Kimi unit: tensor-parallel 8, its NCCL environment)."""
+    launch = inherit_launch(parse_unit_file((FIXTURES / "vllm_kimi.service").read_text()), EXTRACT_OWN)
+    request = TrainRequest(
+        hidden_states_dir="/d/hs", model_dir="/m", out_dir="/d/drafter", online=True, launch=launch, window=6,
+        concurrency=3, ready_timeout_s=2580.0, **SIZED,
+    )  # fmt: skip
+    spec = train_job("r.train", HOST, WORKLOADS, request)
+    args = train.parse_args(spec.argv[2:])
+    assert (args.online, args.window, args.concurrency, args.ready_timeout) == (True, 6, 3, 2580.0)
+    assert args.inherit == [list(pair) for pair in launch.flags] and ["--tensor-parallel-size", "8"] in args.inherit
+    assert spec.env["NCCL_P2P_LEVEL"] == "SYS" and spec.env == {**spec.env, **launch.env}
+    # Offline, none of it: the same job as before the mode existed.
+    offline = train_job("r.train", HOST, WORKLOADS, request.model_copy(update={"online": False}))
+    assert "--online" not in offline.argv and not [word for word in offline.argv if word.startswith("--inherit")]
+    assert "NCCL_P2P_LEVEL" not in offline.env
+    assert train.parse_args(offline.argv[2:]).online is False
+
+
 def test_evaluate_job_is_what_evaluate_py_parses() -> None:
     request = EvaluateRequest(
         model_dir="/models/target", drafter_dir="/data/run 1/drafter", prompts="/data/run 1/held out.jsonl",
@@ -110,6 +135,8 @@ def test_the_wrapper_quotes_paths_with_spaces() -> None:
         {"val_ratio": 1.0},
         {"epochs": 0},
         {"nodes": 2, "node_rank": 2},
+        {"online": True, "nodes": 2},  # train.py --online runs on one node, its extraction server beside it
+        {"online": True, "window": 0},
     ],
 )
 def test_requests_refuse_what_train_py_would(bad: dict[str, object]) -> None:

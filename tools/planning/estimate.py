@@ -19,6 +19,11 @@ figure given by hand) as well as from measurements (tools/planning/measure.py). 
   assumed sustained FLOP/s. The drafter is EAGLE-3's: a 3h->h fusion layer, one decoder layer, and an lm_head
   over the draft vocabulary.
 - disk: hidden states + the generated JSONL + one bf16 drafter checkpoint per epoch must leave `reserve`.
+- online (tools/planning/hidden_states_mode.py chooses it): a sample fetched online keeps only its token file
+  (int64 ids and a bool mask per token), and training holds at most a window of fetched samples at once
+  (hidden_states_file.online_bound_bytes, at max_seq_len tokens each, in the dtype the extraction server writes);
+  hybrid keeps the first K samples' hidden states, K the most that fit beside everything else, and fetches the rest.
+  Each epoch pays the target's prefill again for the fetched share: extraction hours x share x epochs.
 - prompts: the run's source must hold a training prompt for every sample and at least one held-out prompt, counted
   as the data phase will split them (`PromptSupply`, counted by tools/planning/measure.py).
 """
@@ -35,6 +40,7 @@ from pydantic import BaseModel, Field
 from eyas.tools.planning.cluster_plan import ClusterShape, ShardPlan, nodes_for_hidden_states, shard_plans
 from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.settings.units import format_size
+from eyas.tools.workloads.hidden_states_file import LOSS_MASK_BYTES, ONLINE_WINDOW, online_bound_bytes
 
 FILE_HEADER_BYTES = 160
 GPU_TRAINING_FLOPS = 1e14  # a data-center GPU at 30-40% of its bf16 peak
@@ -106,6 +112,13 @@ class PlanInputs(BaseModel):
     reserve_bytes: int = Field(DISK_RESERVE_BYTES, ge=0, description="left free after everything")
     other_volumes: list[Volume] = Field(default_factory=list)
     cluster: ClusterShape = Field(default_factory=ClusterShape, description="the jobs each phase runs at once")
+    max_seq_len: int | None = Field(
+        None, gt=0, description="longest sample extraction keeps (the online bound's); default prompt + max_tokens"
+    )
+    online_dtype: Literal["bfloat16", "float16", "float32"] = Field(
+        "bfloat16", description="what an online extraction server writes: float32 on a CPU host (the safe side)"
+    )
+    online_window: int = Field(ONLINE_WINDOW, gt=0, description="fetched samples on disk at once (train.py --window)")
 
     @property
     def layers(self) -> list[int]:
@@ -255,6 +268,50 @@ def hidden_bytes_per_token(inputs: PlanInputs) -> int:
     return inputs.model.hidden_size * len(inputs.layers) * inputs.bytes_per_value + TOKEN_ID_BYTES
 
 
+def online_bound(inputs: PlanInputs) -> int:
+    """The most bytes of hidden states online training holds at once: its window of samples at the longest length,
+    as the extraction server writes them (hidden_states_file.online_bound_bytes, the same sum train.py checks)."""
+    longest = inputs.max_seq_len or math.ceil(inputs.prompt_tokens + inputs.max_tokens)
+    return online_bound_bytes(
+        inputs.online_window, longest, inputs.model.hidden_size, len(inputs.layers), inputs.online_dtype
+    )
+
+
+def split_bytes(inputs: PlanInputs, plan: Plan, kept: int) -> int:
+    """What extraction writes when the first `kept` samples keep their hidden states and the rest only their token
+    files (hybrid; 0 kept: online)."""
+    hidden = plan.tokens_per_sample * hidden_bytes_per_token(inputs) + FILE_HEADER_BYTES
+    tokens = plan.tokens_per_sample * (TOKEN_ID_BYTES + LOSS_MASK_BYTES) + FILE_HEADER_BYTES
+    return math.ceil(kept * hidden + (plan.samples - kept) * tokens)
+
+
+def split_needed_bytes(inputs: PlanInputs, plan: Plan, kept: int) -> int:
+    """The run's disk with `kept` samples offline: extraction's files, the data, the checkpoints, and (while any
+    sample is fetched) the online bound."""
+    bound = online_bound(inputs) if kept < plan.samples else 0
+    return split_bytes(inputs, plan, kept) + plan.data_bytes + plan.checkpoint_bytes + bound
+
+
+def kept_samples(inputs: PlanInputs, plan: Plan) -> int | None:
+    """The most samples whose hidden states fit on disk beside everything else the run writes, the reserve and the
+    online bound (hybrid's K, the first K of the generated file); None when even online does not fit."""
+    room = inputs.free_disk_bytes - inputs.reserve_bytes
+    if split_needed_bytes(inputs, plan, 0) > room:
+        return None
+    hidden = plan.tokens_per_sample * hidden_bytes_per_token(inputs) + FILE_HEADER_BYTES
+    tokens = plan.tokens_per_sample * (TOKEN_ID_BYTES + LOSS_MASK_BYTES) + FILE_HEADER_BYTES
+    kept = min(plan.samples, math.floor((room - split_needed_bytes(inputs, plan, 0)) / (hidden - tokens)))
+    while kept > 0 and split_needed_bytes(inputs, plan, kept) > room:  # the rounding of the sums above
+        kept -= 1
+    return kept
+
+
+def fetch_hours(inputs: PlanInputs, plan: Plan, kept: int) -> float:
+    """The target's prefill for the samples fetched online, once per epoch, by one extraction server."""
+    share = (plan.samples - kept) / plan.samples
+    return plan.extraction_hours * inputs.cluster.extract_shards * share * inputs.epochs
+
+
 def estimate(inputs: PlanInputs) -> Plan:
     measured = inputs.measured
     tokens = measured.avg_sequence_tokens if measured else inputs.prompt_tokens + inputs.max_tokens
@@ -311,8 +368,8 @@ def alternatives(inputs: PlanInputs, plan: Plan) -> list[Alternative]:
     prompt = measured.avg_sequence_tokens - measured.avg_completion_tokens if measured else inputs.prompt_tokens
     answers = plan.tokens_per_sample - prompt
     max_tokens = math.floor((budget / inputs.samples - FILE_HEADER_BYTES) / per_token - prompt) if budget > 0 else 0
-    online = plan.data_bytes + plan.checkpoint_bytes
-    online_hours = plan.extraction_hours * inputs.epochs
+    online = split_needed_bytes(inputs, plan, 0)
+    online_hours = fetch_hours(inputs, plan, 0)
     roomy = [v for v in inputs.other_volumes if v.free_bytes - plan.needed_bytes >= inputs.reserve_bytes]
     found: list[Alternative] = []
     if samples >= 1:
@@ -321,11 +378,16 @@ def alternatives(inputs: PlanInputs, plan: Plan) -> list[Alternative]:
     if max_tokens >= 1:
         summary = f"cap answers at {max_tokens:,} tokens instead of {answers:,.0f} (all samples)"
         found.append(Alternative(kind="shorter_samples", max_tokens=max_tokens, summary=summary))
-    if inputs.free_disk_bytes - online >= inputs.reserve_bytes:
+    kept = kept_samples(inputs, plan)
+    if kept is not None:
+        hybrid = f", or hybrid to keep the first {kept:,} samples' on disk and fetch the rest" if kept else ""
         summary = (
-            f"extract hidden states online, from the served target during training: no hidden-state files "
-            f"({format_size(online)} on disk), but extraction repeats every epoch ({format_hours(online_hours)} "
-            "in all) and the target is served beside the trainer"
+            f"train on hidden states fetched online (--extraction-mode online{hybrid}; auto chooses it where the "
+            f"host's vLLM has extract_hidden_states): an extraction server eyas starts beside the trainer serves "
+            f"each epoch's, at most {format_size(online_bound(inputs))} of them on disk at once "
+            f"({inputs.online_window} samples), {format_size(online)} in all with the data and checkpoints, and the "
+            f"target's prefill repeats every epoch ({format_hours(online_hours)} for {inputs.epochs} epoch(s), on "
+            "top of training)"
         )
         found.append(Alternative(kind="online_extraction", needed_bytes=online, hours=online_hours, summary=summary))
     nodes = nodes_for_hidden_states(inputs.cluster, plan.hidden_state_bytes, inputs.reserve_bytes)
@@ -351,8 +413,8 @@ def alternatives(inputs: PlanInputs, plan: Plan) -> list[Alternative]:
     return found
 
 
-def verdict(inputs: PlanInputs, plan: Plan) -> str:
-    """The plan in one paragraph, as the operator reads it at the approval gate."""
+def samples_text(inputs: PlanInputs, plan: Plan) -> str:
+    """The samples and their hidden states, as the verdicts begin."""
     tokens = (
         f"{plan.tokens_per_sample:,.0f} tokens ({'measured average' if plan.tokens_from == 'measured' else 'at most'})"
     )
@@ -360,8 +422,13 @@ def verdict(inputs: PlanInputs, plan: Plan) -> str:
         f"{len(plan.captured_layers)} layers x {inputs.model.hidden_size:,} values x {inputs.bytes_per_value} B"
         " per token"
     )
+    return f"{plan.samples:,} samples of {tokens}: hidden states {format_size(plan.hidden_state_bytes)} ({shape})"
+
+
+def verdict(inputs: PlanInputs, plan: Plan) -> str:
+    """The plan in one paragraph, as the operator reads it at the approval gate."""
     head = (
-        f"{plan.samples:,} samples of {tokens}: hidden states {format_size(plan.hidden_state_bytes)} ({shape}), "
+        f"{samples_text(inputs, plan)}, "
         f"{format_size(plan.needed_bytes)} with the data and checkpoints, against {format_size(plan.free_disk_bytes)}"
         f" free at {plan.data_path}."
     )

@@ -12,6 +12,14 @@ host that cannot be reached works the same as one measured live. The rules:
   production must stop ("stop"), for the phase's hours plus the time production takes to load again.
 - the data phase sends its requests to production itself: "reuse", no downtime.
 - without a GPU the phases run on CPU beside production: "keep".
+- online and hybrid hidden states (tools/planning/hidden_states_mode.py): the train phase runs an extraction server
+  with production's layout (weights / tensor x pipeline plus the workspace, on that many GPUs) beside the trainer's
+  one GPU, the trainer on a GPU of its own where one has room, else on one of the server's. vLLM claims
+  --gpu-memory-utilization x a GPU's memory on each of its GPUs: production's value (vLLM's 0.9 when it sets none)
+  unless the trainer, or production beside them, needs the server to claim less, and then the plan lowers it for
+  the extraction server alone (as far as the server's own share allows). Production is kept when both fit in the
+  memory free beside it; else it stops for the train phase (training and its online prefill) plus its load. The
+  extract phase of an online run (K = 0) only tokenizes: no GPU, production kept.
 
 Each phase's answer is `plan["phases"][phase]["production"]` in the run's state: the pipeline stops
 production around a phase whose action is "stop", and the gates and the dry run show it.
@@ -33,6 +41,7 @@ WORKSPACE_SHARE = 0.25  # KV cache, activations and CUDA graphs on top of a serv
 TRAIN_BYTES_PER_PARAMETER = 2 + 2 + 12  # bf16 weights + bf16 grads + fp32 master copy and two AdamW moments
 TRAIN_ACTIVATION_BYTES = 4 * 1024**3  # hidden-state batches and activations of one drafter layer
 LOAD_BYTES_PER_S = 0.4e9  # the motivating host: 540 GB loaded in about 22 minutes
+VLLM_MEMORY_UTILIZATION = 0.9  # vLLM's own default --gpu-memory-utilization
 DEFAULT_BYTES_PER_PARAMETER = 2  # bf16 weights, when nothing measured the model's files
 
 Action = Literal["keep", "stop", "reuse"]
@@ -54,6 +63,7 @@ class ProductionLayout(BaseModel):
     pipeline_parallel_size: int = Field(1, gt=0)
     load_s: float = Field(gt=0)
     load_source: str = "assumed"
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="production's flag; None: vLLM's")
 
 
 class GpuBudgetInputs(BaseModel):
@@ -63,6 +73,8 @@ class GpuBudgetInputs(BaseModel):
     production: ProductionLayout
     phase_hours: dict[str, float | None] = Field(default_factory=dict)
     draft_vocab_size: int = Field(DEFAULT_SIZES.draft_vocab_size, gt=0)
+    online: bool = Field(False, description="the train phase runs an extraction server beside the trainer")
+    tokenize_only: bool = Field(False, description="the extract phase only tokenizes (online: K = 0)")
 
 
 class ProductionImpact(BaseModel):
@@ -113,6 +125,14 @@ def phase_impact(inputs: GpuBudgetInputs, phase: str) -> ProductionImpact:
             action="reuse", downtime_hours=0.0, gpus=[g.index for g in inputs.gpus if g.production], memory_bytes=0,
             reason="generation sends its requests to the production server itself",
         )  # fmt: skip
+    if phase == "extract" and inputs.tokenize_only:
+        return ProductionImpact(
+            action="keep", downtime_hours=0.0, gpus=[], memory_bytes=0,
+            reason="online: extraction only tokenizes the samples (no server, no model weights), so production keeps "
+            "every GPU",
+        )  # fmt: skip
+    if phase == "train" and inputs.online:
+        return online_train_fit(inputs).impact
     if not inputs.gpus:
         memory = train_bytes(inputs) if phase == "train" else serve_bytes_per_gpu(inputs)
         return ProductionImpact(
@@ -150,6 +170,99 @@ def _fit(inputs: GpuBudgetInputs, phase: str, hours: float | None, *, per_gpu: i
         action="stop", downtime_hours=downtime, gpus=held[: max(count, len(held))], memory_bytes=per_gpu * count,
         reason=reason,
     )  # fmt: skip
+
+
+class OnlineTrainFit(BaseModel):
+    """The train phase of an online or hybrid run: its production impact, and the extraction server's
+    --gpu-memory-utilization where production's must be lowered for the server and the trainer to fit."""
+
+    impact: ProductionImpact
+    memory_utilization: float | None = None
+
+
+class _Placement(BaseModel):
+    server_gpus: list[int]
+    trainer_gpu: int
+    share: float  # the most --gpu-memory-utilization the server may claim, rounded down to 0.01
+
+
+def _place(gpus: list[GpuFree], room: dict[int, int], shards: int, server: int, trainer: int) -> _Placement | None:
+    """Where the extraction server (`shards` GPUs, `server` bytes each) and the trainer (`trainer` bytes on one GPU)
+    fit in `room` bytes per GPU; None when they do not. The trainer takes a GPU of its own where one has room."""
+    if shards > len(gpus):
+        return None
+    ordered = sorted(gpus, key=lambda gpu: (-room[gpu.index], gpu.index))
+    chosen, others = ordered[:shards], [gpu for gpu in ordered[shards:] if room[gpu.index] >= trainer]
+    total = {gpu.index: gpu.memory_total_mib * MIB for gpu in gpus}
+    beside = others[0] if others else chosen[0]
+    shared = 0 if others else trainer
+    share = min((room[gpu.index] - (shared if gpu is beside else 0)) / total[gpu.index] for gpu in chosen)
+    share = math.floor(share * 100) / 100
+    if share <= 0 or share * min(total[gpu.index] for gpu in chosen) < server:
+        return None
+    return _Placement(server_gpus=sorted(gpu.index for gpu in chosen), trainer_gpu=beside.index, share=share)
+
+
+def online_train_fit(inputs: GpuBudgetInputs) -> OnlineTrainFit:
+    """The train phase with its extraction server (see the module's rules)."""
+    hours = inputs.phase_hours.get("train")
+    layout = inputs.production
+    shards = layout.tensor_parallel_size * layout.pipeline_parallel_size
+    server, trainer = serve_bytes_per_gpu(inputs), train_bytes(inputs)
+    if not inputs.gpus:
+        return OnlineTrainFit(impact=ProductionImpact(
+            action="keep", downtime_hours=0.0, gpus=[], memory_bytes=trainer + server * shards,
+            reason="no GPU on the host: the trainer and its extraction server run on CPU beside production (memory "
+            "is host RAM)",
+        ))  # fmt: skip
+    need = (
+        f"train (online) runs an extraction server with production's layout ({shards} GPU(s) x "
+        f"{server / 1e9:.1f} GB) beside the trainer ({trainer / 1e9:.1f} GB on one GPU)"
+    )
+    claimed = layout.gpu_memory_utilization or VLLM_MEMORY_UTILIZATION
+    memory = server * shards + trainer
+
+    def lowered(place: _Placement) -> tuple[float | None, str]:
+        if claimed <= place.share:
+            return None, ""
+        return place.share, (
+            f"; the extraction server runs at --gpu-memory-utilization {place.share:.2f}, as production's "
+            f"{claimed:.2f} would leave no room for the trainer on GPU {place.trainer_gpu}"
+            if place.trainer_gpu in place.server_gpus
+            else f"; the extraction server runs at --gpu-memory-utilization {place.share:.2f}, as production's "
+            f"{claimed:.2f} would claim more than is free"
+        )
+
+    free = {gpu.index: gpu.memory_free_mib * MIB for gpu in inputs.gpus}
+    beside = _place(inputs.gpus, free, shards, server, trainer)
+    if beside is not None:
+        share, said = lowered(beside)
+        used = sorted({*beside.server_gpus, beside.trainer_gpu})
+        reason = (
+            f"{need}: GPUs {beside.server_gpus} hold the server and GPU {beside.trainer_gpu} the trainer, free "
+            f"beside production{said}"
+        )
+        impact = ProductionImpact(action="keep", downtime_hours=0.0, gpus=used, memory_bytes=memory, reason=reason)
+        return OnlineTrainFit(impact=impact, memory_utilization=share)
+    whole = {gpu.index: gpu.memory_total_mib * MIB for gpu in inputs.gpus}
+    alone = _place(inputs.gpus, whole, shards, server, trainer)
+    downtime = None if hours is None else hours + layout.load_s / 3600
+    stops = (
+        f"production stops for the training and its online prefill plus {layout.load_s / 60:.0f} min to load again "
+        f"({layout.load_source})"
+    )
+    held = [g.index for g in inputs.gpus if g.production] or [g.index for g in inputs.gpus]
+    if alone is None:
+        reason = f"{need}, more than the host's {len(inputs.gpus)} GPU(s) hold even without production; {stops}"
+        impact = ProductionImpact(action="stop", downtime_hours=downtime, gpus=held, memory_bytes=memory,
+                                  reason=reason)  # fmt: skip
+        return OnlineTrainFit(impact=impact)
+    share, said = lowered(alone)
+    most = max(free.values()) / 1e9
+    reason = f"{need}; the most any GPU has free beside production is {most:.1f} GB, so {stops}{said}"
+    used = sorted({*held, *alone.server_gpus, alone.trainer_gpu})
+    impact = ProductionImpact(action="stop", downtime_hours=downtime, gpus=used, memory_bytes=memory, reason=reason)
+    return OnlineTrainFit(impact=impact, memory_utilization=share)
 
 
 def budget(inputs: GpuBudgetInputs) -> dict[str, ProductionImpact]:

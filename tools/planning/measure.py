@@ -474,5 +474,8 @@ def measure_inputs(
         data_path=data_path,
         other_volumes=others,
         cluster=cluster_shape(config),
+        max_seq_len=figures.max_seq_len,
+        # An online extraction server writes float32 where a CPU would emulate bf16: the CPU bound takes that side.
+        online_dtype="float32" if host is not None and gpus == 0 else "bfloat16",
     )
     return Measured(inputs=inputs, sources=sources, throughput=throughput)

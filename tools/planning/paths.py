@@ -27,25 +27,41 @@ class PhasePath(BaseModel):
     blocked: str | None
 
 
-def chosen(backend: str, cuda: bool) -> dict[str, tuple[set[str], str | None]]:
-    """Per phase: the compat table's paths it takes, and the server (of tools/checks/server_flags.py) it starts."""
+ONLINE = ("extract", "vllm")  # the compat rows an online train phase's extraction server needs
+ONLINE_PATH = "online vllm"  # how the train phase names that path
+
+
+def chosen(backend: str, cuda: bool, online: bool = False) -> dict[str, tuple[set[str], str | None]]:
+    """Per phase: the compat table's paths it takes, and the server (of tools/checks/server_flags.py) it starts. An
+    online (or hybrid) train phase takes the vllm extraction path too ("online vllm": its extraction server)."""
     train = {"cpu loop / speculators", "cuda"} if cuda else {"cpu loop / speculators"}
+    if online:
+        train.add(ONLINE_PATH)
     return {
         "extract": ({backend}, "extraction" if backend == "vllm" else None),
-        "train": (train, None),
+        "train": (train, "extraction" if online else None),
         "evaluate": ({"vllm"}, "evaluation"),
     }
 
 
-def phase_paths(compat: dict[str, Any], flags: dict[str, Any], backend: str, cuda: bool) -> dict[str, PhasePath]:
-    """`compat` and `flags` are the facts of verify's compat and server_flags checks (empty when not known)."""
+def _taken(row: Row, phase: str, taken: set[str]) -> bool:
+    if row.phase == phase and row.path in taken:
+        return True
+    return ONLINE_PATH in taken and (row.phase, row.path) == ONLINE
+
+
+def phase_paths(
+    compat: dict[str, Any], flags: dict[str, Any], backend: str, cuda: bool, online: bool = False
+) -> dict[str, PhasePath]:
+    """`compat` and `flags` are the facts of verify's compat and server_flags checks (empty when not known);
+    `online`: the train phase starts an extraction server (hidden states fetched online)."""
     rows = [Row.model_validate(row) for row in compat.get("table", [])]
     versions = compat.get("versions") or {}
     installed = ", ".join(f"{name} {versions.get(name) or 'not installed'}" for name in PACKAGES if name in versions)
     servers = flags.get("servers") or {}
     paths = {}
-    for phase, (taken, server) in chosen(backend, cuda).items():
-        needed = [row for row in rows if row.phase == phase and row.path in taken]
+    for phase, (taken, server) in chosen(backend, cuda, online).items():
+        needed = [row for row in rows if _taken(row, phase, taken)]
         missing = list((servers.get(server) or {}).get("missing", [])) if server else []
         reasons = [f"it needs {row.needs}, from {row.minimum}" for row in needed if row.works is False]
         if missing:

@@ -171,6 +171,11 @@ class PipelineConfig(_Section):
         description="the run size extraction_backend for every run of this config (default: auto, the plan "
         "chooses); `eyas run --extraction-backend` and an edit at the gate override it",
     )
+    extraction_mode: Literal["auto", "offline", "online", "hybrid"] | None = Field(
+        None,
+        description="the run size extraction_mode for every run of this config (default: auto, the plan chooses "
+        "offline, hybrid or online by the disk); `eyas run --extraction-mode` and an edit at the gate override it",
+    )
 
 
 JOB_KINDS = ("generate", "download", "extract", "vocab", "train", "evaluate")  # a job id ends in .<kind>

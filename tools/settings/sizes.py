@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 SizeValue = int | str  # a size as JSON keeps it: a count, or a choice such as the prompt source
 PROMPT_SOURCES = ("sharegpt", "shipped")
 EXTRACTION_BACKENDS = ("auto", "hf", "vllm")
+EXTRACTION_MODES = ("auto", "offline", "online", "hybrid")
 
 
 def known_prompt_source(source: str) -> str:
@@ -121,6 +122,13 @@ class Sizes(BaseModel):
         description="how hidden states are extracted: `vllm` (a vLLM server with production's parallel layout), "
         "`hf` (transformers, no server), or `auto` (the plan chooses, and the extraction gate says why)",
     )
+    extraction_mode: str = Field(
+        "auto",
+        description="where training's hidden states come from: `offline` (extracted once, all on disk), `online` "
+        "(fetched from an extraction server eyas starts beside the trainer, every epoch, and deleted once read: a "
+        "few samples on disk at once), `hybrid` (the first samples that fit the disk offline, the rest online), or "
+        "`auto` (the plan chooses: offline when it fits the disk, and the extraction gate says why)",
+    )
 
     @field_validator("max_seq_len")
     @classmethod
@@ -152,6 +160,17 @@ class Sizes(BaseModel):
         if backend not in EXTRACTION_BACKENDS:
             raise ValueError(f"must be one of {', '.join(EXTRACTION_BACKENDS)}")
         return backend
+
+    @field_validator("extraction_mode")
+    @classmethod
+    def _known_mode(cls, mode: str) -> str:
+        if mode not in EXTRACTION_MODES:
+            raise ValueError(
+                f"must be one of {', '.join(EXTRACTION_MODES)} (offline: every sample's hidden states on disk; "
+                "online: fetched from an extraction server during training; hybrid: the first samples that fit on "
+                "disk, the rest online; auto: the plan chooses)"
+            )
+        return mode
 
 
 DEFAULT_SIZES = Sizes()

@@ -301,6 +301,7 @@ def train_cpu(
             if (item := next(stream, None)) is None:
                 break
             indices, batch = item
+            waited = time.monotonic() - started  # reading the batch, or for online samples waiting on the server
             lr = schedulers[0].get_last_lr()[0]  # the rate this step uses
             metrics = train_step(model, batch, call_kwargs, optimizers, schedulers, world)
             position.step += 1
@@ -311,7 +312,7 @@ def train_cpu(
             tokens_per_s = round(sums["tokens"] / (time.monotonic() - started), 1)
             report(
                 phase="train", done=position.step, total=total, epoch=position.epoch, loss=loss_value, acc=acc,
-                tokens_per_s=tokens_per_s,
+                tokens_per_s=tokens_per_s, wait_s=round(waited, 3),
             )  # fmt: skip
             if metrics_log is not None:
                 metrics_log.write(

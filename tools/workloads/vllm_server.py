@@ -9,6 +9,7 @@ take by default. Plain Python: no vLLM import here, only its command line.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import http.client
 import json
@@ -182,12 +183,15 @@ class VllmServer:
             time.sleep(1.0)
 
     def stop(self) -> None:
-        """Signal the server's whole process group, escalating; a no-op once it has exited."""
+        """Signal the server's whole process group, escalating. A server whose first process died (a kill -9)
+        leaves its engine processes in the group, holding memory: those are killed outright."""
         process = self.process
         if process is None:
             return
         for sig, wait_s in STOP_WAITS_S:
             if process.poll() is not None:
+                with contextlib.suppress(ProcessLookupError):  # the group is empty: nothing was left
+                    os.killpg(process.pid, signal.SIGKILL)
                 return
             try:
                 os.killpg(process.pid, sig)

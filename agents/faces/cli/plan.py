@@ -17,14 +17,15 @@ from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
-from eyas.tools.planning.estimate import Plan, PromptSupply, estimate, format_hours, supply_verdict, verdict
+from eyas.tools.planning.estimate import Plan, PromptSupply, estimate, format_hours, supply_verdict
+from eyas.tools.planning.hidden_states_mode import HiddenStatesMode, choose_mode, mode_verdict, offered
 from eyas.tools.planning.measure import Figures, Measured, count_prompts, measure_inputs, planned_sizes
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import SIZE_LIMITS
 from eyas.tools.settings.units import format_size, parse_size
 
 
-def plan_table(measured: Measured, plan: Plan, supply: PromptSupply) -> Table:
+def plan_table(measured: Measured, plan: Plan, supply: PromptSupply, mode: HiddenStatesMode) -> Table:
     inputs, sources = measured.inputs, {**measured.sources, "prompt_supply": supply.counted}
     model = inputs.model
     table = Table(title="plan", title_justify="left")
@@ -43,9 +44,10 @@ def plan_table(measured: Measured, plan: Plan, supply: PromptSupply) -> Table:
         ("extraction", format_hours(plan.extraction_hours), "extraction"),
         ("training", f"{format_hours(plan.training_hours)} ({inputs.epochs} epochs)", "training"),
         ("hidden states", format_size(plan.hidden_state_bytes), ""),
+        ("hidden states mode", mode.reason, ""),
         ("generated data + checkpoints", format_size(plan.data_bytes + plan.checkpoint_bytes), ""),
         (f"free at {plan.data_path}", format_size(plan.free_disk_bytes), "free_disk"),
-        ("left afterwards", format_size(plan.disk_left_bytes), ""),
+        ("left afterwards", format_size(plan.free_disk_bytes - mode.needed_bytes), ""),
     ]
     for name, value, source in rows:
         table.add_row(escape(name), escape(value), escape(sources.get(source, "")))
@@ -74,6 +76,7 @@ def plan_command(
     ttt_steps: Annotated[int | None, size_option("ttt_steps")] = None,
     draft_vocab_size: Annotated[int | None, size_option("draft_vocab_size")] = None,
     prompt_source: Annotated[str | None, size_option("prompt_source", "--prompts")] = None,
+    extraction_mode: Annotated[str | None, size_option("extraction_mode")] = None,
     prompt_tokens: Annotated[
         float | None,
         typer.Option(help="average prompt in tokens, chat template included (default: the server tokenizes a sample)"),
@@ -97,8 +100,9 @@ def plan_command(
     fits. Figures not given are measured: the model's config.json where the server loaded it, df where the data
     goes, a short burst of real completions; on a host without GPUs, extraction and training are timed at the run's
     shapes (--max-seq-len, --draft-vocab-size) and kept for a week. Give them all to plan for a host that cannot be
-    reached. Exits 1
-    when the plan does not fit, and names the ways out (fewer or shorter samples, online extraction, another path)."""
+    reached. When the hidden states do not fit the disk, --extraction-mode auto plans hybrid or online training (the
+    states fetched from an extraction server every epoch). Exits 1 when the plan does not fit, and names the ways
+    out (fewer or shorter samples, online training, another path)."""
     try:
         free_bytes = parse_size(free_disk) if free_disk else None
     except ValueError as exc:
@@ -113,6 +117,7 @@ def plan_command(
         ttt_steps=ttt_steps,
         draft_vocab_size=draft_vocab_size,
         prompt_source=prompt_source or cfg.pipeline.prompts,
+        extraction_mode=extraction_mode or cfg.pipeline.extraction_mode,
     )
     figures = given_figures(
         hidden_size=hidden_size,
@@ -144,13 +149,15 @@ def plan_command(
         with open_host(cfg.target.host, cfg.host()) as host:
             measured, supply = measure(host)
     plan = estimate(measured.inputs)
-    works = plan.fits and supply.enough is not False
+    # Whether this host's vLLM has extract_hidden_states is verify's to say (`eyas run` knows): not known here.
+    mode = choose_mode(sizes.extraction_mode, measured.inputs, plan, None)
+    works = mode.fits and supply.enough is not False
     if json_output:
-        print(json.dumps(plan_json(measured, plan, supply), indent=2))
+        print(json.dumps(plan_json(measured, plan, supply, mode), indent=2))
     else:
-        console.print(plan_table(measured, plan, supply))
+        console.print(plan_table(measured, plan, supply, mode))
         style = "green" if works else "bold red"
-        said = f"{verdict(measured.inputs, plan)} {supply_verdict(supply)}"
+        said = f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}"
         console.print(f"[{style}]{escape(said)}[/]", highlight=False)
     raise typer.Exit(0 if works else 1)
 
@@ -198,13 +205,20 @@ def refuse_unusable_drafter(cfg: EyasConfig) -> None:
         raise typer.Exit(1)
 
 
-def plan_json(measured: Measured, plan: Plan, supply: PromptSupply) -> dict[str, object]:
-    """The plan's figures at the top level ("fits", bytes, hours, alternatives, the prompt supply), then what they
-    came from."""
+def plan_json(measured: Measured, plan: Plan, supply: PromptSupply, mode: HiddenStatesMode) -> dict[str, object]:
+    """The plan's figures at the top level ("fits" and "needed_bytes" in the chosen mode, "offline_fits" and the
+    offline bytes, hours, alternatives, the mode, the prompt supply), then what they came from."""
     return {
         **plan.model_dump(mode="json"),
+        "offline_fits": plan.fits,
+        "offline_needed_bytes": plan.needed_bytes,
+        "fits": mode.fits,
+        "needed_bytes": mode.needed_bytes,
+        "disk_left_bytes": plan.free_disk_bytes - mode.needed_bytes,
+        "alternatives": [way.model_dump(mode="json") for way in offered(plan.alternatives, mode)],
+        "extraction_mode": mode.model_dump(mode="json"),
         "prompt_supply": supply.model_dump(mode="json"),
-        "verdict": f"{verdict(measured.inputs, plan)} {supply_verdict(supply)}",
+        "verdict": f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}",
         "inputs": measured.inputs.model_dump(mode="json"),
         "sources": measured.sources,
     }

@@ -142,6 +142,7 @@ def run_command(
     prompt_source: Annotated[str | None, size_option("prompt_source", "--prompts")] = None,
     held_out: Annotated[int | None, size_option("held_out")] = None,
     extraction_backend: Annotated[str | None, size_option("extraction_backend")] = None,
+    extraction_mode: Annotated[str | None, size_option("extraction_mode")] = None,
     poll_interval: Annotated[
         float, typer.Option(help="seconds between job polls", callback=positive_seconds)
     ] = POLL_INTERVAL_S,
@@ -173,6 +174,7 @@ def run_command(
         ttt_steps=ttt_steps, num_speculative_tokens=num_speculative_tokens, eval_max_tokens=eval_max_tokens,
         prompt_source=prompt_source or cfg.pipeline.prompts, held_out=held_out,
         extraction_backend=extraction_backend or cfg.pipeline.extraction_backend,
+        extraction_mode=extraction_mode or cfg.pipeline.extraction_mode,
     )  # fmt: skip
     if dry_run:
         print_dry_run(dry_run_walk(cfg, sizes), json_output)

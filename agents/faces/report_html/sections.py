@@ -12,7 +12,7 @@ from eyas.agents.faces.report_html.charts import Chart, Series, bar_chart, gantt
 from eyas.agents.faces.report_html.plan_accuracy import format_minutes, format_ratio, phase_times
 from eyas.agents.faces.report_html.record import RunRecord
 from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
-from eyas.graph.phases.report.node import EVALUATION_KEYS
+from eyas.graph.phases.report.node import EVALUATION_KEYS, online_rows
 from eyas.graph.state import run_plan
 
 JOB_PHASES = ("data", "extract", "vocab", "train", "evaluate")
@@ -225,12 +225,15 @@ def extraction(record: RunRecord) -> str:
 
 
 def training(record: RunRecord) -> str:
+    online = online_table(record.state.get("online"))
     curves = record.state.get("training")
     if curves and curves.get("train"):
-        return section("training", "Training", training_curves(curves))
+        return section("training", "Training", training_curves(curves) + online)
     rows = [row for row in record.job_progress("train") if row.get("phase") == "train" and "loss" in row]
     if not rows:
-        return section("training", "Training", missing("training curves (no metrics.jsonl, no progress lines)"))
+        return section(
+            "training", "Training", missing("training curves (no metrics.jsonl, no progress lines)") + online
+        )
     body = missing("the drafter's metrics.jsonl curves (learning rate, validation): shown from the job log instead")
     steps = [float(row["done"]) for row in rows]
     body += figure(
@@ -241,7 +244,30 @@ def training(record: RunRecord) -> str:
     )
     body += figure(accuracy_chart("train-acc", steps, [row.get("acc") or [] for row in rows]),
                    "Accuracy per step and TTT position (job log)")  # fmt: skip
-    return section("training", "Training", body)
+    return section("training", "Training", body + online)
+
+
+def online_table(summary: dict[str, Any] | None) -> str:
+    """The hidden states fetched online per epoch (train.py's online_summary.json): samples, bytes written and
+    deleted, and the disk's high-water mark against the bound; nothing for a run that fetched none."""
+    if not summary:
+        return ""
+    bound = summary.get("bound_bytes")
+    bounded = isinstance(bound, int) and bound > 0
+    rows = [
+        (h(row["epoch"]), h(f"{row['fetched']:,}"), h(megabytes(row["bytes_written"])),
+         h(megabytes(row["bytes_deleted"])),
+         f'<span data-key="high_water_bytes" data-value="{h(row["high_water_bytes"])}">'
+         f"{h(megabytes(row['high_water_bytes']))}</span>",
+         h(f"{row['high_water_bytes'] / bound:.0%}" if bounded else "—"))
+        for row in online_rows(summary)
+    ]  # fmt: skip
+    caption = (
+        f"<h3>Online hidden states</h3><p>Fetched from the extraction server beside the trainer, at most "
+        f"{h(summary.get('window', '?'))} samples at once; bound {h(megabytes(bound) if bounded else '?')}.</p>"
+    )
+    headers = ("epoch", "samples fetched", "bytes written", "bytes deleted", "high-water mark", "of the bound")
+    return '<div id="online">' + caption + table(headers, rows) + "</div>"
 
 
 def training_curves(curves: dict[str, list[dict[str, Any]]]) -> str:

@@ -46,6 +46,9 @@ class ExtractionRequest(JobRequest):
     ready_timeout_s: float | None = Field(None, gt=0, description="vllm backend: default extract.py's")
     trust_remote_code: bool = False
     shard: tuple[int, int] = Field((0, 1), description="(I, N): the samples whose index is I modulo N")
+    offline_samples: int | None = Field(
+        None, ge=0, description="hidden states for the first K samples only, token files for the rest (0: online)"
+    )
 
 
 class ExtractionSizes(TypedDict):
@@ -70,7 +73,9 @@ def extract_job(job_id: str, host: HostConfig, workloads_dir: str, request: Extr
         "--reserve", request.reserve,
     ]  # fmt: skip
     layers = ",".join(str(layer) for layer in request.layers) if request.layers is not None else None
-    flags += optional_flags({"--layers": layers, "--max-samples": request.max_samples})
+    flags += optional_flags(
+        {"--layers": layers, "--max-samples": request.max_samples, "--offline-samples": request.offline_samples}
+    )
     if request.shard != (0, 1):
         flags += ["--shard", f"{request.shard[0]}/{request.shard[1]}"]
     if request.backend == "hf":

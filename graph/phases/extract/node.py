@@ -8,7 +8,7 @@ from typing import Any
 from eyas.graph.context import RunContext
 from eyas.graph.phases.data.node import drafter_base_dir
 from eyas.graph.phases.extract.jobs import ExtractionRequest, extract_job, extraction_sizes
-from eyas.graph.phases.servers import extraction_backend, production_launch, ready_timeout
+from eyas.graph.phases.servers import extraction_backend, offline_samples, production_launch, ready_timeout
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.checks.server_flags import EXTRACT_OWN
 from eyas.tools.jobs.detached import JobSpec
@@ -30,8 +30,9 @@ def drafter_layers(ctx: RunContext) -> list[int] | None:
 
 def vllm_backend(ctx: RunContext, state: RunState) -> dict[str, Any]:
     """The plan's backend (plan["extraction"]): vllm serves the target with production's launch (its parallel
-    layout, flags and environment); hf, the transformers backend, needs no server."""
-    if extraction_backend(state) != "vllm":
+    layout, flags and environment); hf, the transformers backend, needs no server; and an online run (K = 0)
+    extracts nothing, so it starts no server whatever the backend."""
+    if extraction_backend(state) != "vllm" or offline_samples(state) == 0:
         return {}
     return {
         "backend": "vllm",
@@ -49,6 +50,8 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         trust_remote_code=trusts_remote_code(ctx, state),
         layers=drafter_layers(ctx),
         **vllm_backend(ctx, state),
+        # The plan's mode: hybrid keeps the first K samples' hidden states, online none (token files only).
+        offline_samples=offline_samples(state),
     )
     shards = ctx.config.cluster.extract_shards
     # N jobs fill one directory with disjoint files (sample index modulo N); a failed shard is retried alone.

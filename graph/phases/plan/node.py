@@ -1,7 +1,8 @@
 """Plan with numbers before anything long starts: hours from measured throughput, bytes from the model's
-shape, a verdict against the verified free disk with the ways out when it does not fit, the prompts the source
-holds against those asked (with the ways out when it holds too few), and for each GPU phase the GPUs and memory it
-needs and what that means for production (keep it, stop it, or reuse it)."""
+shape, where training's hidden states come from (offline, hybrid or online, by the verified free disk), a verdict
+against that disk with the ways out when it does not fit, the prompts the source holds against those asked (with
+the ways out when it holds too few), and for each GPU phase the GPUs and memory it needs and what that means for
+production (keep it, stop it, or reuse it)."""
 
 from __future__ import annotations
 
@@ -18,16 +19,19 @@ from eyas.tools.checks.loading import wait_until_loaded
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.checks.service import read_unit
 from eyas.tools.launch.inherited import inherit_launch
-from eyas.tools.planning.backend import choose_backend
-from eyas.tools.planning.estimate import ModelDims, PromptSupply, estimate, supply_verdict, verdict
+from eyas.tools.planning.backend import BackendChoice, choose_backend
+from eyas.tools.planning.estimate import ModelDims, PromptSupply, estimate, supply_verdict
 from eyas.tools.planning.gpu_budget import (
     GpuBudgetInputs,
     GpuFree,
     ProductionLayout,
     budget,
     default_load_s,
+    online_train_fit,
+    phase_impact,
     weights_bytes,
 )
+from eyas.tools.planning.hidden_states_mode import HiddenStatesMode, choose_mode, mode_verdict, offered
 from eyas.tools.planning.measure import (
     Figures,
     Measured,
@@ -45,36 +49,49 @@ def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
     figures = _figures(state)
     measured = _measure(ctx, figures)
-    plan = estimate(measured.inputs)
     supply = count_prompts(_checks(ctx), figures)
-    text = f"{verdict(measured.inputs, plan)} {supply_verdict(supply)}"
+    return {"phase": "plan", "plan": made_plan(ctx, state, measured, supply).model_dump(mode="json")}
+
+
+def made_plan(ctx: RunContext, state: RunState, measured: Measured, supply: PromptSupply) -> RunPlan:
+    """The plan from what was measured (or given) and the prompts counted: the estimate, the hidden states' mode it
+    makes possible, each phase's hours, bytes and production impact, and each phase's path."""
+    plan = estimate(measured.inputs)
+    mode = choose_mode(run_sizes(state).extraction_mode, measured.inputs, plan, vllm_extraction(state))
+    text = f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}"
     ctx.on_note(f"plan: {text}")
     hours: dict[str, float | None] = {
         "data": plan.generation_hours,
-        "extract": plan.extraction_hours,
-        "train": plan.training_hours,
+        "extract": mode.extract_hours,
+        "train": mode.train_hours,
     }
     # The evaluation sends one prompt at a time: the probe's request alone, else (a figure given) the batch rate.
     single = measured.throughput.single_tok_s if measured.throughput else None
-    production = production_plan(ctx, state, measured.inputs.model, hours, single or measured.inputs.generation_tok_s)
+    tok_s = single or measured.inputs.generation_tok_s
+    production = production_plan(ctx, state, measured.inputs.model, hours, tok_s, mode)
+    mode = production["extraction_mode"]
+    ctx.on_note(f"plan extract: hidden states {mode.reason}")
     phases: dict[str, dict[str, Any]] = {
         "data": {"phase_hours": plan.generation_hours, "disk_bytes": plan.data_bytes},
-        "extract": {"phase_hours": plan.extraction_hours, "disk_bytes": plan.hidden_state_bytes},
-        "train": {"phase_hours": plan.training_hours, "disk_bytes": plan.checkpoint_bytes},
+        "extract": {"phase_hours": mode.extract_hours, "disk_bytes": mode.extract_bytes},
+        # Training writes its checkpoints, and online holds at most the bound of fetched hidden states besides.
+        "train": {"phase_hours": mode.train_hours, "disk_bytes": plan.checkpoint_bytes + mode.bound_bytes},
         "evaluate": {"phase_hours": production["evaluate_hours"]},
     }
     for phase, impact in production["phases"].items():
         phases[phase]["production"] = impact
-    made = RunPlan.model_validate(
+    offline = mode.mode == "offline"
+    return RunPlan.model_validate(
         {
             **checked_paths(state, production),
-            "fits": plan.fits,
+            "extraction_mode": mode,
+            "fits": mode.fits,
             "verdict": text,
-            "needed_bytes": plan.needed_bytes,
+            "needed_bytes": mode.needed_bytes,
             "free_disk_bytes": plan.free_disk_bytes,
-            "total_hours": plan.total_hours,
+            "total_hours": plan.total_hours if offline else plan.generation_hours + mode.hours,
             "sources": measured.sources,
-            "alternatives": [alternative.model_dump(exclude_none=True) for alternative in plan.alternatives],
+            "alternatives": [way.model_dump(exclude_none=True) for way in offered(plan.alternatives, mode)],
             # What each gate weighs against the policy's budgets, and what happens to production meanwhile.
             "phases": phases,
             "production_load": production["load"],
@@ -82,7 +99,6 @@ def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             "prompt_supply": supply,
         }
     )
-    return {"phase": "plan", "plan": made.model_dump(mode="json")}
 
 
 def _checks(ctx: RunContext) -> CheckContext:
@@ -152,26 +168,38 @@ def production_load(ctx: RunContext, state: RunState, model_bytes: int | None) -
 
 
 def production_plan(
-    ctx: RunContext, state: RunState, dims: ModelDims, hours: dict[str, float | None], tok_s: float | None
+    ctx: RunContext,
+    state: RunState,
+    dims: ModelDims,
+    hours: dict[str, float | None],
+    tok_s: float | None,
+    mode: HiddenStatesMode | None = None,
 ) -> dict[str, Any]:
-    """Each phase's production impact (plan["phases"][phase]["production"]), production's load time, and the
-    evaluation's hours (which depend on it)."""
+    """Each phase's production impact (plan["phases"][phase]["production"]), production's load time, the
+    evaluation's hours (which depend on it), the extraction backend, and the hidden states' mode (`mode`, with the
+    train phase's extraction server's --gpu-memory-utilization where the GPU budget lowers it; None: offline)."""
     gpu_facts = state.get("gpus") or {}
     gpus = [GpuFree.model_validate(gpu) for gpu in gpu_facts.get("gpus", [])]
-    tensor, pipeline, model_bytes = 1, 1, None
+    tensor, pipeline, model_bytes, share = 1, 1, None, None
     if gpus:  # only a GPU host needs the layout and the weights' size; a CPU host is asked nothing more
         launch = inherit_launch(read_unit(_checks(ctx)))
         flags = dict(launch.flags)
         tensor = int(flags.get("--tensor-parallel-size") or 1)
         pipeline = int(flags.get("--pipeline-parallel-size") or 1)
+        share = _memory_share(flags.get("--gpu-memory-utilization"))
         model_bytes = _weights_on_disk(ctx)
+    layout = ProductionLayout(
+        tensor_parallel_size=tensor, pipeline_parallel_size=pipeline, load_s=1.0, gpu_memory_utilization=share
+    )
     inputs = GpuBudgetInputs(
         model=dims,
         model_bytes=model_bytes,
         gpus=gpus,
-        production=ProductionLayout(tensor_parallel_size=tensor, pipeline_parallel_size=pipeline, load_s=1.0),
+        production=layout,
         phase_hours=hours,
         draft_vocab_size=run_sizes(state).draft_vocab_size,
+        online=mode is not None and mode.online,
+        tokenize_only=mode is not None and mode.extracts_nothing,
     )
     load_s, source = production_load(ctx, state, weights_bytes(inputs) if gpus else model_bytes)
     evaluate_h = evaluation_hours(state, load_s, tok_s)
@@ -180,14 +208,36 @@ def production_plan(
     impacts = budget(inputs)
     for phase, impact in impacts.items():
         ctx.on_note(f"plan {phase}: production {impact.action}: {impact.reason}")
-    choice = choose_backend(run_sizes(state).extraction_backend, inputs, impacts["extract"], vllm_extraction(state))
+    requested = run_sizes(state).extraction_backend
+    if mode is not None and mode.extracts_nothing:
+        choice = BackendChoice(
+            backend="hf", requested=requested,
+            reason=f"hf: the hidden states are all fetched online ({mode.mode}), so extraction only tokenizes the "
+            "samples, with no server and no model weights, whatever the backend",
+        )  # fmt: skip
+    else:
+        offline = inputs.model_copy(update={"tokenize_only": False})
+        choice = choose_backend(requested, inputs, phase_impact(offline, "extract"), vllm_extraction(state))
     ctx.on_note(f"plan extract: backend {choice.reason}")
+    if mode is not None and mode.online:
+        lowered = online_train_fit(inputs).memory_utilization
+        mode = mode.model_copy(update={"server_memory_utilization": lowered})
     return {
         "phases": {phase: impact.model_dump() for phase, impact in impacts.items()},
         "load": {"load_s": load_s, "source": source},
         "evaluate_hours": evaluate_h,
         "extraction": choice.model_dump(),
+        "extraction_mode": mode,
     }
+
+
+def _memory_share(flag: str | None) -> float | None:
+    """Production's --gpu-memory-utilization, where it sets one that reads as a share of a GPU."""
+    try:
+        share = float(flag) if flag is not None else None
+    except ValueError:
+        return None
+    return share if share is not None and 0 < share <= 1 else None
 
 
 def vllm_extraction(state: RunState) -> bool | None:
@@ -199,10 +249,13 @@ def vllm_extraction(state: RunState) -> bool | None:
 
 
 def checked_paths(state: RunState, production: dict[str, Any]) -> dict[str, Any]:
-    """The plan's extraction backend and, per phase, whether its chosen path works here (plan["paths"])."""
+    """The plan's extraction backend and, per phase, whether its chosen path works here (plan["paths"]): an online
+    or hybrid train phase needs vLLM's extract_hidden_states path too, for its extraction server."""
     extraction = production["extraction"]
+    mode = production.get("extraction_mode")
+    online = mode is not None and mode.online
     paths = phase_paths(
-        state.get("compat") or {}, state.get("server_flags") or {}, extraction["backend"], on_gpu(state)
+        state.get("compat") or {}, state.get("server_flags") or {}, extraction["backend"], on_gpu(state), online
     )
     return {"extraction": extraction, "paths": {phase: path.model_dump() for phase, path in paths.items()}}
 

@@ -13,7 +13,11 @@ from eyas.graph.context import RunContext
 from eyas.graph.downtime import LOG, restore, summary
 from eyas.graph.phases.deploy.node import DEPLOY_FILE
 from eyas.graph.phases.evaluate.record import run_evaluation
+from eyas.graph.phases.servers import online_training
 from eyas.graph.state import DeployOutcome, RunState
+from eyas.tools.settings.units import format_size
+
+ONLINE_SUMMARY = "online_summary.json"  # train.py --online writes it beside the drafter
 
 EVALUATION_KEYS = (
     ("mean_acceptance_length", "mean acceptance length"),
@@ -82,6 +86,8 @@ def render_report(state: RunState, ctx: RunContext) -> str:
             lines += ["", f"Acceptance by draft position: {rates}"]
     if state.get("training"):
         lines += training_lines(state["training"])
+    if state.get("online"):
+        lines += online_lines(state["online"])
     if state.get("production"):
         lines += production_lines(state["production"])
     failure = state.get("failure")
@@ -155,6 +161,55 @@ def training_lines(curves: dict[str, list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def online_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each epoch of an online_summary.json as the report shows it; an epoch of the wrong shape is left out."""
+    rows = []
+    for epoch in summary.get("epochs") or []:
+        try:
+            rows.append({key: int(epoch[key]) for key in
+                         ("epoch", "fetched", "bytes_written", "bytes_deleted", "high_water_bytes")})  # fmt: skip
+        except (KeyError, TypeError, ValueError):
+            continue
+    return rows
+
+
+def online_lines(summary: dict[str, Any]) -> list[str]:
+    """The hidden states fetched online, per epoch: samples, bytes written and deleted, and the disk's high-water
+    mark against the bound the plan stated."""
+    bound = summary.get("bound_bytes")
+    bound_text = format_size(bound) if isinstance(bound, int) else "?"
+    lines = [
+        "",
+        "## Online hidden states",
+        "",
+        f"Fetched from the extraction server beside the trainer, at most {summary.get('window', '?')} samples at once "
+        f"(bound {bound_text}).",
+        "",
+        "| epoch | samples fetched | bytes written | bytes deleted | high-water mark | of the bound |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in online_rows(summary):
+        share = f"{row['high_water_bytes'] / bound:.0%}" if isinstance(bound, int) and bound > 0 else "?"
+        lines.append(
+            f"| {row['epoch']} | {row['fetched']:,} | {format_size(row['bytes_written'])} | "
+            f"{format_size(row['bytes_deleted'])} | {format_size(row['high_water_bytes'])} | {share} |"
+        )
+    return lines
+
+
+def read_online_summary(ctx: RunContext, state: RunState) -> dict[str, Any] | None:
+    """train.py's online_summary.json in the drafter's directory, when the train phase ran online or hybrid and
+    wrote one (None otherwise, and for a file that is not a JSON object)."""
+    path = f"{ctx.artifact('drafter')}/{ONLINE_SUMMARY}"
+    if "train" not in state.get("jobs", {}) or not online_training(state) or not ctx.host.exists(path):
+        return None
+    try:
+        summary = json.loads(ctx.host.read_text(path))
+    except ValueError:
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
 def production_lines(production: dict[str, Any]) -> list[str]:
     lines = ["", "## Production downtime", ""]
     if production.get("stopped_now"):
@@ -225,6 +280,9 @@ def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
     metrics_path = f"{ctx.artifact('drafter')}/metrics.jsonl"
     if "train" in state.get("jobs", {}) and ctx.host.exists(metrics_path):
         update["training"] = training_curves(ctx.host.read_text(metrics_path))
+    online = read_online_summary(ctx, state)
+    if online is not None:
+        update["online"] = online
     if "evaluate" in state.get("jobs", {}) and not state.get("failure") and not state.get("stopped"):
         measured = json.loads(ctx.host.read_text(ctx.artifact("evaluation")))
         # What the numbers were measured on and trained with, so that a result file stands on its own.

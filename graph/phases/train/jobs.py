@@ -12,14 +12,17 @@ from pydantic import Field, model_validator
 
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.request import JobRequest, optional_flags, remote_code_flag, workload_job
+from eyas.tools.launch.inherited import InheritedLaunch
 from eyas.tools.settings.config import AbsolutePath, HostConfig
 from eyas.tools.settings.sizes import Sizes
+from eyas.tools.workloads.hidden_states_file import ONLINE_WINDOW
 
 # train.py's knobs that no run size chooses (the same as its own defaults, which it keeps: it imports no eyas).
 DRAFTER_LAYERS = 1  # decoder layers of a new drafter: EAGLE-3's one
 LEARNING_RATE = 1e-3  # peak learning rate
 VAL_RATIO = 0.1  # share of the samples held out of training to report validation loss
 CHECKPOINT_EVERY = 0  # optimizer steps between extra checkpoints; 0: one per epoch only
+ONLINE_CONCURRENCY = 4  # --online: requests in flight to the extraction server (extract.py's vllm backend's too)
 
 
 class TrainRequest(JobRequest):
@@ -49,6 +52,11 @@ class TrainRequest(JobRequest):
     trust_remote_code: bool = False
     nodes: int = Field(1, gt=0, description="train.py processes (one per node) that train together")
     node_rank: int = Field(0, ge=0)
+    online: bool = Field(False, description="fetch the token-only samples' hidden states from an extraction server")
+    launch: InheritedLaunch | None = Field(None, description="online: production's launch, the server's base")
+    concurrency: int = Field(ONLINE_CONCURRENCY, gt=0, description="online: requests in flight to the server")
+    window: int = Field(ONLINE_WINDOW, gt=0, description="online: fetched samples' hidden states on disk at once")
+    ready_timeout_s: float | None = Field(None, gt=0, description="online: the server's start; default train.py's")
 
     @model_validator(mode="after")
     def _vocab_pair(self) -> TrainRequest:
@@ -56,6 +64,8 @@ class TrainRequest(JobRequest):
             raise ValueError("d2t and t2d come together (both written by vocab.py) or not at all")
         if self.node_rank >= self.nodes:
             raise ValueError(f"node_rank {self.node_rank} is not below nodes {self.nodes}")
+        if self.online and self.nodes > 1:
+            raise ValueError("online training runs on one node, its extraction server beside it")
         return self
 
 
@@ -104,7 +114,14 @@ def train_job(job_id: str, host: HostConfig, workloads_dir: str, request: TrainR
         flags += ["--num-layers", str(request.num_layers)]
         if request.target_layer_ids:
             flags += ["--target-layer-ids", *map(str, request.target_layer_ids)]
-    return workload_job(job_id, host, workloads_dir, "train.py", flags)
+    if request.online:
+        flags += ["--online", "--concurrency", str(request.concurrency), "--window", str(request.window)]
+        flags += optional_flags({"--ready-timeout": request.ready_timeout_s})
+        if request.launch is not None:
+            flags.append(f"--inherit={request.launch.job_argument()}")
+    # The online extraction server runs in production's environment (NCCL_*, CUDA_*, ...), as extraction's does.
+    env = request.launch.env if request.online and request.launch is not None else {}
+    return workload_job(job_id, host, workloads_dir, "train.py", flags, env=env)
 
 
 class VocabRequest(JobRequest):

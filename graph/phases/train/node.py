@@ -3,10 +3,13 @@ on the target's hidden states (from scratch, or finetuning the downloaded drafte
 
 from __future__ import annotations
 
+from typing import Any
+
 from eyas.graph.context import RunContext
 from eyas.graph.phases.data.jobs import training_drafter
 from eyas.graph.phases.data.node import drafter_base_dir
 from eyas.graph.phases.extract.node import trusts_remote_code
+from eyas.graph.phases.servers import hidden_states_mode, online_launch, online_training, ready_timeout
 from eyas.graph.phases.train.jobs import TrainRequest, VocabRequest, train_job, train_sizes, vocab_job
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.jobs.detached import JobSpec
@@ -39,8 +42,10 @@ def build_train_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         from_pretrained=finetune_from(ctx) if finetune else None,
         **train_sizes(sizes),
         trust_remote_code=trusts_remote_code(ctx, state),
+        **online_fetch(ctx, state),
     )
-    nodes = ctx.config.cluster.train_nodes
+    # Online, train.py starts its extraction server beside it on one node (the plan's hours count one).
+    nodes = 1 if request.online else ctx.config.cluster.train_nodes
     # One job per node, the same flags but the rank; they meet in the checkpoints directory (train.py --rendezvous).
     return fan_out(
         f"{ctx.run.run_id}.train",
@@ -49,6 +54,20 @@ def build_train_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
             job_id, ctx.host_config, ctx.workloads_dir, request.model_copy(update={"nodes": nodes, "node_rank": rank})
         ),
     )
+
+
+def online_fetch(ctx: RunContext, state: RunState) -> dict[str, Any]:
+    """The plan's online or hybrid mode: train.py fetches the token-only samples' hidden states from an extraction
+    server it starts from production's launch (its layout, flags and environment), a window at a time."""
+    mode = hidden_states_mode(state)
+    if mode is None or not online_training(state):
+        return {}
+    return {
+        "online": True,
+        "launch": online_launch(ctx, state),
+        "window": mode.window,
+        "ready_timeout_s": ready_timeout(state),
+    }
 
 
 def finetune_from(ctx: RunContext) -> str:
