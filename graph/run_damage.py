@@ -14,9 +14,12 @@ import json
 import shlex
 import sqlite3
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
+
+from eyas.tools.sqlite_read import connect_read_only
 
 
 class RunFiles(Protocol):
@@ -114,7 +117,7 @@ def _checkpoints(run: RunFiles) -> Damage | None:
     if found is not None or not path.exists():
         return found
     try:
-        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as database:
+        with closing(connect_read_only(path)) as database:
             verdict = database.execute("PRAGMA quick_check").fetchone()
     except sqlite3.Error as error:
         return Damage(run.run_id, path, f"is not a readable SQLite database ({error})", fix)

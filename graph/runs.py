@@ -207,7 +207,7 @@ class RunDir:
         lock_path = self.root / "driver.lock"
         if not lock_path.exists():
             return False
-        with lock_path.open("a+") as lock:
+        with lock_path.open("r") as lock:  # flock needs no write access: a read-only runs folder is still read
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

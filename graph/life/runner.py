@@ -24,6 +24,7 @@ from eyas.graph.state import GateAnswer
 from eyas.tools.notify import send_notice
 from eyas.tools.private_files import touch_private
 from eyas.tools.recording.redact import Redactor
+from eyas.tools.sqlite_read import connect_read_only
 
 # The terminal's question at a gate: shown the gate's view, it waits for an answer here or from elsewhere.
 Ask = Callable[[dict[str, Any], Callable[[], GateAnswer | None]], GateAnswer]
@@ -81,11 +82,22 @@ def run_condition(run: RunDir, view: RunView) -> str:
     return "waiting at a gate" if view.pending else ("ended" if view.ended else "stopped")
 
 
+@contextmanager
+def reading_checkpoints(run: RunDir) -> Iterator[SqliteSaver]:
+    """The run's checkpoint DB opened read-only: reading a run (`eyas status`, `eyas runs`, the dashboard) works on
+    a full or read-only runs folder and never creates or changes a file."""
+    connection = connect_read_only(run.checkpoints, check_same_thread=False)
+    try:
+        yield redacted_saver(connection)
+    finally:
+        connection.close()
+
+
 def read_run(run: RunDir) -> RunView:
     """Read-only: a run without a checkpoint (a chat, or a pipeline that never started) gets no empty DB."""
     if not run.checkpoints.exists():
         return RunView({}, None, ended=False, started=False)
-    with checkpointer(run) as saver:
+    with reading_checkpoints(run) as saver:
         snapshot = build_graph(saver).get_state(thread(run))
     pending = (snapshot.interrupts[0].id, snapshot.interrupts[0].value) if snapshot.interrupts else None
     return RunView(dict(snapshot.values), pending, ended=not snapshot.next)

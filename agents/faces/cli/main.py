@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import shlex
 import sys
@@ -310,6 +311,29 @@ def retire_earlier_drafter(target: EmbeddedTarget) -> None:
     rollback(service, Thresholds(), console.print)
 
 
+# What a full, read-only or foreign folder makes an eyas write fail with, and what the operator does about it.
+_STORAGE_FIXES = {
+    errno.ENOSPC: "the filesystem is full: free space there (`df -h {folder}` shows how much is left)",
+    errno.EDQUOT: "your disk quota there is used up: free some of it, or ask for more",
+    errno.EROFS: "the filesystem is read-only: remount it read-write, or point EYAS_RUNS_DIR at a writable folder",
+    errno.EACCES: "this user may not write there: run eyas as the folder's owner, or point EYAS_RUNS_DIR elsewhere",
+}
+
+
+def storage_problem(error: OSError) -> str | None:
+    """One paragraph for a write that the runs folder refused, naming the file and the fix (None: another error).
+    Reading runs (`eyas runs`, `eyas status`, `eyas show`, the dashboard) needs no write access."""
+    fix = _STORAGE_FIXES.get(error.errno or 0)
+    if fix is None:
+        return None
+    where = Path(str(error.filename)) if error.filename else None
+    folder = where.parent if where is not None else Path.cwd()
+    return (
+        f"eyas could not write {where or 'a file'} ({error.strerror}): {fix.format(folder=folder)}. Nothing was lost: "
+        "a run resumes from its last checkpoint with `eyas resume RUN` once the folder can be written again."
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     """The `eyas` command; `argv` (default: the process's arguments) lets tests run it in-process."""
     redact_standard_streams()
@@ -319,4 +343,10 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv)
     except EyasError as exc:
         print_error(str(exc))
+        sys.exit(2)
+    except OSError as exc:
+        problem = storage_problem(exc)
+        if problem is None:
+            raise
+        print_error(problem)
         sys.exit(2)

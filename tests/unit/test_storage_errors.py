@@ -1,0 +1,69 @@
+"""A read-only or full runs folder (issue 28 item 5): reading runs works without write access, and a command that
+must write says which file, why and what to do, in one paragraph, never a traceback.
+
+Real filesystems: a tmpfs of a few MiB, mounted for the test, remounted read-only, then filled. Mounting needs root
+with CAP_SYS_ADMIN (as on this project's machines and CI); elsewhere the test is skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gated_runs import run_at_data_gate
+from in_process import eyas
+
+
+@pytest.fixture
+def volume(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "volume"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
+    if made.returncode:
+        pytest.skip(f"cannot mount a tmpfs here ({made.stderr.decode().strip()}); needs root with CAP_SYS_ADMIN")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def remount(mount: Path, mode: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(mount)], check=True)
+
+
+def test_a_read_only_runs_folder_is_read_and_a_write_is_refused_in_one_paragraph(volume: Path, tmp_path: Path) -> None:
+    made = run_at_data_gate(tmp_path / "made", "run-ro")
+    shutil.copytree(made.root, volume / "run-ro")
+    remount(volume, "ro")
+    env = {"EYAS_RUNS_DIR": str(volume)}
+    listed = eyas("runs", "--json", env=env)
+    assert listed.code == 0 and "run-ro" in listed.stdout and "waiting at a gate" in listed.stdout, listed.output
+    status = eyas("status", "run-ro", env=env)
+    assert status.code == 0 and "data" in status.output, status.output
+    refused = eyas("approve", "run-ro", env=env)
+    assert refused.code == 2 and "Traceback" not in refused.output, refused.output
+    assert "(Read-only file system): the filesystem is read-only: remount it read-write" in refused.output
+    assert str(volume / "run-ro") in refused.output
+
+
+def test_a_full_runs_folder_names_the_file_and_says_to_free_space(volume: Path, tmp_path: Path) -> None:
+    made = run_at_data_gate(tmp_path / "made", "run-full")
+    shutil.copytree(made.root, volume / "run-full")
+    filler = volume / "filler"
+    with filler.open("wb") as out:  # fill the volume to its last byte
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError:
+            pass
+    refused = eyas("approve", "run-full", "--reason", "x" * 200_000, env={"EYAS_RUNS_DIR": str(volume)})
+    assert refused.code == 2 and "Traceback" not in refused.output, refused.output
+    assert "(No space left on device): the filesystem is full: free space there" in refused.output
+    filler.unlink()
+    answered = eyas("approve", "run-full", env={"EYAS_RUNS_DIR": str(volume)})
+    assert answered.code == 0, answered.output  # with room again, the same command works
