@@ -85,6 +85,9 @@ class LlmBadOutput(LlmError):
 
 class RetryPolicy(BaseModel):
     attempts: int = Field(5, ge=1, description="tries of one request, the first included")
+    # A server that used a whole deadline once (overloaded, or trickling its answer) rarely does better at once:
+    # five tries of 180 s kept `eyas chat` silent for 15 minutes. A timeout is tried once more, then reported.
+    timeout_attempts: int = Field(2, ge=1, description="tries of one request that keeps timing out")
     base_s: float = Field(0.5, ge=0, description="wait before the second try; doubles each time")
     cap_s: float = Field(8.0, ge=0, description="longest single wait (also bounds a server's Retry-After)")
 
@@ -153,9 +156,12 @@ class LLM:
         retry: RetryPolicy | None = None,
         timeout_s: float = 180.0,
         sampling: dict[str, Any] | None = None,
+        on_retry: Callable[[str], None] | None = None,
     ) -> None:
         """`clock` paces the retries inside a crossing: pass a live clock, never a recording one.
-        `sampling`: extra request fields sent every time (temperature, vLLM's repetition_penalty, ...)."""
+        `sampling`: extra request fields sent every time (temperature, vLLM's repetition_penalty, ...).
+        `on_retry` hears, in one line, why a request is tried again, so a slow server never looks like a hang."""
+        self.on_retry = on_retry
         self.config = config
         self.boundary = boundary or Boundary()
         self.usage = usage or Usage()
@@ -270,6 +276,8 @@ class LLM:
 
         sdk_fields = _sdk_fields()
         last = ""
+        timeouts = 0
+        attempt = 0
         for attempt in range(self.retry.attempts):
             retry_after = None
             try:
@@ -281,14 +289,22 @@ class LLM:
                 retry_after = _retry_after(exc)
             except APITimeoutError:
                 last = f"no complete answer within {self._timeout_s:g} s"
+                timeouts += 1
+                if timeouts >= self.retry.timeout_attempts:
+                    break
             except APIConnectionError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             except APIStatusError as exc:
                 raise self._rejected(exc, request) from None
             if attempt + 1 < self.retry.attempts:
+                if self.on_retry is not None:
+                    self.on_retry(
+                        f"the agent LLM at {self.config.base_url}: {last}; trying again ({attempt + 2} of "
+                        f"{self.retry.attempts})"
+                    )
                 self._clock.sleep(self.retry.delay(attempt, retry_after))
         raise LlmUnavailable(
-            f"The agent LLM at {self.config.base_url} gave no answer in {self.retry.attempts} tries (last: {last}). "
+            f"The agent LLM at {self.config.base_url} gave no answer in {attempt + 1} tries (last: {last}). "
             "Check that the server is up (for the embedded default: `eyas target up`) and not overloaded, or "
             "point [agent] in the config at another endpoint."
         )

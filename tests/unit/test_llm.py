@@ -184,6 +184,24 @@ def test_a_hanging_server_times_out_into_retries() -> None:
         ).structured(ask("hang"), Plan, max_tokens=50)
 
 
+def test_a_server_that_keeps_timing_out_is_given_up_after_two_tries_and_each_retry_is_said() -> None:
+    """A trickling or overloaded agent LLM (issue 28 item 7: five silent tries of 180 s) costs two deadlines, and the
+    operator hears why the second try happens."""
+
+    def script(request: Request, stub: OpenAIStub) -> Reply:
+        return Reply(delay_s=5.0)
+
+    heard: list[str] = []
+    with OpenAIStub(script) as stub, pytest.raises(LlmUnavailable, match=r"no answer in 2 tries") as raised:
+        LLM(
+            AgentConfig(base_url=stub.url, model=MODEL, api_key_env=None), retry=FAST_RETRY, timeout_s=0.3,
+            on_retry=heard.append,
+        ).structured(ask("trickle"), Plan, max_tokens=50)  # fmt: skip
+    assert stub.attempts["trickle"] == 2 and FAST_RETRY.attempts == 4
+    assert heard == [f"the agent LLM at {stub.url}: no complete answer within 0.3 s; trying again (2 of 4)"]
+    assert "no complete answer within 0.3 s" in str(raised.value)
+
+
 def test_a_refusal_is_not_retried_and_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EYAS_TEST_AGENT_KEY", "sk-test-not-a-real-key-000000000000")
 

@@ -129,7 +129,7 @@ def assemble(
     from eyas.agents.research import ResearchDeps, run_research
     from eyas.agents.toolbox import Toolbox
 
-    llm = open_llm(cfg, boundary=boundary)
+    llm = open_llm(cfg, boundary=boundary, on_retry=progress)
     http = boundary.http()
 
     def research(brief: str) -> str:
