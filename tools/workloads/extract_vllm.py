@@ -96,9 +96,26 @@ def resolved_connector(requested: str) -> str:
     return requested if requested != "auto" else ("stock" if torch.cuda.is_available() else "cpu")
 
 
-def server_dtype(connector: str) -> str:
-    """What the server's files hold: float32 where a CPU would emulate bf16 (cpu_caps), else the model's bf16."""
-    return "float32" if connector == "cpu" and "float32" in vllm_cpu_dtype_args() else "bfloat16"
+# vLLM's --dtype names -> the dtype its hidden-state files hold.
+DTYPE_NAMES = {
+    "float32": "float32", "float": "float32", "float16": "float16", "half": "float16", "bfloat16": "bfloat16",
+}  # fmt: skip
+
+
+def server_dtype(argv: list[str], model_dir: Path) -> str:
+    """What a server started with `argv` writes: its --dtype (production's, inherited, or this CPU's float32), else
+    the model's own (config.json's torch_dtype or dtype; bfloat16 where it names none)."""
+    given = None
+    for index, word in enumerate(argv):
+        if word == "--dtype" and index + 1 < len(argv):
+            given = argv[index + 1]
+        elif word.startswith("--dtype="):
+            given = word.partition("=")[2]
+    if given in DTYPE_NAMES:
+        return DTYPE_NAMES[given]
+    config = json.loads((model_dir / "config.json").read_text())
+    own = config.get("torch_dtype") or config.get("dtype") or config.get("text_config", {}).get("torch_dtype")
+    return DTYPE_NAMES.get(str(own), "bfloat16")
 
 
 class VllmBackend:

@@ -230,7 +230,7 @@ def online_source(args: argparse.Namespace, staged: Staged, server: Any) -> Any:
 
     max_len = max(args.total_seq_len, staged.max_len)
     bound = online_bound_bytes(
-        args.window, max_len, staged.hidden_size, staged.num_layers, server_dtype(args.connector)
+        args.window, max_len, staged.hidden_size, staged.num_layers, server_dtype(server.server.argv, args.verifier)
     )
     summary_path = args.work / SUMMARY
     progress.emit(
