@@ -6,10 +6,11 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from eyas.tools.errors import ConfigError
 from eyas.tools.planning.estimate import PromptSupply, supply_verdict
+from eyas.tools.recording.redact import Redactor
 from eyas.tools.service.deploy import Thresholds
 from eyas.tools.settings.config import format_validation_error
 
@@ -46,9 +47,10 @@ class Policy(BaseModel):
         _THRESHOLD["min_acceptance_length"], ge=1.0,
         description="mean acceptance length production's own counters must show to keep the drafter",
     )  # fmt: skip
-    deploy_min_speedup: float | None = Field(
-        None, gt=0, description="tokens/s with the drafter over tokens/s before it, to keep the drafter"
-    )
+    deploy_min_speedup: float = Field(
+        _THRESHOLD["min_speedup"], gt=0,
+        description="tokens/s production serves with the drafter over tokens/s before it, to keep the drafter",
+    )  # fmt: skip
     deploy_probe_requests: int = Field(
         _THRESHOLD["probe_requests"], gt=0, description="probe requests per deploy measurement window"
     )
@@ -63,6 +65,27 @@ class Policy(BaseModel):
     host_retry_max_s: float = Field(
         300.0, gt=0, description="longest wait between tries to reach an unreachable host (the waits double up to it)"
     )
+
+    @field_validator("notify_command")
+    @classmethod
+    def _no_secret_in_the_command(cls, command: str | None) -> str | None:
+        # The policy is kept in the run's run.json (a resume and `eyas watch` run the command from there) and shown
+        # in gate views and transcripts: a token written into the command would be stored and shown with it.
+        if command is not None and Redactor().finds_secret(command):
+            raise ValueError(
+                f"holds what looks like a secret ({Redactor().text(command)}); it would be stored in each run's "
+                "run.json and shown with the policy. Put the secret in an environment variable and refer to it in "
+                "the command, e.g. notify_command = 'curl -H \"Authorization: Bearer $NOTIFY_TOKEN\" ...' (the "
+                "command runs in a shell with eyas's environment)"
+            )
+        return command
+
+    @field_validator("deploy_min_speedup", mode="before")
+    @classmethod
+    def _speedup_default(cls, value: object) -> object:
+        """A run recorded before the threshold had a default kept None ("none"): it reads as the default now, so
+        no deploy, resumed or by hand, keeps a drafter that makes production slower."""
+        return _THRESHOLD["min_speedup"] if value is None else value
 
     def deploy_thresholds(self) -> Thresholds:
         """What the deployed drafter must reach on production's own counters to stay."""
@@ -174,13 +197,11 @@ def judge_deploy(policy: Policy, evaluation: dict[str, Any] | None) -> Verdict:
             f"{policy.deploy_min_acceptance_length:g}"
         )
     speedup = (evaluation or {}).get("speedup")
-    if policy.deploy_min_speedup is not None:
-        within = speedup is not None and speedup >= policy.deploy_min_speedup
-        shown = f"{speedup:.2f}x" if speedup is not None else "unknown"
-        (passed if within else blockers).append(
-            f"evaluation speedup {shown} {'reaches' if within else 'is under'} the threshold "
-            f"{policy.deploy_min_speedup:g}x"
-        )
+    within = speedup is not None and speedup >= policy.deploy_min_speedup
+    shown = f"{speedup:.2f}x" if speedup is not None else "unknown"
+    (passed if within else blockers).append(
+        f"evaluation speedup {shown} {'reaches' if within else 'is under'} the threshold {policy.deploy_min_speedup:g}x"
+    )
     return Verdict(approve=not blockers, reasons=blockers + passed)
 
 

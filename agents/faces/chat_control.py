@@ -168,14 +168,17 @@ class ChatPipeline:
         return (
             f"deploy {drafter_dir} (k={spec_k}) into production for run {self.run.run_id}: restart it, send "
             f"{policy.deploy_probe_requests} probe requests, keep the drafter only at a mean acceptance length of "
-            f"{policy.deploy_min_acceptance_length:g} or more, else roll back (a second restart)\n"
+            f"{policy.deploy_min_acceptance_length:g} or more and a speedup of {policy.deploy_min_speedup:g}x or more "
+            "(tokens/s with the drafter over without), else roll back (a second restart)\n"
             f"    {command_change(unit.exec_start, argv)}\n"
             f"    expected downtime: {downtime(self.config, None)} per restart"
         )
 
     def deploy(self, drafter: str | None, k: int | None) -> str:
         drafter_dir, spec_k = self._drafter(drafter, k)
-        done = self._eyas(["deploy", self.run.run_id, "--drafter", drafter_dir, "--k", str(spec_k)], DEPLOY_TIMEOUT_S)
+        # --yes: the operator confirmed in the chat (deploy_effect); the subprocess's stdin is no terminal.
+        args = ["deploy", self.run.run_id, "--drafter", drafter_dir, "--k", str(spec_k), "--yes"]
+        done = self._eyas(args, DEPLOY_TIMEOUT_S)
         return self._outcome("deploy", done, {0: "kept in production", 4: "rolled back"})
 
     def rollback_effect(self) -> str:
@@ -196,7 +199,8 @@ class ChatPipeline:
         )
 
     def rollback(self) -> str:
-        return self._outcome("rollback", self._eyas(["rollback", self.run.run_id], DEPLOY_TIMEOUT_S), {0: "done"})
+        done = self._eyas(["rollback", self.run.run_id, "--yes"], DEPLOY_TIMEOUT_S)  # confirmed in the chat
+        return self._outcome("rollback", done, {0: "done"})
 
     def _outcome(self, what: str, done: subprocess.CompletedProcess[str], meanings: dict[int, str]) -> str:
         """eyas's own last lines, with what its exit status means; a failure is the agent's to explain."""

@@ -32,11 +32,35 @@ def test_under_the_acceptance_threshold_or_without_counters_is_rolled_back() -> 
     before = probe(10.0, None)
     assert judge(before, probe(20.0, 2.1), thresholds)[0] is True
     kept, reason, _ = judge(before, probe(20.0, 1.2), thresholds)
-    assert not kept and "1.20 is under the threshold 1.5" in reason
+    assert not kept and reason == "mean acceptance length 1.20 is under the threshold 1.5"
     kept, reason, _ = judge(before, probe(10.5, 2.1), thresholds)
-    assert not kept and "speedup 1.05x is under the threshold 1.1x" in reason
+    assert not kept and reason.startswith("speedup 1.05x is under the threshold 1.1x (10.5 tokens/s with the drafter")
     kept, reason, _ = judge(before, probe(20.0, None), thresholds)
     assert not kept and "no speculative-decoding counters" in reason
+
+
+def test_by_default_a_drafter_that_makes_production_slower_is_rolled_back_and_the_reason_says_how_much() -> None:
+    """The demo's case: production went from 11.8 to 8.6 tokens/s with the drafter, and acceptance missed too."""
+    before = probe(11.8, None)
+    kept, reason, speedup = judge(before, probe(8.6, 1.9), Thresholds())
+    assert not kept and speedup == pytest.approx(8.6 / 11.8)
+    assert reason == (
+        "speedup 0.73x is under the threshold 1x (8.6 tokens/s with the drafter, 11.8 without); to keep a drafter "
+        "slower than that, lower deploy_min_speedup in the policy file (`eyas run --policy FILE`) or pass "
+        "--min-speedup to `eyas deploy RUN`"
+    )
+    kept, reason, _ = judge(before, probe(8.6, 1.06), Thresholds())
+    assert not kept and reason.startswith("mean acceptance length 1.06 is under the threshold 1.2; speedup 0.73x is ")
+    # As fast as without it (1.0x) is kept, faster is kept; both figures are in the reason.
+    kept, reason, _ = judge(before, probe(11.8, 1.9), Thresholds())
+    assert kept and reason.endswith(
+        "speedup 1.00x reaches the threshold 1x (11.8 tokens/s with the drafter, 11.8 without)"
+    )
+    kept, reason, _ = judge(before, probe(17.7, 1.9), Thresholds())
+    assert kept and reason.startswith("mean acceptance length 1.90 reaches the threshold 1.2; speedup 1.50x reaches")
+    # No rate measured before the drafter: a speedup nobody measured does not keep it.
+    kept, reason, _ = judge(probe(0.0, None), probe(17.7, 1.9), Thresholds())
+    assert not kept and reason.startswith("speedup unknown is under the threshold 1x")
 
 
 def test_the_drop_in_clears_exec_start_and_sets_only_the_speculative_config() -> None:
@@ -77,16 +101,25 @@ def test_the_deploy_gate_policy_asks_by_default_and_auto_approves_only_at_the_th
     asked = judge_deploy(Policy(), evaluation)
     assert not asked.approve and asked.reasons[0].startswith('the policy\'s deploy = "ask"')
     assert "evaluation mean acceptance length 1.60 reaches the threshold 1.2" in asked.reasons
+    assert "evaluation speedup 1.05x reaches the threshold 1x" in asked.reasons
     assert judge_deploy(Policy(deploy="auto"), evaluation).approve
     slow = judge_deploy(Policy(deploy="auto", deploy_min_speedup=1.1), evaluation)
     assert not slow.approve and slow.reasons == [
         "evaluation speedup 1.05x is under the threshold 1.1x",
         "evaluation mean acceptance length 1.60 reaches the threshold 1.2",
     ]
-    assert not judge_deploy(Policy(deploy="auto"), {"mean_acceptance_length": 1.1}).approve
+    # By default an evaluation that measured the drafter slower, or measured no speedup, is not approved unattended.
+    slower = judge_deploy(Policy(deploy="auto"), {"mean_acceptance_length": 1.6, "speedup": 0.8})
+    assert not slower.approve and slower.reasons[0] == "evaluation speedup 0.80x is under the threshold 1x"
+    assert not judge_deploy(Policy(deploy="auto"), {"mean_acceptance_length": 1.6}).approve
+    assert not judge_deploy(Policy(deploy="auto"), {"mean_acceptance_length": 1.1, "speedup": 1.2}).approve
     assert not judge_deploy(Policy(deploy="auto"), None).approve
-    # One source for each default: the policy's thresholds are the deploy's own.
-    assert Policy().deploy_thresholds() == Thresholds()
+    # One source for each default: the policy's thresholds are the deploy's own, and a run recorded before the
+    # speedup threshold had a default (its policy says None) is held to the default, not to none.
+    assert Policy().deploy_thresholds() == Thresholds() and Thresholds().min_speedup == 1.0
+    recorded = Policy.model_validate({**Policy().model_dump(), "deploy_min_speedup": None})
+    assert recorded.deploy_thresholds().min_speedup == Thresholds().min_speedup
+    assert Policy.model_validate({"deploy_min_speedup": 0.5}).deploy_thresholds().min_speedup == 0.5
 
 
 def test_a_deploy_that_did_not_change_production_says_why_in_the_report() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -145,3 +146,28 @@ def test_a_jobs_api_key_reaches_it_by_file_never_through_ps_or_a_command(
     assert directory.stat().st_mode & 0o777 == 0o700
     assert (directory / "secrets.env").stat().st_mode & 0o777 == 0o600
     assert key not in (directory / "run.sh").read_text() + (directory / "job.json").read_text()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        f'curl -H "Authorization: Bearer {JWT}" https://hooks.example.com/eyas',
+        "curl -d @- https://hooks.slack.com/services/T0ABC1DEF/B0ABC1DEF/abcdefghijklmnopqrstuvwx",
+        f"curl -d @- 'https://notify.example.com/hook?token={SLACK_BOT}'",
+    ],
+)
+def test_a_notify_command_holding_a_token_is_refused_with_the_environment_variable_fix(
+    tmp_path: Path, command: str
+) -> None:
+    """The policy is stored in run.json and shown with every gate: a token written into notify_command would be too."""
+    from eyas.graph.policy import load_policy
+
+    path = tmp_path / "policy.toml"
+    path.write_text(f"notify_command = {json.dumps(command)}\n")
+    with pytest.raises(ConfigError) as refused:
+        load_policy(path)
+    text = str(refused.value)
+    assert "looks like a secret" in text and "$NOTIFY_TOKEN" in text
+    assert JWT not in text and SLACK_BOT not in text and "abcdefghijklmnopqrstuvwx" not in text
+    path.write_text("notify_command = 'curl -H \"Authorization: Bearer $NOTIFY_TOKEN\" https://hooks.example.com'\n")
+    assert load_policy(path).notify_command is not None  # the fix it names is accepted

@@ -3,8 +3,9 @@
 Deploy adds one drop-in to the production unit that replaces its ExecStart with the same command plus
 `--speculative-config` (method eagle3, the drafter, k), restarts the service, waits for the deep health check,
 then sends probe requests and reads acceptance from production's own /metrics counters. The drafter stays when
-acceptance and tokens/s pass the thresholds; otherwise, and whenever the new service fails to come up, rollback
-removes exactly that drop-in, restarts, and checks that production is healthy with its old command line.
+acceptance and tokens/s pass the thresholds (by default production must not serve fewer tokens/s with the drafter
+than without it); otherwise, and whenever the new service fails to come up, rollback removes exactly that drop-in,
+restarts, and checks that production is healthy with its old command line.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     min_acceptance_length: float = Field(1.2, ge=1.0, description="mean tokens per target step with the drafter")
-    min_speedup: float | None = Field(None, gt=0, description="tokens/s with the drafter over tokens/s before")
+    # 1.0: a drafter that makes production slower than it was is rolled back, whatever its acceptance; an operator
+    # who wants one anyway lowers it (deploy_min_speedup in the policy, --min-speedup on eyas deploy).
+    min_speedup: float = Field(1.0, gt=0, description="tokens/s with the drafter over tokens/s before")
     probe_requests: int = Field(8, gt=0, description="probe requests per measurement")
     probe_max_tokens: int = Field(32, gt=0, description="longest probe answer, in tokens")
     probe_timeout_s: float = Field(300.0, gt=0, description="deadline of one probe request")
@@ -183,20 +186,29 @@ def _counters(http: HttpClient, base: str) -> SpecDecodeCounters | None:
 
 
 def judge(before: Probe | None, after: Probe, thresholds: Thresholds) -> tuple[bool, str, float | None]:
-    """Keep the drafter only when production's own counters show it accepted often enough (and fast enough)."""
+    """Keep the drafter only when production's own counters show it accepted often enough and production serves at
+    least `min_speedup` times its tokens/s before; a rollback names every threshold missed, with the figures."""
     speedup = after.tokens_per_s / before.tokens_per_s if before and before.tokens_per_s else None
     if after.mean_acceptance_length is None:
         return False, "production exported no speculative-decoding counters: the drafter is not in use", speedup
-    if after.mean_acceptance_length < thresholds.min_acceptance_length:
-        return False, (
-            f"mean acceptance length {after.mean_acceptance_length:.2f} is under the threshold "
-            f"{thresholds.min_acceptance_length:g}"
-        ), speedup  # fmt: skip
-    if thresholds.min_speedup is not None and (speedup is None or speedup < thresholds.min_speedup):
-        return False, f"speedup {speedup or 0:.2f}x is under the threshold {thresholds.min_speedup:g}x", speedup
-    return True, f"mean acceptance length {after.mean_acceptance_length:.2f}" + (
-        f", speedup {speedup:.2f}x" if speedup else ""
-    ), speedup  # fmt: skip
+    acceptance = f"mean acceptance length {after.mean_acceptance_length:.2f}"
+    accepted = after.mean_acceptance_length >= thresholds.min_acceptance_length
+    acceptance += f" {'reaches' if accepted else 'is under'} the threshold {thresholds.min_acceptance_length:g}"
+    rate = f"{after.tokens_per_s:.1f} tokens/s with the drafter, " + (
+        f"{before.tokens_per_s:.1f} without" if before else "not measured without"
+    )
+    fast = speedup is not None and speedup >= thresholds.min_speedup
+    shown = f"{speedup:.2f}x" if speedup is not None else "unknown"
+    pace = f"speedup {shown} {'reaches' if fast else 'is under'} the threshold {thresholds.min_speedup:g}x ({rate})"
+    if accepted and fast:
+        return True, f"{acceptance}; {pace}", speedup
+    if not fast:
+        pace += (
+            "; to keep a drafter slower than that, lower deploy_min_speedup in the policy file "
+            "(`eyas run --policy FILE`) or pass --min-speedup to `eyas deploy RUN`"
+        )
+    missed = [part for part, passed in ((acceptance, accepted), (pace, fast)) if not passed]
+    return False, "; ".join(missed), speedup
 
 
 def deploy(

