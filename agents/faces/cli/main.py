@@ -255,7 +255,7 @@ def demo(
     pipeline (verify, plan, generate, extract, train, evaluate, deploy) with an auto-approve policy and small sizes,
     showing each gate it passed and why. The deploy gate asks a person even then; the demo answers it as its
     operator (approve), and the deploy keeps the drafter only when production's own /metrics show it is accepted
-    often enough, else rolls it back."""
+    often enough and production serves at least as many tokens/s with it as without, else rolls it back."""
     # The graph's modules (langgraph, ~0.5 s) load here, not at start-up of every eyas process.
     from eyas.agents.faces.cli.run import advance, finish, start_run
     from eyas.agents.faces.cli.run_ui import gate_panel
