@@ -1,9 +1,10 @@
 """`eyas run --dry-run`: walk the whole plan without launching anything, for an operator to read before an
 overnight run. It verifies and plans as a run would (reading the host, starting nothing), then builds each
-phase's jobs with the phases' own code and prints their exact commands, the GPUs each needs, what happens to
-production, and the vLLM argv of every server eyas would start, ending with the deploy step behind its gate
-(production's argv with the drafter, the restart and the rollback). Nothing is written to the host, and no run
-folder is made; paths on the host are those of a run named `dry-run`."""
+phase's jobs with the phases' own code and prints, in the pipeline's order, every host command it would run (a
+phase's setup, such as the prompt split, then its jobs), the GPUs each needs, what happens to production (as the
+pipeline decides it: graph/downtime.py), and the vLLM argv of every server eyas would start, ending with the deploy
+step behind its gate (production's argv with the drafter, the restart and the rollback). Nothing is written to the
+host, and no run folder is made; paths on the host are those of a run named `dry-run`."""
 
 from __future__ import annotations
 
@@ -15,15 +16,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
-from eyas.graph.downtime import stop_start_commands
+from eyas.graph.downtime import production_action, stop_start_commands
 from eyas.graph.gates.production import phase_servers
 from eyas.graph.phases.data import node as data
 from eyas.graph.phases.deploy.node import deploy_view
-from eyas.graph.phases.evaluate import node as evaluate
-from eyas.graph.phases.extract import node as extract
 from eyas.graph.phases.plan import node as plan
-from eyas.graph.phases.train import node as train
 from eyas.graph.phases.verify import node as verify
+from eyas.graph.pipeline import PHASES
 from eyas.graph.runs import RunDir
 from eyas.graph.state import RunPlan, RunState, run_plan
 from eyas.tools.errors import EyasError
@@ -33,20 +32,14 @@ from eyas.tools.hosts.http import HttpClient
 from eyas.tools.planning.estimate import supply_verdict
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
 from eyas.tools.planning.measure import MeasureError, read_model_dims
+from eyas.tools.planning.paths import with_backend
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import Sizes
 
 RUN_ID = "dry-run"
-# The phases in run order with the builder of their jobs (graph/pipeline.py launches the same ones).
-PHASE_JOBS = (
-    ("data", data.build_jobs),
-    ("extract", extract.build_jobs),
-    ("vocab", train.build_vocab_jobs),
-    ("train", train.build_train_jobs),
-    ("evaluate", evaluate.build_jobs),
-)
-# The plan's production entry of each phase (vocab runs on CPU beside training, under the training gate).
-PRODUCTION_PHASE = {"data": "data", "extract": "extract", "vocab": "train", "train": "train", "evaluate": "evaluate"}
+# The host commands a phase's setup runs before its jobs (graph/pipeline.py's SETUP), by the builder the setup runs:
+# the data phase splits the prompt source into training and held-out prompts (prompt_split.py).
+SETUP_COMMANDS = {"data": data.split_command}
 
 
 def dry_run(config: EyasConfig, sizes: Sizes) -> dict[str, Any]:
@@ -74,9 +67,7 @@ def _walk(ctx: RunContext, sizes: Sizes) -> dict[str, Any]:
 
 def walk_phases(ctx: RunContext, state: RunState) -> dict[str, Any]:
     """The walk of a verified and planned state: every phase's jobs, production and servers, then the deploy."""
-    phases = []
-    for name, build in PHASE_JOBS:
-        phases.append(_phase(ctx, state, name, build))
+    phases = [_phase(ctx, state, phase.name, phase.build) for phase in PHASES]  # the pipeline's own, in its order
     phases.append(_deploy(ctx, state))
     return {
         "run_id": RUN_ID,
@@ -117,21 +108,33 @@ def _plan(ctx: RunContext, state: RunState, runtime: Runtime[RunContext]) -> dic
         return RunPlan.model_validate(blind).model_dump(mode="json")
 
 
+def _production(state: RunState, name: str) -> dict[str, Any]:
+    """What happens to production while the phase runs, as the pipeline decides it (graph/downtime.py): the plan's
+    entry for the phase, and production kept up for a phase the plan gives none (vocab, on the CPU)."""
+    impact = run_plan(state).production(name)
+    if impact is not None:
+        return impact.model_dump()
+    action = production_action(state, name)
+    return {"action": action, "gpus": [], "reason": f"the plan gives {name} no GPU, so production stays up meanwhile"}
+
+
 def _phase(ctx: RunContext, state: RunState, name: str, build: Any) -> dict[str, Any]:
     planned = run_plan(state)
-    impact = planned.production(PRODUCTION_PHASE[name])
-    production = impact.model_dump() if impact is not None else {}
+    production = _production(state, name)
     entry: dict[str, Any] = {"phase": name, "phase_hours": planned.phase(name).phase_hours}
     if production.get("action") == "stop":
         stop, start = stop_start_commands(ctx)
         production["commands"] = [stop, start]
     entry["production"] = production
     entry["gpus"] = production.get("gpus", [])
-    path = planned.paths.get(name)
+    path = with_backend(planned.paths, planned.extraction).get(name)
     blocked = path.blocked if path is not None else None
     if blocked:
-        entry["blocked"] = f"{blocked}; a run would stop at its gate and never launch it"
+        entry["blocked"] = f"{blocked.rstrip('.')}; a run would stop at its gate and never launch it"
     try:
+        setup = SETUP_COMMANDS.get(name)
+        if setup is not None:
+            entry["setup"] = [setup(ctx, state)]
         specs = build(ctx, state)
     except (EyasError, ValueError) as exc:
         entry["error"] = f"the {name} phase's jobs cannot be built: {exc}"
@@ -164,8 +167,10 @@ def _deploy(ctx: RunContext, state: RunState) -> dict[str, Any]:
 
 
 def dry_run_lines(walk: dict[str, Any]) -> list[str]:
-    """The dry run for a terminal: per phase its jobs' commands, GPUs, production and the servers' argv."""
+    """The dry run for a terminal: verify's checks, the plan, then per phase its setup and jobs' commands, GPUs,
+    production and the servers' argv."""
     lines = [f"dry run on {walk['host']} (nothing launched; host paths are those of a run named {RUN_ID})"]
+    lines += verification_lines(walk.get("verification") or {})
     lines.append(f"plan: {walk['plan'].get('verdict', '')}")
     if walk["plan"].get("extraction"):
         lines.append(f"extraction backend {walk['plan']['extraction']['reason']}")
@@ -186,6 +191,7 @@ def dry_run_lines(walk: dict[str, Any]) -> list[str]:
         for key in ("blocked", "error"):
             if phase.get(key):
                 lines.append(f"   {phase[key]}")
+        lines += [f"   setup: $ {command}" for command in phase.get("setup", [])]
         lines += [f"   job {job['job_id']}: $ {job['command']}" for job in phase.get("jobs", [])]
         lines += [f"   step: $ {step}" for step in phase.get("steps", [])]
         servers = phase.get("servers") or {}
@@ -194,3 +200,16 @@ def dry_run_lines(walk: dict[str, Any]) -> list[str]:
                 lines.append(f"   servers {key}: {', '.join(servers[key])}")
         lines += [f"   server {name}: $ {shlex.join(argv)}" for name, argv in servers.get("servers", {}).items()]
     return lines
+
+
+def verification_lines(verification: dict[str, Any]) -> list[str]:
+    """Verify's checks as a table (check, status, finding), the columns aligned; none when nothing was verified."""
+    if not verification:
+        return []
+    rows = [("check", "status", "finding")]
+    rows += [
+        (name, str(check.get("status", "?")), str(check.get("message", ""))) for name, check in verification.items()
+    ]
+    name_width, status_width = (max(len(row[column]) for row in rows) for column in (0, 1))
+    table = [f"   {name:<{name_width}}  {status:<{status_width}}  {finding}" for name, status, finding in rows]
+    return ["verification:", *table]

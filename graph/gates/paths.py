@@ -2,8 +2,9 @@
 
 From the plan: the extraction backend and why (at the extraction gate), where training's hidden states come from
 (offline, hybrid or online: at the extraction and training gates), and for each phase the gate asks about,
-the path it takes, the compat rows that path needs with their minimum versions, and what blocks it. A blocked
-phase is never launched: the policy does not approve it, and an approval ends the run instead of launching.
+the path it takes, the compat rows that path needs with their minimum versions, and what blocks it (an hf backend
+asked for a quantized checkpoint included: tools/planning/paths.py's with_backend). A blocked phase is never
+launched: the policy does not approve it, and an approval ends the run instead of launching.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from eyas.graph.gates.production import GATE_PHASES
 from eyas.graph.state import RunState, run_plan
+from eyas.tools.planning.paths import with_backend
 
 
 def paths_view(phase: str, state: RunState) -> dict[str, Any]:
@@ -25,13 +27,14 @@ def paths_view(phase: str, state: RunState) -> dict[str, Any]:
     if phase in ("extract", "train") and plan.extraction_mode is not None:
         view["extraction_mode"] = plan.extraction_mode
     names = GATE_PHASES.get(phase, (phase,))
-    covered = {name: plan.paths[name] for name in names if name in plan.paths}
+    paths = with_backend(plan.paths, plan.extraction)
+    covered = {name: paths[name] for name in names if name in paths}
     if covered:
         view["paths"] = covered
         blocked = [path.blocked for path in covered.values() if path.blocked]
         if blocked:
             view["blocked"] = blocked
-    later = [path.blocked for name, path in plan.paths.items() if name not in names and path.blocked]
+    later = [path.blocked for name, path in paths.items() if name not in names and path.blocked]
     if later:
         view["blocked_later"] = later
     research = state.get("research_summary")

@@ -151,6 +151,7 @@ def test_a_plan_from_a_real_generated_file(generated: tuple[Path, dict[str, Any]
     figures = Figures(
         samples=len(lines),
         max_tokens=1,
+        max_seq_len=2048,  # the target's --max-model-len: the plan refuses sequences longer than the server takes
         generated_file=str(out),
         generation_tok_s=100.0,
         free_disk_bytes=10**12,
@@ -176,7 +177,8 @@ def test_the_planner_measures_the_live_target(data_server_url: str, tmp_path: Pa
         target=TargetConfig(base_url=data_server_url, model=SERVED_MODEL),
     )
     measured = measure_inputs(
-        Figures(samples=313, max_tokens=512, probe_speeds=False),  # the speed probe: test_host_probe.py
+        # The speed probe: test_host_probe.py. The target serves --max-model-len 2048, the longest sequence it takes.
+        Figures(samples=313, max_tokens=512, max_seq_len=2048, probe_speeds=False),
         config=config, host=LocalHost(), http=HttpClient(), probe_concurrency=4,
     )  # fmt: skip
     inputs, throughput = measured.inputs, measured.throughput
@@ -184,6 +186,11 @@ def test_the_planner_measures_the_live_target(data_server_url: str, tmp_path: Pa
     assert measured.sources["model"].endswith("SmolLM2-135M-Instruct/config.json")
     assert throughput is not None and throughput.completion_tokens == 4 * (8 + 40) + 40  # ignore_eos: all full length
     assert throughput.single_tok_s is not None and 0 < throughput.single_tok_s < throughput.tokens_per_s
+    # Extraction is one forward pass per sample: the probe's wave of long prompts (max_tokens 1), far above decoding.
+    assert throughput.prefill_tok_s is not None and throughput.prefill_tokens > 4 * 500
+    assert inputs.extraction_tok_s == throughput.prefill_tok_s > throughput.tokens_per_s
+    assert measured.sources["extraction"].startswith("prefill probe: 4 prompts of ")
+    assert measured.context is not None and measured.context.tokens == 2048
     assert inputs.generation_tok_s == throughput.tokens_per_s > 0
     assert inputs.generation_overhead_s == throughput.overhead_s >= 0
     assert 20 < inputs.prompt_tokens < 200

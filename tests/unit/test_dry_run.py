@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -25,11 +26,12 @@ KIMI_CONFIG = {"hidden_size": 7168, "num_hidden_layers": 61, "vocab_size": 16384
 OPERATOR = ["--samples", "25000", "--max-tokens", "4096", "--max-seq-len", "8192"]
 
 
-def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: Path) -> None:
+def kimi_host(tmp_path: Path, pipeline: str = "") -> Path:
+    """The motivating host's config (the secret-carrying unit, Kimi-K2's config.json, the 8-GPU stand-in on PATH),
+    with `pipeline` as its [pipeline] table."""
     model_dir = tmp_path / "Kimi-K2-Instruct"
     model_dir.mkdir()
     (model_dir / "config.json").write_text(json.dumps(KIMI_CONFIG))
-    workdir = tmp_path / "work"
     unit = (FIXTURES / "vllm_kimi.service").read_text()
     unit = unit.replace("--trust-remote-code \\\n", f"--trust-remote-code \\\n    --api-key {API_KEY_FLAG} \\\n")
     unit = unit.replace("[Service]\n", f"[Service]\nEnvironment=AZURE_OPENAI_KEY={AZURE_KEY} LICENSE_CODE={UNIT_ENV}\n")
@@ -40,7 +42,7 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
         f"""[hosts.gpu]
 address = "local"
 python = "/srv/vllm/.venv/bin/python"
-workdir = "{workdir}"
+workdir = "{tmp_path / "work"}"
 
 [target]
 host = "gpu"
@@ -49,17 +51,30 @@ model = "kimi-k2"
 model_dir = "{model_dir}"
 unit_file = "{tmp_path / "vllm_kimi.service"}"
 load_time_s = 1320
-"""
+{pipeline}"""
     )
     install_nvidia_smi(tmp_path / "bin", holder_pid=os.getpid())
+    return config
+
+
+def eyas_dry_run(tmp_path: Path, config: Path, *form: str) -> str:
+    """The real `eyas run --dry-run` at the operator's sizes (`form`: --json, or nothing for the text), checked to
+    have launched nothing and printed no secret; what it printed."""
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "EYAS_RUNS_DIR": str(tmp_path / "runs")}
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("eyas")), "run", "--dry-run", "--config", str(config), "--json", *OPERATOR],
+        [str(Path(sys.executable).with_name("eyas")), "run", "--dry-run", "--config", str(config), *form, *OPERATOR],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert not [secret for secret in (API_KEY_FLAG, AZURE_KEY, UNIT_ENV) if secret in done.stdout + done.stderr]
-    walk = json.loads(done.stdout)
+    assert not (tmp_path / "work" / "jobs").exists()  # nothing launched
+    assert not (tmp_path / "runs").exists()  # and no run folder
+    return done.stdout
+
+
+def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    walk = json.loads(eyas_dry_run(tmp_path, kimi_host(tmp_path), "--json"))
     phases = {phase["phase"]: phase for phase in walk["phases"]}
 
     # With the server down the hours are unknown, but the prompts are counted: the shipped set cannot feed 25,000.
@@ -105,5 +120,62 @@ load_time_s = 1320
     assert "--backend vllm" in extraction_job["command"] and "--inherit=" in extraction_job["command"]
     assert extraction_job["env"]["NCCL_P2P_LEVEL"] == "SYS"
     assert {"AZURE_OPENAI_KEY", "LICENSE_CODE"} <= set(extraction_job["secrets"])  # by file, named only
-    assert not (workdir / "jobs").exists()  # nothing launched
-    assert not (tmp_path / "runs").exists()  # and no run folder
+
+    # What happens to production is what the pipeline does (graph/downtime.py): vocab.py runs on the CPU under the
+    # training gate, with production up, between the extraction's restart and the training's stop.
+    assert phases["vocab"]["production"]["action"] == "keep" and phases["vocab"]["gpus"] == []
+    assert phases["train"]["production"]["action"] == "stop"
+
+
+# The AQ-MedAI/Kimi-K2-Instruct-eagle3 drafter's config.json (SpecForge's layout), as a directory on the host.
+SPECFORGE_KIMI = {
+    "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 7168, "vocab_size": 163840,
+    "draft_vocab_size": 32000, "num_hidden_layers": 1, "num_attention_heads": 64, "num_key_value_heads": 8,
+    "intermediate_size": 18432, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57],
+                                                 "use_aux_hidden_state": True},
+}  # fmt: skip
+
+
+def test_the_dry_run_text_shows_verification_and_every_command_in_the_pipelines_order(tmp_path: Path) -> None:
+    drafter = tmp_path / "Kimi-K2-Instruct-eagle3"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps(SPECFORGE_KIMI))
+    config = kimi_host(tmp_path, f'\n[pipeline]\ndrafter_base = "{drafter}"\n')
+    lines = eyas_dry_run(tmp_path, config).splitlines()
+
+    def first(prefix: str) -> int:
+        return next(i for i, line in enumerate(lines) if line.startswith(prefix))
+
+    # Verify's checks first, as a table: check, status, finding, under one header.
+    table = lines[lines.index("verification:") + 1 : first("plan: ")]
+    assert table[0].split() == ["check", "status", "finding"]
+    rows = {name: (status, finding) for name, status, finding in (line.split(None, 2) for line in table[1:])}
+    assert rows["health"][0] == "fail" and rows["health"][1].startswith("Nothing accepts connections at")
+    assert rows["drafter"][0] == "ok" and rows["drafter"][1].startswith("specforge drafter (converted")
+    assert {"service", "gpus", "disk", "compat"} <= set(rows)
+
+    # Every command the pipeline runs, in its order: the data phase's prompt split before its jobs (generation, and
+    # the drafter's download beside it, which checks and converts it for training), then the other phases.
+    split, generate, download = (
+        first("   setup: $ "),
+        first("   job dry-run.generate: $ "),
+        first("   job dry-run.download: $ "),
+    )
+    assert first("== data: ") < split < generate < download < first("== extract: ")
+    argv = shlex.split(lines[split].removeprefix("   setup: $ "))
+    assert argv[1].endswith("/workloads/prompt_split.py")
+    assert argv[argv.index("--train") + 1] == "25000" and argv[argv.index("--max-prompt-chars") + 1] == "12288"
+    argv = shlex.split(lines[download].removeprefix("   job dry-run.download: $ "))
+    assert argv[1].endswith("/workloads/download.py") and argv[argv.index("--source") + 1] == str(drafter)
+    assert argv[argv.index("--target") + 1] == str(tmp_path / "Kimi-K2-Instruct")
+    # Extraction captures the drafter's layers, and training finetunes it.
+    extraction = lines[first("   job dry-run.extract: $ ")]
+    assert "--layers 1,29,57" in extraction, extraction
+    assert f"--from-pretrained {drafter}" in lines[first("   job dry-run.train: $ ")]
+    order = [line.split(":")[0] for line in lines if line.startswith("== ")]
+    assert order == ["== data", "== extract", "== vocab", "== train", "== evaluate", "== deploy"]
+
+    # vocab: production stays up, as the pipeline keeps it.
+    vocab = first("== vocab: ")
+    assert lines[vocab] == "== vocab: production keep; GPUs []"
+    assert lines[vocab + 1] == "   the plan gives vocab no GPU, so production stays up meanwhile"

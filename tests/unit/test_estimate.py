@@ -241,7 +241,10 @@ def test_eyas_plan_json_for_a_host_that_is_never_contacted(cli: typer.Typer, tmp
     assert refused["fits"] is False and refused["extraction_mode"]["mode"] == "offline"
     assert "online_extraction" in {alt["kind"] for alt in refused["alternatives"]}
     assert refused["verdict"].startswith("Does not fit") and "--extraction-mode online" in refused["verdict"]
-    assert set(plan["sources"].values()) == {"given", "not counted", "one GPU, 1e+14 FLOP/s (assumed)"}
+    sources = plan["sources"]
+    # Extraction is prefill: with no host to measure it, assumed from one GPU's FLOP/s (never below decoding).
+    assert sources.pop("extraction").startswith("assumed, not measured: prefill at ")
+    assert set(sources.values()) == {"given", "not counted", "one GPU, 1e+14 FLOP/s (assumed)"}
     # The shipped set is eyas's own file: counted without the host, as the data phase will split it.
     supply = plan["prompt_supply"]
     assert (supply["available"], supply["samples"], supply["enough"]) == (313, 25_000, False), supply

@@ -1,5 +1,6 @@
-"""The rehearsal host of the motivating run, planned: a Kimi-K2.5-shaped model (hidden 7,168, 61 layers, 594 GB of
-weights on disk), served by the 8-GPU unit (tests/support/fixtures/vllm_kimi.service: tensor-parallel 8,
+"""The rehearsal host of the motivating run, planned: a Kimi-K2.5-shaped model (its config.json: the kimi_k25
+wrapper, DeepSeek-V3 dims in text_config with hidden 7,168 and 61 layers, compressed-tensors INT4; 594 GB of weights
+on disk), served by the 8-GPU unit (tests/support/fixtures/vllm_kimi.service: tensor-parallel 8,
 --gpu-memory-utilization 0.92) on 8 x 141 GB GPUs that production holds at 93%, 25,000 samples of 4,096-token
 answers in 8,192-token sequences, and 2.9 TB free where the data goes. Offline needs about 5.9 TB of hidden states.
 
@@ -21,13 +22,15 @@ import pytest
 from eyas.agents.faces.gate_text import gate_sections, production_lines
 from eyas.graph.context import RunContext
 from eyas.graph.dry_run import dry_run_lines, walk_phases
+from eyas.graph.gates.gate import apply_answer
 from eyas.graph.gates.view import gate_view
+from eyas.graph.phases.data import node as data
 from eyas.graph.phases.extract import node as extract
 from eyas.graph.phases.plan.node import made_plan
 from eyas.graph.phases.train import node as train
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
-from eyas.graph.state import RunState, run_plan
+from eyas.graph.state import RunState, run_plan, run_sizes
 from eyas.tools.checks.compat import judge
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
@@ -45,9 +48,9 @@ sys.path.insert(0, str(WORKLOADS_DIR))  # workloads import their siblings by pla
 
 import extract as extract_py
 import train as train_py
+from model_shapes import KIMI_K25_CONFIG
 
 FIXTURES = Path(__file__).parents[1] / "support" / "fixtures"
-KIMI_K25 = {"hidden_size": 7168, "num_hidden_layers": 61, "vocab_size": 163840, "intermediate_size": 18432}
 WEIGHTS = 594 * 10**9
 H200_MIB = 143771  # what nvidia-smi reports for a 141 GB H200
 HELD = 0.93  # production's share of every GPU
@@ -61,7 +64,7 @@ def rehearsal_host(tmp_path: Path, free_disk: int, sizes: Sizes = SIZES) -> tupl
     """The rehearsal host's context, and the state the plan gets there (verify's facts), planned."""
     model_dir = tmp_path / "Kimi-K2.5"
     model_dir.mkdir(exist_ok=True)
-    (model_dir / "config.json").write_text(json.dumps(KIMI_K25))
+    (model_dir / "config.json").write_text(json.dumps(KIMI_K25_CONFIG))
     for shard in range(6):  # sparse files: 594 GB as du -b counts them, nothing on this disk
         with (model_dir / f"model-{shard + 1:05d}-of-00006.safetensors").open("wb") as handle:
             handle.truncate(WEIGHTS // 6)
@@ -215,3 +218,47 @@ def test_a_smaller_disk_trains_online_and_extraction_needs_no_gpu(tmp_path: Path
     assert view.production["extract"].servers is None
     (job,) = train.build_train_jobs(ctx, state)
     assert train_py.parse_args(job.argv[2:]).online
+
+
+def test_the_hf_backend_asked_for_the_int4_checkpoint_is_refused_at_the_extraction_gate(tmp_path: Path) -> None:
+    # The plan's own choice for the compressed-tensors checkpoint is vllm; the run asks for hf all the same.
+    asked = SIZES.model_copy(update={"extraction_backend": "hf"})
+    ctx, state = rehearsal_host(tmp_path, parse_size("2.9TB"), asked)
+    extraction = run_plan(state).extraction
+    assert extraction is not None and (extraction.backend, extraction.requested) == ("hf", "hf")
+    refused = extraction.refused
+    assert refused is not None and "\n" not in refused  # one paragraph: what is wrong, why, and the fix
+    assert refused.startswith(
+        f"extract (hf) cannot extract from this model: {ctx.config.target.model_dir} is a quantized checkpoint "
+        "(compressed-tensors, INT4 weights: the quantization_config of its config.json)"
+    )
+    assert 'device_map="auto"' in refused and "Use the vllm backend" in refused
+    assert "--extraction-backend vllm" in refused
+
+    # The extraction gate shows it blocked, the policy never approves it, and an approval launches nothing.
+    ctx.policy = Policy(allow_production_stop=True, max_production_downtime_hours=10_000, allow_warnings=True)
+    view = gate_view("extract", state, ctx, extract.build_jobs(ctx, state))
+    assert view.blocked == [refused]
+    assert ("BLOCKED", refused) in [
+        (line.label, line.text) for section in gate_sections(view) for line in section.lines
+    ]
+    assert view.policy is not None and not view.policy.approve and refused in view.policy.reasons
+    approved = apply_answer("extract", run_sizes(state), {"action": "approve"}, blocked=view.blocked)
+    assert approved["stopped"] == (
+        f"the extract phase was approved but cannot run on this host, so nothing was launched: {refused}"
+    )
+    # Said at the data gate already, before generation spends its hours on data it could not extract from.
+    assert gate_view("data", state, ctx, data.build_jobs(ctx, state)).blocked_later == [refused]
+    ctx.policy = None
+    (extract_phase,) = [phase for phase in walk_phases(ctx, state)["phases"] if phase["phase"] == "extract"]
+    assert extract_phase["blocked"] == f"{refused.rstrip('.')}; a run would stop at its gate and never launch it"
+
+    # The fix it names: vllm (or auto, which chooses vllm for the checkpoint) is not refused.
+    for backend in ("vllm", "auto"):
+        ctx, state = rehearsal_host(
+            tmp_path, parse_size("2.9TB"), SIZES.model_copy(update={"extraction_backend": backend})
+        )
+        fixed = run_plan(state).extraction
+        assert fixed is not None and fixed.backend == "vllm" and fixed.refused is None
+        assert "it is a quantized checkpoint too (compressed-tensors, INT4 weights), which the hf" in fixed.reason
+        assert gate_view("extract", state, ctx, extract.build_jobs(ctx, state)).blocked == []

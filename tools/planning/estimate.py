@@ -12,8 +12,12 @@ figure given by hand) as well as from measurements (tools/planning/measure.py). 
 - hidden states (what vLLM's extract_hidden_states connector writes and speculators trains from): per token
   hidden_size x captured layers x bytes per value, plus the int64 token id; plus a ~160 B header per file.
   Captured layers default to [2, L//2, L-3] and the last layer L.
-- extraction: all tokens / extraction throughput (the probe's where it ran; else as fast as generation, and on
-  a GPU prefill is several times faster, so this errs long).
+- extraction: one forward pass over each sample's tokens (vLLM's max_tokens=1), so it runs at prefill speed, tens of
+  times the decode rate on a GPU: all tokens / the extraction throughput the host's speed probe measured (a host
+  without GPUs), else the server's prefill measured by the throughput probe, else assumed compute-bound: the host's
+  sustained FLOP/s over the forward FLOPs of a token (`assumed_prefill_tok_s`).
+- production down (nothing measures the server): decoding is assumed bound by memory bandwidth, every step of the
+  run's concurrency reading the weights once (`assumed_decode_tok_s`), and never faster than prefill.
 - training: epochs x tokens / the training tokens/s a probe measured on the host (tools/planning/host_probe.py);
   without a probe (a GPU host), epochs x tokens x 6 x drafter parameters x test-time-training steps / an
   assumed sustained FLOP/s. The drafter is EAGLE-3's: a 3h->h fusion layer, one decoder layer, and an lm_head
@@ -43,7 +47,14 @@ from eyas.tools.settings.units import format_size
 from eyas.tools.workloads.hidden_states_file import LOSS_MASK_BYTES, ONLINE_WINDOW, online_bound_bytes
 
 FILE_HEADER_BYTES = 160
+# Sustained FLOP/s, for training and (when nothing measured the server's prefill) for prefill: both are dense matmuls
+# over whole sequences, at about the same share of the peak.
 GPU_TRAINING_FLOPS = 1e14  # a data-center GPU at 30-40% of its bf16 peak
+# Decoding when nothing measured it: each step reads the weights once (a MoE's too: a batch of 64 touches 3 in 4 of
+# Kimi-K2's 384 experts at 8 a token, and counting them all errs long), so it is bound by memory bandwidth. A
+# data-center GPU's HBM gives 2 to 4.8 TB/s (A100 80 GB to H200), and vLLM's decode reaches 40-60% of it before the
+# tensor-parallel all-reduces: 1 TB/s per GPU errs long.
+GPU_DECODE_BYTES_PER_S = 1e12
 CPU_CORE_TRAINING_FLOPS = 1e10  # one AVX2 core running torch training
 TOKEN_ID_BYTES = 8
 HIDDEN_VALUE_BYTES = 2  # one bf16/fp16 hidden-state value, as extraction writes them
@@ -64,11 +75,30 @@ class ModelDims(BaseModel):
     num_layers: int = Field(gt=3)
     vocab_size: int = Field(gt=0)
     intermediate_size: int | None = Field(None, gt=0, description="MLP width; default 4 x hidden")
+    active_intermediate_size: int | None = Field(
+        None, gt=0, description="MLP width a token passes through (a MoE's routed and shared experts); default the MLP"
+    )
+    default_max_model_len: int | None = Field(
+        None, gt=0, description="the context vLLM serves the model at without --max-model-len (from config.json)"
+    )
 
     def default_layers(self) -> list[int]:
         """EAGLE-3's auxiliary layers plus the last one, as speculators and vLLM capture them."""
         n = self.num_layers
         return [2, n // 2, n - 3, n]
+
+    def active_parameters(self) -> int:
+        """The parameters one token's forward pass multiplies by: per layer attention (4 h^2) and the MLP's three
+        matrices at the active width, then the lm_head (what a MoE's inactive experts hold is not counted)."""
+        h = self.hidden_size
+        width = self.active_intermediate_size or self.intermediate_size or 4 * h
+        return self.num_layers * (4 * h * h + 3 * h * width) + self.vocab_size * h
+
+    def forward_flops(self, sequence_tokens: float) -> float:
+        """FLOPs per token of a forward pass over samples of `sequence_tokens`: 2 per active parameter, and the
+        attention over the context before it (QK and AV, 4 h FLOPs per earlier token and layer; half the sample
+        on average)."""
+        return 2 * self.active_parameters() + 2 * self.num_layers * self.hidden_size * sequence_tokens
 
 
 class TokenStats(BaseModel):
@@ -96,8 +126,12 @@ class PlanInputs(BaseModel):
     bytes_per_value: int = Field(HIDDEN_VALUE_BYTES, gt=0, description="2 for bf16/fp16 hidden states")
     generation_tok_s: float = Field(gt=0, description="measured decoding throughput, completion tokens/s")
     generation_overhead_s: float = Field(0.0, ge=0, description="per request beyond decoding, amortized")
-    extraction_tok_s: float | None = Field(None, gt=0, description="prefill tokens/s; default: generation's")
-    training_flops_per_s: float = Field(GPU_TRAINING_FLOPS, gt=0, description="sustained, all devices together")
+    extraction_tok_s: float | None = Field(
+        None, gt=0, description="prefill tokens/s, measured; default assumed from training_flops_per_s"
+    )
+    training_flops_per_s: float = Field(
+        GPU_TRAINING_FLOPS, gt=0, description="sustained, all devices together (training, and prefill when assumed)"
+    )
     training_tok_s: float | None = Field(
         None, gt=0, description="measured drafter training tokens/s (a probe); replaces the FLOP/s arithmetic"
     )
@@ -123,6 +157,32 @@ class PlanInputs(BaseModel):
     @property
     def layers(self) -> list[int]:
         return self.captured_layers or self.model.default_layers()
+
+    @property
+    def sequence_tokens(self) -> float:
+        """Tokens per sample: the generated file's average, else the average prompt plus the longest answer."""
+        return self.measured.avg_sequence_tokens if self.measured else self.prompt_tokens + self.max_tokens
+
+    @property
+    def extraction_rate(self) -> float:
+        """Extraction's tokens/s: measured, else the prefill assumed from the host's FLOP/s, and never slower than
+        decoding (a prefill step does a decode step's reads for many tokens at once)."""
+        if self.extraction_tok_s:
+            return self.extraction_tok_s
+        assumed = assumed_prefill_tok_s(self.model, self.training_flops_per_s, self.sequence_tokens)
+        return max(self.generation_tok_s, assumed)
+
+
+def assumed_prefill_tok_s(model: ModelDims, flops_per_s: float, sequence_tokens: float) -> float:
+    """Prefill tokens/s when nothing measured it: compute-bound, the sustained FLOP/s over a token's forward FLOPs."""
+    return flops_per_s / model.forward_flops(sequence_tokens)
+
+
+def assumed_decode_tok_s(weight_bytes: int, gpus: int, concurrency: int, prefill_tok_s: float) -> float:
+    """Decoding tokens/s when nothing measured it (production down): every step of `concurrency` requests reads
+    the weights once from the GPUs' memory (GPU_DECODE_BYTES_PER_S each), and a step is never faster than its
+    tokens' prefill (a large batch is compute-bound)."""
+    return min(concurrency * gpus * GPU_DECODE_BYTES_PER_S / weight_bytes, prefill_tok_s)
 
 
 class Alternative(BaseModel):
@@ -314,7 +374,7 @@ def fetch_hours(inputs: PlanInputs, plan: Plan, kept: int) -> float:
 
 def estimate(inputs: PlanInputs) -> Plan:
     measured = inputs.measured
-    tokens = measured.avg_sequence_tokens if measured else inputs.prompt_tokens + inputs.max_tokens
+    tokens = inputs.sequence_tokens
     generated = measured.avg_completion_tokens if measured else float(inputs.max_tokens)
     line_bytes = measured.avg_line_bytes if measured else tokens * inputs.data_bytes_per_token
     total = inputs.samples * tokens
@@ -323,7 +383,7 @@ def estimate(inputs: PlanInputs) -> Plan:
     per_sample_s = generated / inputs.generation_tok_s + requests * inputs.generation_overhead_s
     shape = inputs.cluster
     generation_h = inputs.samples * per_sample_s / 3600 / shape.endpoints
-    extraction_h = total / (inputs.extraction_tok_s or inputs.generation_tok_s) / 3600 / shape.extract_shards
+    extraction_h = total / inputs.extraction_rate / 3600 / shape.extract_shards
     if inputs.training_tok_s:
         training_h = inputs.epochs * total / inputs.training_tok_s / 3600
     else:

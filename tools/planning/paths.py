@@ -3,7 +3,8 @@
 Verify judges every path the pipeline might take (the compat table, the flags of eyas's own servers); the plan
 knows which one each phase takes (the extraction backend it chose, CUDA or CPU training), so it narrows both to
 those paths. A phase whose path cannot work carries `blocked`, with the minimum versions, and is never launched:
-its gate says so and refuses to launch it (graph/gates/gate.py).
+its gate says so and refuses to launch it (graph/gates/gate.py). The model itself can block a path too: the hf
+backend asked for a quantized checkpoint (BackendChoice.refused), which `with_backend` adds to the extract phase's.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from eyas.tools.checks.compat import Row
+from eyas.tools.planning.backend import BackendChoice
 
 PACKAGES = ("vllm", "speculators", "transformers", "torch")
 
@@ -72,3 +74,14 @@ def phase_paths(
             path=" + ".join(sorted(taken)), rows=needed, missing_flags=missing, blocked=blocked if reasons else None
         )
     return paths
+
+
+def with_backend(paths: dict[str, PhasePath], extraction: BackendChoice | None) -> dict[str, PhasePath]:
+    """The plan's paths with the extract phase blocked where the backend the run asks for cannot extract from the
+    model (BackendChoice.refused): the paths are judged from the host's packages, the refusal from the model's
+    config.json. What every reader of a plan's paths takes (the gates, the dry run)."""
+    if extraction is None or extraction.refused is None:
+        return paths
+    extract = paths.get("extract") or PhasePath(path=extraction.backend, rows=[], missing_flags=[], blocked=None)
+    blocked = "; ".join(reason for reason in (extract.blocked, extraction.refused) if reason)
+    return {**paths, "extract": extract.model_copy(update={"blocked": blocked})}

@@ -25,8 +25,10 @@ by the next run; it does not stop this one. --abort-after failures in a row (ser
 end the run. SIGTERM/SIGINT: no new samples are started, requests in flight get --drain seconds to
 finish and be written, the summary is written; a second signal stops at once. Progress: `EYAS_PROGRESS`
 lines (done, failed, total, tokens_per_s, eta_s); at the end a summary JSON (--summary).
-Exit codes: 0 every sample was tried (failures are in the summary), 1 fatal error (every sample failing is
-one), 2 bad arguments, 3 stopped by a signal before the end (run again to resume).
+Exit codes: 0 every sample was tried (failures are in the summary) and the output holds at least one, 1 fatal
+error (an output with no sample at all is one: every request refused, e.g. HTTP 400 because --max-tokens is over the
+server's max_model_len, or no input line is a sample; the message gives the first error, the server's own reason),
+2 bad arguments, 3 stopped by a signal before the end (run again to resume).
 """
 
 from __future__ import annotations
@@ -136,10 +138,10 @@ def retryable(exc: BaseException) -> bool:
     return isinstance(exc, openai.APIConnectionError | TimeoutError | ValueError | KeyError | TypeError | IndexError)
 
 
-def describe(exc: BaseException) -> str:
+def describe(exc: BaseException, limit: int = 300) -> str:
     if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {str(exc.message)[:300]}"
-    return f"{type(exc).__name__}: {str(exc)[:300] or 'no detail'}"
+        return f"HTTP {exc.status_code}: {str(exc.message)[:limit]}"
+    return f"{type(exc).__name__}: {str(exc)[:limit] or 'no detail'}"
 
 
 class Generator:
@@ -157,7 +159,7 @@ class Generator:
         )
         self.queue = iter(plan.pending)
         self.done = self.failed = self.retries = self.in_a_row = 0
-        self.last_error = ""
+        self.first_error = ""  # the server's reason for the first sample that failed, whole (vLLM's 400 is ~300 B)
         self.tokens: Counter[str] = Counter()
         self.finish: Counter[str] = Counter()
         self.stopping = False
@@ -226,8 +228,8 @@ class Generator:
             try:
                 record = await self.generate(sample)
             except Exception as exc:
-                self.last_error = describe(exc)
-                self.write(self.failed_file, {"id": sample.id, "error": self.last_error})
+                self.first_error = self.first_error or describe(exc, limit=1000)
+                self.write(self.failed_file, {"id": sample.id, "error": describe(exc)})
                 self.failed += 1
                 self.in_a_row += 1
                 if self.in_a_row >= self.args.abort_after and not self.fatal:
@@ -283,6 +285,30 @@ class Generator:
         await self.client.close()
         self.emit()
 
+    def nothing_made(self) -> str | None:
+        """Why the output holds no sample at all when the run ended without a signal, else None: a job that
+        produced nothing fails, so the next phase never starts on an empty file. A shard whose share of the input is
+        empty (a hash of few ids over many shards) produced all it had."""
+        if self.plan.already_done + self.done or (self.stopping and not self.fatal):
+            return None
+        if self.failed and self.fatal:  # --abort-after: its message, and the first reason
+            return f"{self.fatal} None was generated; the first failure: {self.first_error}."
+        if self.failed:
+            return (
+                f"All {self.failed} samples failed and none was generated; the first with {self.first_error}. Fix what "
+                "the server refuses (an HTTP 400 about the context: --max-tokens and the prompts must fit the server's "
+                "max_model_len), then run again."
+            )
+        if self.plan.bad:
+            return (
+                f"No sample was generated: none of the {len(self.plan.bad)} input lines is a sample (the first: "
+                f"{self.plan.bad[0]['error']}). Give --input a JSONL of ShareGPT conversations, messages or "
+                "{id, prompt} rows."
+            )
+        if self.plan.total == 0 and self.args.shard[1] == 1:
+            return f"No sample was generated: {self.args.input} holds no prompt. Give --input a JSONL of prompts."
+        return None
+
     @property
     def not_tried(self) -> int:
         return len(self.plan.pending) - self.done - self.failed
@@ -329,13 +355,9 @@ async def main_async(args: argparse.Namespace) -> int:
                 await run.run()
             except Fatal as exc:
                 run.fatal = str(exc)
-            if not run.fatal and run.failed and run.plan.already_done + run.done == 0:
-                # Nothing to train on: the run fails with the server's reason rather than hand on an empty file.
-                run.fatal = (
-                    f"All {run.failed} samples failed and none was generated; the last with {run.last_error}. "
-                    "Fix what the server refuses (an HTTP 400 about the context: --max-tokens and the prompts must "
-                    "fit the server's max_model_len), then run again."
-                )
+            # Nothing to train on: the run fails with the server's first reason rather than hand on an empty file (an
+            # --abort-after stop says so too, with that first reason instead of its last).
+            run.fatal = run.nothing_made() or run.fatal
         os.fsync(out.fileno())
     code = EXIT_FATAL if run.fatal else EXIT_STOPPED if run.not_tried else 0
     summary = run.summary(code)

@@ -19,7 +19,14 @@ from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.planning.estimate import Plan, PromptSupply, estimate, format_hours, supply_verdict
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode, choose_mode, mode_verdict, offered
-from eyas.tools.planning.measure import Figures, Measured, count_prompts, measure_inputs, planned_sizes
+from eyas.tools.planning.measure import (
+    Figures,
+    Measured,
+    ServerDown,
+    count_prompts,
+    measure_inputs,
+    planned_sizes,
+)
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import SIZE_LIMITS
 from eyas.tools.settings.units import format_size, parse_size
@@ -33,15 +40,21 @@ def plan_table(measured: Measured, plan: Plan, supply: PromptSupply, mode: Hidde
         table.add_column(column, overflow="fold")
     overhead = f" + {inputs.generation_overhead_s:.2f} s per request" if inputs.generation_overhead_s else ""
     per_sample = f"{plan.tokens_per_sample:,.0f} tokens ({'average' if plan.tokens_from == 'measured' else 'at most'})"
+    context = f"{measured.context.tokens:,} tokens" if measured.context else "not known"
     rows = [
         ("model", f"hidden {model.hidden_size:,}, {model.num_layers} layers, vocab {model.vocab_size:,}", "model"),
+        ("served context", context, "max_model_len"),
         ("samples", f"{plan.samples:,} x {per_sample}", "tokens" if "tokens" in sources else "max_tokens"),
         ("prompt", f"{inputs.prompt_tokens:,.0f} tokens on average", "prompt_tokens"),
         ("prompts", prompts_row(supply), "prompt_supply"),
         ("captured layers", f"{plan.captured_layers} x {inputs.bytes_per_value} B per value", ""),
         ("generation throughput", f"{inputs.generation_tok_s:,.1f} tokens/s{overhead}", "throughput"),
         ("generation", format_hours(plan.generation_hours), ""),
-        ("extraction", format_hours(plan.extraction_hours), "extraction"),
+        (
+            "extraction (prefill)",
+            f"{format_hours(plan.extraction_hours)} at {inputs.extraction_rate:,.0f} tokens/s",
+            "extraction",
+        ),
         ("training", f"{format_hours(plan.training_hours)} ({inputs.epochs} epochs)", "training"),
         ("hidden states", format_size(plan.hidden_state_bytes), ""),
         ("hidden states mode", mode.reason, ""),
@@ -87,6 +100,13 @@ def plan_command(
     throughput: Annotated[
         float | None, typer.Option(help="generation throughput, completion tokens/s (default: a probe of the server)")
     ] = None,
+    prefill_throughput: Annotated[
+        float | None,
+        typer.Option(
+            help="extraction's prefill rate, prompt tokens/s (default: the probe's wave of long prompts, else assumed "
+            "from the GPUs' FLOP/s)"
+        ),
+    ] = None,
     generated: Annotated[
         str | None, typer.Option(help="a generate.py output on the host: plan with its measured token counts")
     ] = None,
@@ -98,11 +118,13 @@ def plan_command(
 ) -> None:
     """Estimate generation, extraction and training time and the disk the hidden states need, and say whether it
     fits. Figures not given are measured: the model's config.json where the server loaded it, df where the data
-    goes, a short burst of real completions; on a host without GPUs, extraction and training are timed at the run's
-    shapes (--max-seq-len, --draft-vocab-size) and kept for a week. Give them all to plan for a host that cannot be
-    reached. When the hidden states do not fit the disk, --extraction-mode auto plans hybrid or online training (the
-    states fetched from an extraction server every epoch). Exits 1 when the plan does not fit, and names the ways
-    out (fewer or shorter samples, online training, another path)."""
+    goes, a short burst of real completions (and a wave of long prompts for extraction's prefill); on a host without
+    GPUs, extraction and training are timed at the run's shapes (--max-seq-len, --draft-vocab-size) and kept for a
+    week. With the server down, the model is read from target.model_dir and the rates are assumed from its weights
+    and the GPUs (the sources say so). Refuses sizes the server's max_model_len cannot take. Give every figure to
+    plan for a host that cannot be reached. When the hidden states do not fit the disk, --extraction-mode auto plans
+    hybrid or online training (the states fetched from an extraction server every epoch). Exits 1 when the plan does
+    not fit, and names the ways out (fewer or shorter samples, online training, another path)."""
     try:
         free_bytes = parse_size(free_disk) if free_disk else None
     except ValueError as exc:
@@ -126,6 +148,7 @@ def plan_command(
         **planned_sizes(sizes),
         free_disk_bytes=free_bytes,
         generation_tok_s=throughput,
+        prefill_tok_s=prefill_throughput,
         prompt_tokens=prompt_tokens,
         generated_file=generated,
         data_path=data_path,
@@ -134,9 +157,15 @@ def plan_command(
     refuse_unusable_drafter(cfg)
 
     def measure(host: Host | None) -> tuple[Measured, PromptSupply]:
-        measured = measure_inputs(
-            figures, config=cfg, host=host, http=HttpClient(), probe_concurrency=probe_concurrency
-        )
+        def measured_with(down: str | None = None) -> Measured:
+            return measure_inputs(
+                figures, config=cfg, host=host, http=HttpClient(), probe_concurrency=probe_concurrency, server_down=down
+            )
+
+        try:
+            measured = measured_with()
+        except ServerDown as exc:  # stopped or loading: planned from target.model_dir, the rates assumed
+            measured = measured_with(str(exc))
         checks = None if host is None else CheckContext(
             host=host, host_config=cfg.host(), target=cfg.target, http=HttpClient(),
             data_path=figures.data_path or cfg.host().workdir,
@@ -157,7 +186,7 @@ def plan_command(
     else:
         console.print(plan_table(measured, plan, supply, mode))
         style = "green" if works else "bold red"
-        said = f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}"
+        said = f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}{measured.down_note}"
         console.print(f"[{style}]{escape(said)}[/]", highlight=False)
     raise typer.Exit(0 if works else 1)
 
@@ -169,6 +198,7 @@ FIGURE_FLAGS = {
     "vocab_size": "--vocab-size",
     "free_disk_bytes": "--free-disk",
     "generation_tok_s": "--throughput",
+    "prefill_tok_s": "--prefill-throughput",
     "prompt_tokens": "--prompt-tokens",
 }
 
@@ -218,7 +248,8 @@ def plan_json(measured: Measured, plan: Plan, supply: PromptSupply, mode: Hidden
         "alternatives": [way.model_dump(mode="json") for way in offered(plan.alternatives, mode)],
         "extraction_mode": mode.model_dump(mode="json"),
         "prompt_supply": supply.model_dump(mode="json"),
-        "verdict": f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}",
+        "verdict": f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}{measured.down_note}",
+        "max_model_len": measured.context.model_dump(mode="json") if measured.context else None,
         "inputs": measured.inputs.model_dump(mode="json"),
         "sources": measured.sources,
     }

@@ -195,8 +195,9 @@ def print_dry_run(walk: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(walk)
         return
+    # Soft-wrapped: the terminal folds a long command, but a pipe or a copy gets it on one line, as it would run.
     for line in dry_run_lines(walk):
-        console.print(line, markup=False, highlight=False)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def resume_command(

@@ -2,11 +2,11 @@
 shape, where training's hidden states come from (offline, hybrid or online, by the verified free disk), a verdict
 against that disk with the ways out when it does not fit, the prompts the source holds against those asked (with
 the ways out when it holds too few), and for each GPU phase the GPUs and memory it needs and what that means for
-production (keep it, stop it, or reuse it)."""
+production (keep it, stop it, or reuse it). With production down (stopped, or still loading past target.load_wait_s)
+the plan is made all the same, from target.model_dir, with the rates assumed and the verdict saying so."""
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -36,10 +36,12 @@ from eyas.tools.planning.measure import (
     Figures,
     Measured,
     MeasureError,
+    ServerDown,
     count_prompts,
     measure_inputs,
     planned_sizes,
 )
+from eyas.tools.planning.model_config import weights_on_disk
 from eyas.tools.planning.paths import phase_paths
 
 VLLM_PATH = ("extract", "vllm")  # the compat table's rows for the vllm extraction backend
@@ -58,17 +60,17 @@ def made_plan(ctx: RunContext, state: RunState, measured: Measured, supply: Prom
     makes possible, each phase's hours, bytes and production impact, and each phase's path."""
     plan = estimate(measured.inputs)
     mode = choose_mode(run_sizes(state).extraction_mode, measured.inputs, plan, vllm_extraction(state))
-    text = f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}"
+    text = f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}{measured.down_note}"
     ctx.on_note(f"plan: {text}")
     hours: dict[str, float | None] = {
         "data": plan.generation_hours,
         "extract": mode.extract_hours,
         "train": mode.train_hours,
     }
-    # The evaluation sends one prompt at a time: the probe's request alone, else (a figure given) the batch rate.
-    single = measured.throughput.single_tok_s if measured.throughput else None
-    tok_s = single or measured.inputs.generation_tok_s
-    production = production_plan(ctx, state, measured.inputs.model, hours, tok_s, mode)
+    # The evaluation sends one prompt at a time: the probe's request alone (assumed with production down), else (a
+    # figure given) the batch rate.
+    tok_s = measured.single_tok_s or measured.inputs.generation_tok_s
+    production = production_plan(ctx, state, measured.inputs.model, hours, tok_s, mode, measured.weight_bytes)
     mode = production["extraction_mode"]
     ctx.on_note(f"plan extract: hidden states {mode.reason}")
     phases: dict[str, dict[str, Any]] = {
@@ -126,23 +128,29 @@ def planned_supply(ctx: RunContext, state: RunState) -> PromptSupply:
 
 
 def _measure(ctx: RunContext, figures: Figures) -> Measured:
-    """The plan's inputs; a server found still loading is waited for (target.load_wait_s), then asked again."""
+    """The plan's inputs; a server found still loading is waited for (target.load_wait_s), then asked again. One
+    that does not answer by then (stopped, or still loading) is planned without: from target.model_dir, the rates
+    assumed."""
 
-    def measure() -> Measured:
-        return measure_inputs(figures, config=ctx.config, host=ctx.host, http=ctx.http, clock=ctx.clock)
+    def measure(down: str | None = None) -> Measured:
+        return measure_inputs(
+            figures, config=ctx.config, host=ctx.host, http=ctx.http, clock=ctx.clock, server_down=down
+        )
 
     try:
         return measure()
-    except MeasureError:
+    except MeasureError as exc:
         checks = _checks(ctx)
         health = check_health(checks)
         if health.status is not Status.FAIL:
             raise
         waited = wait_until_loaded(checks, health, ctx.clock, lambda line: ctx.on_note(f"plan: {line}"))
         ctx.on_note(f"plan: {waited.note}")
-        if waited.outcome != "healthy":
+        if waited.outcome == "healthy":
+            return measure()
+        if not isinstance(exc, ServerDown):
             raise
-        return measure()
+        return measure(down=str(exc))
 
 
 def evaluation_hours(state: RunState, load_s: float, tok_s: float | None) -> float | None:
@@ -174,20 +182,22 @@ def production_plan(
     hours: dict[str, float | None],
     tok_s: float | None,
     mode: HiddenStatesMode | None = None,
+    model_bytes: int | None = None,
 ) -> dict[str, Any]:
     """Each phase's production impact (plan["phases"][phase]["production"]), production's load time, the
     evaluation's hours (which depend on it), the extraction backend, and the hidden states' mode (`mode`, with the
-    train phase's extraction server's --gpu-memory-utilization where the GPU budget lowers it; None: offline)."""
+    train phase's extraction server's --gpu-memory-utilization where the GPU budget lowers it; None: offline).
+    `model_bytes`: the weights as the plan measured them where the model was found (else target.model_dir's)."""
     gpu_facts = state.get("gpus") or {}
     gpus = [GpuFree.model_validate(gpu) for gpu in gpu_facts.get("gpus", [])]
-    tensor, pipeline, model_bytes, share = 1, 1, None, None
+    tensor, pipeline, share = 1, 1, None
     if gpus:  # only a GPU host needs the layout and the weights' size; a CPU host is asked nothing more
         launch = inherit_launch(read_unit(_checks(ctx)))
         flags = dict(launch.flags)
         tensor = int(flags.get("--tensor-parallel-size") or 1)
         pipeline = int(flags.get("--pipeline-parallel-size") or 1)
         share = _memory_share(flags.get("--gpu-memory-utilization"))
-        model_bytes = _weights_on_disk(ctx)
+        model_bytes = model_bytes or _weights_on_disk(ctx)
     layout = ProductionLayout(
         tensor_parallel_size=tensor, pipeline_parallel_size=pipeline, load_s=1.0, gpu_memory_utilization=share
     )
@@ -217,7 +227,14 @@ def production_plan(
         )  # fmt: skip
     else:
         offline = inputs.model_copy(update={"tokenize_only": False})
-        choice = choose_backend(requested, inputs, phase_impact(offline, "extract"), vllm_extraction(state))
+        choice = choose_backend(
+            requested,
+            inputs,
+            phase_impact(offline, "extract"),
+            vllm_extraction(state),
+            ctx.host,
+            ctx.config.target.model_dir,
+        )
     ctx.on_note(f"plan extract: backend {choice.reason}")
     if mode is not None and mode.online:
         lowered = online_train_fit(inputs).memory_utilization
@@ -263,10 +280,4 @@ def checked_paths(state: RunState, production: dict[str, Any]) -> dict[str, Any]
 def _weights_on_disk(ctx: RunContext) -> int | None:
     """The served model's weight files in bytes (safetensors or bin), None when the directory cannot be read."""
     model_dir = ctx.config.target.model_dir
-    if model_dir is None:
-        return None
-    found = ctx.host.run(
-        f"cd {shlex.quote(model_dir)} && du -cbL -- *.safetensors *.bin 2>/dev/null | tail -n 1", timeout=60
-    )
-    words = found.stdout.split()
-    return int(words[0]) if words and words[0].isdigit() and int(words[0]) > 0 else None
+    return weights_on_disk(ctx.host, model_dir) if model_dir is not None else None
