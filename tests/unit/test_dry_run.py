@@ -1,8 +1,8 @@
 """`eyas run --dry-run --json` on the motivating host: a config whose unit file is the 8-GPU Kimi service
 (tests/support/fixtures/vllm_kimi.service: tensor-parallel 8, --trust-remote-code, NCCL environment) and whose model
 directory holds Kimi-K2's config.json. nvidia-smi is a stand-in (no GPU here, tests/support/nvidia_smi_standin.py) for
-8 GPUs at 93% in use; no server answers, so the hours are unknown and the GPU budget comes from the model's
-shape. The real `eyas` command runs; nothing may be launched. The walk ends with the deploy step: production's own
+8 GPUs at 93% in use; no server answers, so the plan reads the model's shape and weights from its directory and
+states the rates it assumes. The real `eyas` command runs; nothing may be launched. The walk ends with the deploy step: production's own
 argv (its layout included) plus the run's drafter, a restart of the length production takes to load. The unit also
 carries secrets (an --api-key, Environment= values whose names do not say so): none reaches the JSON. At the
 operator's sizes the plan counts the prompts all the same (it needs no server): the shipped set holds 313, not the
@@ -77,7 +77,7 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     walk = json.loads(eyas_dry_run(tmp_path, kimi_host(tmp_path), "--json"))
     phases = {phase["phase"]: phase for phase in walk["phases"]}
 
-    # With the server down the hours are unknown, but the prompts are counted: the shipped set cannot feed 25,000.
+    # With the server down the prompts are counted all the same: the shipped set cannot feed 25,000.
     supply = walk["plan"]["prompt_supply"]
     counts = (supply["source"], supply["available"], supply["samples"], supply["asked"])
     assert counts == ("shipped", 313, 25_000, 25_064), supply
