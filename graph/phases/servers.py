@@ -96,14 +96,19 @@ def evaluation_servers(ctx: RunContext, state: RunState, launch: InheritedLaunch
 
 def extraction_server(ctx: RunContext, state: RunState, launch: InheritedLaunch) -> list[str]:
     """The argv of the vllm backend's server (extract.py picks a free port; the layers are the plan's)."""
-    layers = run_plan(state).captured_layers
     out = ctx.artifact("hidden_states")
     staging = f"{posixpath.dirname(out)}/.{posixpath.basename(out)}.vllm-staging"  # as extract.py names it
+    return _hidden_states_server(ctx, state, launch, staging)
+
+
+def _hidden_states_server(ctx: RunContext, state: RunState, launch: InheritedLaunch, staging: str) -> list[str]:
+    """An extraction server's argv with the plan's layers, staging its files in `staging`; a launch that cannot
+    hold the run's sequences is shown as the reason instead."""
     connector = "stock" if on_gpu(state) else "cpu"
     inherited: list[list[str | None]] = [list(pair) for pair in launch.flags]
     try:
         return extraction_argv(
-            ctx.host_config.python, ctx.model_dir, layers, staging, EXTRACT_PORT,
+            ctx.host_config.python, ctx.model_dir, run_plan(state).captured_layers, staging, EXTRACT_PORT,
             run_sizes(state).max_seq_len + 1, connector, inherited,
         )  # fmt: skip
     except ValueError as error:
@@ -133,17 +138,7 @@ def online_launch(ctx: RunContext, state: RunState) -> InheritedLaunch:
 def online_server(ctx: RunContext, state: RunState, launch: InheritedLaunch) -> list[str]:
     """The argv of the extraction server train.py --online starts beside the trainer (a free port; the plan's
     layers, which the token files record; its staging in the training's work directory)."""
-    layers = run_plan(state).captured_layers
-    staging = f"{ctx.artifact('checkpoints')}/{ONLINE_STAGING}"  # train.py's --work
-    connector = "stock" if on_gpu(state) else "cpu"
-    inherited: list[list[str | None]] = [list(pair) for pair in launch.flags]
-    try:
-        return extraction_argv(
-            ctx.host_config.python, ctx.model_dir, layers, staging, EXTRACT_PORT,
-            run_sizes(state).max_seq_len + 1, connector, inherited,
-        )  # fmt: skip
-    except ValueError as error:
-        return [f"(cannot start: {error})"]
+    return _hidden_states_server(ctx, state, launch, f"{ctx.artifact('checkpoints')}/{ONLINE_STAGING}")
 
 
 def launch_view(launch: InheritedLaunch, servers: dict[str, list[str]]) -> dict[str, Any]:
