@@ -1,12 +1,12 @@
 """`eyas run --dry-run --json` on the motivating host: a config whose unit file is the 8-GPU Kimi service
 (tests/support/fixtures/vllm_kimi.service: tensor-parallel 8, --trust-remote-code, NCCL environment) and whose model
-directory holds Kimi-K2's config.json. nvidia-smi is a stand-in (no GPU here, tests/support/nvidia_smi_standin.py) for
-8 GPUs at 93% in use; no server answers, so the plan reads the model's shape and weights from its directory and
-states the rates it assumes. The real `eyas` command runs; nothing may be launched. The walk ends with the deploy step: production's own
-argv (its layout included) plus the run's drafter, a restart of the length production takes to load. The unit also
-carries secrets (an --api-key, Environment= values whose names do not say so): none reaches the JSON. At the
-operator's sizes the plan counts the prompts all the same (it needs no server): the shipped set holds 313, not the
-25,000 asked, and the plan's verdict says so with the ways out."""
+directory holds Kimi-K2's config.json. nvidia-smi is a stand-in (no GPU here, tests/support/nvidia_smi_standin.py)
+for 8 GPUs at 93% in use; no server answers, so the plan reads the model's shape and weights from its directory and
+states the rates it assumes. The real `eyas` command runs; nothing may be launched. The walk ends with the deploy
+step: production's own argv (its layout included) plus the run's drafter, a restart of the length production takes
+to load. The unit also carries secrets (an --api-key, Environment= values whose names do not say so): none reaches
+the JSON. At the operator's sizes the plan counts the prompts all the same (it needs no server): the shipped set
+holds 313, not the 25,000 asked, and the plan's verdict says so with the ways out."""
 
 from __future__ import annotations
 
