@@ -98,10 +98,17 @@ class OnlineHiddenStates:
         for row in online:  # a killed run's fetched files: not counted, and not trusted to be the newest
             (directory / f"hs_{row}.safetensors").unlink(missing_ok=True)
 
-    def stream(self, batches: list[list[int]], read: Callable[[list[int]], Any]) -> Iterator[Any]:
-        """`read(batch)` for each batch in order (file rows), each batch's online rows fetched beforehand, at most
-        `window` ahead, and deleted once read. Leaving early cancels the rest and deletes what was fetched."""
-        order = [row for batch in batches for row in batch if row in self.online]
+    def stream(
+        self,
+        batches: list[list[int]],
+        read: Callable[[list[int]], Any],
+        rows: Callable[[list[int]], list[int]] = list,
+    ) -> Iterator[Any]:
+        """`read(batch)` for each batch in order, each batch's online rows (`rows(batch)`: the staged files it reads,
+        by default the batch itself) fetched beforehand, at most `window` ahead, and deleted once read. Leaving early
+        cancels the rest and deletes what was fetched."""
+        files = [rows(batch) for batch in batches]
+        order = [row for batch in files for row in batch if row in self.online]
         pending: dict[int, Future[int]] = {}
         position = 0
 
@@ -117,13 +124,13 @@ class OnlineHiddenStates:
                 position += 1
 
         try:
-            for batch in batches:
-                top_up(frozenset(batch))
-                for row in batch:
+            for batch, batch_rows in zip(batches, files, strict=True):
+                top_up(frozenset(batch_rows))
+                for row in batch_rows:
                     if row in self.online:
                         pending[row].result()  # a refused sample raises here, before the step reads anything
                 value = read(batch)
-                for row in batch:
+                for row in batch_rows:
                     if row in pending:
                         pending.pop(row)
                         self._delete(row)

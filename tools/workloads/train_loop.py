@@ -216,8 +216,7 @@ def batches_of(
     """The batches of `order`, read from disk, or for online samples fetched first (and deleted once read)."""
     if online is None:
         return (data.batch(indices) for indices in order)
-    start = {tuple(data.rows(indices)): indices for indices in order}
-    return online.stream([list(rows) for rows in start], lambda rows: data.batch(start[tuple(rows)]))
+    return online.stream(order, data.batch, data.rows)
 
 
 def validate(
