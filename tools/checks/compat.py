@@ -14,8 +14,9 @@ import hashlib
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from eyas.tools.checks.json_output import last_json
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
@@ -33,6 +34,21 @@ class Requirement(BaseModel):
     minimum: str  # the earliest release known to have it, and where that is known from
     required: bool  # the path the pipeline takes by default (a CUDA-only need: on a CUDA host only)
     cuda_only: bool = False
+    fix: str = ""  # what to do when it is missing, where upgrading the packages is not the whole answer
+
+
+# The EAGLE-3 target check, shared by the evaluation server and production's deploy (both serve --speculative-config
+# method eagle3). vLLM itself checks it only once the weights are loaded (~25 minutes for Kimi-K2.5).
+EAGLE3_TARGET = (
+    "the target architecture's vLLM model class to implement EAGLE-3's auxiliary hidden states (SupportsEagle3; a "
+    "wrapper's language model too)"
+)
+EAGLE3_FIX = (
+    "A vLLM server started with --speculative-config method eagle3 would load the weights and then stop with "
+    '"Model does not support EAGLE3 interface". Install a vLLM whose model class for {architecture} lists '
+    "SupportsEagle3 among its bases (vllm/model_executor/models/, per architecture), or train the drafter for a "
+    "target vLLM serves with EAGLE-3; then verify again."
+)
 
 
 REQUIREMENTS = [
@@ -56,6 +72,12 @@ REQUIREMENTS = [
                 minimum="speculators 0.9 (tested)"),
     Requirement(phase="evaluate", path="vllm", feature="eagle3_method", required=True,
                 needs="vLLM's eagle3 speculative method", minimum="vllm 0.32 (tested)"),
+    Requirement(phase="evaluate", path="vllm", feature="eagle3_architecture", required=True, needs=EAGLE3_TARGET,
+                minimum="per architecture, probed", fix=EAGLE3_FIX),
+    Requirement(phase="deploy", path="production", feature="eagle3_method", required=True,
+                needs="vLLM's eagle3 speculative method", minimum="vllm 0.32 (tested)"),
+    Requirement(phase="deploy", path="production", feature="eagle3_architecture", required=True, needs=EAGLE3_TARGET,
+                minimum="per architecture, probed", fix=EAGLE3_FIX),
 ]  # fmt: skip
 
 
@@ -67,6 +89,28 @@ class Row(BaseModel):
     detail: str
     minimum: str
     blocks: bool  # the path cannot work and the pipeline would take it
+    fix: str = ""  # the requirement's own fix, naming the target's architecture; dumped only where it has one
+
+    @model_serializer(mode="wrap")
+    def _fix_where_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A row without a fix dumps the keys it had before there were fixes, as recorded runs and checkpoints
+        hold them, so that they read back to the same JSON."""
+        dumped: dict[str, Any] = handler(self)
+        if "fix" not in self.model_fields_set:
+            dumped.pop("fix", None)
+        return dumped
+
+
+def resolved_detail(answer: dict[str, object]) -> str:
+    """Which vLLM classes the probe judged for the target's architecture (the class vLLM's registry gives it, and a
+    wrapper's language model), or that the registry has none."""
+    architecture = answer.get("architecture")
+    classes = answer.get("resolved")
+    if not isinstance(classes, dict):
+        return f"vLLM's registry has no class for {architecture}"
+    inner = classes.get("language_models")
+    through = f", whose language model is {' and '.join(inner)}" if inner else ""
+    return f"vLLM serves {architecture} with {classes.get('class')}{through}"
 
 
 def judge(answer: dict[str, object]) -> list[Row]:
@@ -74,38 +118,46 @@ def judge(answer: dict[str, object]) -> list[Row]:
     features = answer.get("features")
     found = features if isinstance(features, dict) else {}
     cuda = found.get("cuda") is True
+    architecture = str(answer.get("architecture") or "the target's architecture")
     rows = []
     for need in REQUIREMENTS:
         value = found.get(need.feature)
         works = None if value is None else value is True
         detail = "yes" if works else ("not asked" if works is None else "no" if value is False else str(value))
+        if need.fix and value is False:
+            detail = f"no: {resolved_detail(answer)}"
         taken = need.required and (cuda or not need.cuda_only)
+        fix = {"fix": need.fix.format(architecture=architecture)} if need.fix else {}
         rows.append(Row(phase=need.phase, path=need.path, needs=need.needs, works=works, detail=detail,
-                        minimum=need.minimum, blocks=taken and works is False))  # fmt: skip
+                        minimum=need.minimum, blocks=taken and works is False, **fix))  # fmt: skip
     return rows
 
 
-def target_architecture(ctx: CheckContext) -> str | None:
-    """The target's own architecture name, which selects vLLM's model class (a wrapper's, for a wrapper)."""
+def target_architectures(ctx: CheckContext) -> tuple[str | None, list[str]]:
+    """The target's own architecture name, which selects vLLM's model class (a wrapper's, for a wrapper), and its
+    text_config's (the language model a wrapper builds when its vLLM class names none)."""
     if ctx.target.model_dir is None:
-        return None
+        return None, []
     try:
         config = json.loads(ctx.host.read_text(f"{ctx.target.model_dir.rstrip('/')}/config.json"))
     except (EyasError, ValueError):
-        return None
+        return None, []
     architectures = config.get("architectures") or [None]
-    return architectures[0] if isinstance(architectures[0], str) else None
+    text = config.get("text_config")
+    texts = (text.get("architectures") if isinstance(text, dict) else None) or []
+    own = architectures[0] if isinstance(architectures[0], str) else None
+    return own, [name for name in texts if isinstance(name, str)]
 
 
 def check_compat(ctx: CheckContext) -> CheckResult:
     """The table, from the probe's answer; cached on the host by interpreter and installed versions beside the
     --help cache (cli_help.py), since importing vllm and torch costs every verify 10 s or more."""
     python = ctx.host_config.python
-    architecture = target_architecture(ctx)
+    architecture, texts = target_architectures(ctx)
     script = PROBE.read_text()
     cache = f"{ctx.host_config.workdir.rstrip('/')}/cache/compat"
-    argv = [python, "-c", script, architecture or "", "--cache-dir", cache,
-            "--key", hashlib.sha256(script.encode()).hexdigest()[:16]]  # fmt: skip
+    argv = [python, "-c", script, architecture or "", *(arg for name in texts for arg in ("--text-architecture", name)),
+            "--cache-dir", cache, "--key", hashlib.sha256(script.encode()).hexdigest()[:16]]  # fmt: skip
     command = shlex.join(argv)
     result = ctx.host.run(command, timeout=300)
     answer = last_json(result.stdout) if result.ok else None
@@ -126,11 +178,7 @@ def check_compat(ctx: CheckContext) -> CheckResult:
     blocked = [row for row in rows if row.blocks]
     missing = [row for row in rows if row.works is False and not row.blocks]
     if blocked:
-        reasons = "; ".join(f"{row.phase} ({row.path}) needs {row.needs}, from {row.minimum}" for row in blocked)
-        return CheckResult(
-            name="compat", status=Status.FAIL, facts=facts,
-            message=f"{reasons}. Upgrade those packages in {python}'s environment, then verify again.",
-        )  # fmt: skip
+        return CheckResult(name="compat", status=Status.FAIL, facts=facts, message=blocked_message(blocked, python))
     note = "; unavailable, not needed by default: " + ", ".join(
         f"{row.phase} {row.path}: {row.needs}" for row in missing
     )
@@ -138,6 +186,27 @@ def check_compat(ctx: CheckContext) -> CheckResult:
         name="compat", status=Status.OK, facts=facts,
         message="every default path works" + (note if missing else ""),
     )  # fmt: skip
+
+
+def blocked_message(blocked: list[Row], python: str) -> str:
+    """One paragraph: what each blocked path needs, what was found, and the fix (a requirement's own, else an
+    upgrade), each said once."""
+    packages = [row for row in blocked if not row.fix]
+    targets = [row for row in blocked if row.fix]
+    parts = []
+    if packages:
+        reasons = "; ".join(f"{row.phase} ({row.path}) needs {row.needs}, from {row.minimum}" for row in packages)
+        parts.append(f"{reasons}. Upgrade those packages in {python}'s environment, then verify again.")
+    for needs in dict.fromkeys(row.needs for row in targets):
+        rows = [row for row in targets if row.needs == needs]
+        phases = " and ".join(f"{row.phase} ({row.path})" for row in rows)
+        detail = rows[0].detail
+        if detail.startswith("no: "):
+            parts.append(f"{phases} need {needs}, which {python}'s vLLM lacks ({detail[4:]}). {rows[0].fix}")
+        else:  # the look-up itself failed: vLLM would fail the same way when it loads the model
+            parts.append(f"{phases} need {needs}, and {python}'s vLLM could not be asked ({detail}). Repair that "
+                         "installation (its model module must import), then verify again.")  # fmt: skip
+    return " ".join(parts)
 
 
 def table_text(rows: list[Row]) -> str:

@@ -43,6 +43,7 @@ def chosen(backend: str, cuda: bool, online: bool = False) -> dict[str, tuple[se
         "extract": ({backend}, "extraction" if backend == "vllm" else None),
         "train": (train, "extraction" if online else None),
         "evaluate": ({"vllm"}, "evaluation"),
+        "deploy": ({"production"}, None),  # production restarted with --speculative-config method eagle3
     }
 
 
@@ -50,6 +51,15 @@ def _taken(row: Row, phase: str, taken: set[str]) -> bool:
     if row.phase == phase and row.path in taken:
         return True
     return ONLINE_PATH in taken and (row.phase, row.path) == ONLINE
+
+
+def reason(row: Row) -> str:
+    """Why a row's path cannot work: what it needs, and from which version or what the probe found instead."""
+    if not row.fix:
+        return f"it needs {row.needs}, from {row.minimum}"
+    if row.detail.startswith("no: "):
+        return f"it needs {row.needs}, which this host's vLLM lacks ({row.detail[4:]})"
+    return f"it needs {row.needs}, which this host's vLLM could not be asked ({row.detail})"
 
 
 def phase_paths(
@@ -65,11 +75,14 @@ def phase_paths(
     for phase, (taken, server) in chosen(backend, cuda, online).items():
         needed = [row for row in rows if _taken(row, phase, taken)]
         missing = list((servers.get(server) or {}).get("missing", [])) if server else []
-        reasons = [f"it needs {row.needs}, from {row.minimum}" for row in needed if row.works is False]
+        reasons = [reason(row) for row in needed if row.works is False]
         if missing:
             reasons.append(f"its {server} server passes {', '.join(missing)}, which the host's vLLM --help lacks")
         where = f" (installed: {installed})" if installed else ""
         blocked = f"{phase} ({' + '.join(sorted(taken))}) cannot work on this host: {'; '.join(reasons)}{where}"
+        fixes = dict.fromkeys(row.fix for row in needed if row.fix and row.detail.startswith("no: "))
+        if fixes:
+            blocked += ". " + " ".join(fixes)
         paths[phase] = PhasePath(
             path=" + ".join(sorted(taken)), rows=needed, missing_flags=missing, blocked=blocked if reasons else None
         )

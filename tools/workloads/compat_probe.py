@@ -2,6 +2,7 @@
 """What the installed vllm, speculators, transformers and torch can really do, probed by importing them.
 
     python compat_probe.py [ARCHITECTURE]      # e.g. DeepseekV3ForCausalLM, the target's config.json architecture
+    python compat_probe.py KimiK25ForConditionalGeneration --text-architecture DeepseekV3ForCausalLM
     python compat_probe.py ARCHITECTURE --cache-dir DIR --key DIGEST
 
 Prints one JSON object: the installed versions, and per feature whether this installation has it, found by
@@ -10,7 +11,7 @@ not by comparing version strings, since a backport or a nightly has what its ver
 eyas's compat check (tools/checks/compat.py) sends this file to the host's interpreter and judges the answer.
 
 Importing vllm and torch takes 10 s or more, and what an installed version can do never changes: with
---cache-dir the answer is kept in a file named after the interpreter, the versions, the architecture, the GPU
+--cache-dir the answer is kept in a file named after the interpreter, the versions, the architectures, the GPU
 device nodes and DIGEST (the caller's digest of this script, which an inline `-c` script cannot read itself),
 and read from there next time. Reading the versions needs no import. An answer with an error in it is not kept.
 
@@ -27,6 +28,7 @@ import importlib.metadata as metadata
 import inspect
 import json
 import os
+import re
 import sys
 import typing
 from collections.abc import Callable
@@ -62,21 +64,122 @@ def has(module: str, *names: str) -> bool:
     return all(hasattr(loaded, name) for name in names)
 
 
-def last_layer_capture(architecture: str) -> bool:
-    """Whether vLLM's model for `architecture` can hand out the last decoder layer's output as an aux state.
+# How a multimodal wrapper builds the language model it delegates to (vllm/model_executor/models/kimi_k25.py,
+# qwen2_5_vl.py, llava.py): `self.language_model = init_vllm_registered_model(..., architectures=["X"])`, the
+# same without `architectures` (the text_config's own then: model_executor/models/utils.py), or a class called
+# directly (`self.language_model = Qwen3LLMForCausalLM(...)`, qwen3_vl.py).
+LANGUAGE_MODEL = re.compile(r"self\.language_model\b[^=\n]*=\s*([A-Za-z_][\w.]*)\(")
+NAMED = re.compile(r"\barchitectures\s*=\s*\[([^\]]*)\]")
+# A decoder whose forward collects aux states (`aux_hidden_states.append`, or EagleModelMixin's helper).
+LOOP = ("aux_hidden_states.append", "_maybe_add_hidden_state(")
 
-    Older decoders append a state before running layer k, so k stops at L-1; newer ones append after each
-    layer (`idx + 1`) or check `end_layer` explicitly. Read from the installed model module's source."""
+
+def model_class(architecture: str) -> type | None:
+    """vLLM's model class for `architecture`, as its registry resolves the name, without building the model (no
+    weights, no config); None when the registry has no such name. One it has whose module does not import is an
+    error: vLLM could not serve it either."""
     from vllm.model_executor.models import ModelRegistry
-    from vllm.model_executor.models.interfaces import supports_eagle3
 
     model = ModelRegistry._try_load_model_cls(architecture)
+    if model is None and architecture in getattr(ModelRegistry, "models", {}):
+        raise RuntimeError(f"vLLM's registry has {architecture} but could not import its class (its log says why)")
+    return model
+
+
+def vllm_classes(model: type) -> list[type]:
+    """`model` and its bases from vLLM's model modules (not the interfaces, whose helpers every model shares)."""
+    return [
+        cls for cls in model.__mro__
+        if cls.__module__.startswith("vllm.") and not cls.__module__.endswith((".interfaces", ".interfaces_base"))
+    ]  # fmt: skip
+
+
+def call_text(source: str, start: int) -> str:
+    """The argument text of the call whose opening parenthesis is at source[start - 1]."""
+    depth = 1
+    for end in range(start, len(source)):
+        depth += {"(": 1, ")": -1}.get(source[end], 0)
+        if depth == 0:
+            return source[start:end]
+    return source[start:]
+
+
+def language_models(model: type, text_architectures: list[str]) -> list[type] | None:
+    """The language model classes a wrapper builds and delegates its decoder (and EAGLE-3's aux states) to, read from
+    its source; None for a model that builds no `self.language_model` (a text model: its own class is judged).
+    `text_architectures`: the config.json text_config's, which vLLM takes when the wrapper names none."""
+    for cls in vllm_classes(model):
+        try:
+            source = inspect.getsource(cls)
+        except (OSError, TypeError):
+            continue
+        for built in LANGUAGE_MODEL.finditer(source):
+            name = built.group(1).rsplit(".", 1)[-1]
+            if name == "init_vllm_registered_model":
+                named = NAMED.search(call_text(source, built.end()))
+                names = re.findall(r"[\"'](\w+)[\"']", named.group(1)) if named else text_architectures
+                return [found for found in map(model_class, names) if found is not None]
+            direct = getattr(sys.modules[cls.__module__], name, None)
+            if isinstance(direct, type):
+                return [direct]
+    return None
+
+
+def decoder_hands_out_last_layer(model: type) -> bool:
+    """Whether the decoder loop `model` runs can capture the last layer's output. Read from the most derived of its
+    vLLM modules that holds a loop collecting aux states (a subclass in another module keeps its base's loop).
+    Older decoders append a state before running layer k, so k stops at L-1; newer ones append after each layer
+    (`idx + 1`) or check `end_layer` explicitly."""
+    for module in dict.fromkeys(cls.__module__ for cls in vllm_classes(model)):
+        source = inspect.getsource(sys.modules[module])
+        if any(marker in source for marker in LOOP):
+            return "end_layer in self.aux_hidden_state_layers" in source or (
+                "_maybe_add_hidden_state" in source and "idx + 1" in source
+            )
+    return False
+
+
+def last_layer_capture(architecture: str, text_architectures: list[str]) -> bool:
+    """Whether vLLM's model for `architecture` can hand out the last decoder layer's output as an aux state. A
+    wrapper (Kimi-K2.5's, a VL model's) is judged by the language model it delegates to, whose decoder loop lives
+    in that model's module (DeepSeek-V3's for Kimi-K2.5), not in the wrapper's."""
+    from vllm.model_executor.models.interfaces import supports_eagle3
+
+    model = model_class(architecture)
     if model is None or not supports_eagle3(model):
         return False
-    source = inspect.getsource(sys.modules[model.__module__])
-    return "end_layer in self.aux_hidden_state_layers" in source or (
-        "_maybe_add_hidden_state" in source and "idx + 1" in source
-    )
+    inner = language_models(model, text_architectures)
+    decoders = [model] if inner is None else inner
+    return bool(decoders) and all(supports_eagle3(d) and decoder_hands_out_last_layer(d) for d in decoders)
+
+
+def eagle3_architecture(architecture: str, text_architectures: list[str]) -> bool | None:
+    """Whether vLLM can serve `architecture` as an EAGLE-3 target: its model class implements SupportsEagle3, the
+    check vLLM's model runner makes only after the weights are loaded (v1/worker/gpu_model_runner.py,
+    _setup_eagle3_aux_hidden_state_outputs: "Model does not support EAGLE3 interface"), and so does the language
+    model a wrapper hands the aux layers to. None when vLLM's registry has no such name (vLLM may serve it through
+    its Transformers backend, which depends on the checkpoint)."""
+    from vllm.model_executor.models.interfaces import supports_eagle3
+
+    model = model_class(architecture)
+    if model is None:
+        return None
+    inner = language_models(model, text_architectures) or []
+    return supports_eagle3(model) and all(supports_eagle3(language) for language in inner)
+
+
+def resolved(architecture: str, text_architectures: list[str]) -> dict[str, Any] | None:
+    """The classes the per-architecture features judged, by module and name, for the check's message."""
+
+    def named(cls: type) -> str:
+        return f"{cls.__module__}.{cls.__qualname__}"
+
+    with contextlib.suppress(Exception):
+        model = model_class(architecture)
+        if model is not None:
+            inner = language_models(model, text_architectures)
+            return {"class": named(model), "language_models": None if inner is None else [named(c) for c in inner]}
+    return None
 
 
 def torchrun() -> bool:
@@ -92,10 +195,12 @@ def cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def probe(check: Callable[[], bool]) -> bool | str:
-    """True/False, or the error that stopped the look-up (a broken install is not a missing feature)."""
+def probe(check: Callable[[], bool | None]) -> bool | str | None:
+    """True/False (None: not known), or the error that stopped the look-up (a broken install is not a missing
+    feature)."""
     try:
-        return bool(check())
+        found = check()
+        return None if found is None else bool(found)
     except ImportError:
         return False
     except Exception as error:  # reported, not hidden: the check shows it
@@ -111,7 +216,10 @@ def installed_versions() -> dict[str, str | None]:
     }
 
 
-def answer(architecture: str | None, versions: dict[str, str | None]) -> dict[str, Any]:
+def answer(
+    architecture: str | None, versions: dict[str, str | None], text_architectures: list[str] | None = None
+) -> dict[str, Any]:
+    texts = text_architectures or []
     methods: set[str] = set()
     with contextlib.suppress(Exception):  # no vLLM, or one without the type: no method is available
         methods = speculative_methods()
@@ -119,7 +227,8 @@ def answer(architecture: str | None, versions: dict[str, str | None]) -> dict[st
         "transformers_causal_lm": probe(lambda: has("transformers", "AutoModelForCausalLM", "AutoTokenizer")),
         "extract_hidden_states": "extract_hidden_states" in methods,
         "eagle3_method": "eagle3" in methods,
-        "last_layer_capture": probe(lambda: last_layer_capture(architecture)) if architecture else None,
+        "last_layer_capture": probe(lambda: last_layer_capture(architecture, texts)) if architecture else None,
+        "eagle3_architecture": probe(lambda: eagle3_architecture(architecture, texts)) if architecture else None,
         "speculators_eagle3": probe(
             lambda: has("speculators.models.eagle3", "Eagle3DraftModel", "Eagle3SpeculatorConfig")
         ),
@@ -128,12 +237,15 @@ def answer(architecture: str | None, versions: dict[str, str | None]) -> dict[st
         "torchrun": probe(torchrun),
         "cuda": probe(cuda),
     }
-    return {"versions": versions, "architecture": architecture, "features": features}
+    classes = resolved(architecture, texts) if architecture else None
+    return {"versions": versions, "architecture": architecture, "text_architectures": texts, "resolved": classes,
+            "features": features}  # fmt: skip
 
 
-def cache_file(cache_dir: Path, key: str, architecture: str | None, versions: dict[str, str | None]) -> Path:
-    """Where the answer for this interpreter, these versions and this machine's GPU device nodes is kept."""
-    inputs = [key, sys.executable, architecture, versions, sorted(glob.glob("/dev/nvidia[0-9]*"))]
+def cache_file(cache_dir: Path, key: str, architectures: list[str | None], versions: dict[str, str | None]) -> Path:
+    """Where the answer for this interpreter, these versions, these architectures (the target's, then its
+    text_config's) and this machine's GPU device nodes is kept."""
+    inputs = [key, sys.executable, *architectures, versions, sorted(glob.glob("/dev/nvidia[0-9]*"))]
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:24]
     return cache_dir / f"compat-{digest}.json"
 
@@ -141,17 +253,26 @@ def cache_file(cache_dir: Path, key: str, architecture: str | None, versions: di
 def main() -> None:
     parser = argparse.ArgumentParser(description="Probe what the installed vllm, speculators and torch can do.")
     parser.add_argument("architecture", nargs="?", default="", help="the target's config.json architecture")
+    parser.add_argument(
+        "--text-architecture",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="the config.json text_config's architecture (a wrapper's language model), repeatable",
+    )
     parser.add_argument("--cache-dir", type=Path, help="keep the answer here, by interpreter and versions")
     parser.add_argument("--key", default="", help="a digest of this script, part of the cache file's name")
     args = parser.parse_args()
     architecture = args.architecture or None
     versions = installed_versions()
-    path = cache_file(args.cache_dir.expanduser(), args.key, architecture, versions) if args.cache_dir else None
+    texts = list(args.text_architecture)
+    keyed = [architecture, *texts]
+    path = cache_file(args.cache_dir.expanduser(), args.key, keyed, versions) if args.cache_dir else None
     if path is not None and path.is_file():
         with contextlib.suppress(ValueError):
             print(json.dumps(json.loads(path.read_text())))
             return
-    found = answer(architecture, versions)
+    found = answer(architecture, versions, texts)
     print(json.dumps(found))
     if path is not None and not any(isinstance(value, str) for value in found["features"].values()):
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -208,7 +208,7 @@ def deploy_command(
     thresholds = chosen_thresholds(Policy.model_validate(run.meta().get("policy") or {}), chosen)
     refuse_unasked(yes, dry_run, "deploy")
     with production(run) as ctx:
-        service, planned = planned_change(ctx, drafter_dir, spec_k)
+        service, planned = planned_change(ctx, drafter_dir, spec_k, state)
         deploy_steps, rollback_steps = steps(ctx, planned, thresholds)
         restart_s, source = expected_restart(ctx, state)
         say(f"eyas deploy {run.run_id}: {service.name} ({service.backend}) restarts with the drafter {drafter_dir} "

@@ -47,10 +47,15 @@ def read_evaluation(ctx: RunContext) -> dict[str, Any] | None:
     return json.loads(ctx.host.read_text(path)) if ctx.host.exists(path) else None
 
 
-def planned_change(ctx: RunContext, drafter_dir: str, k: int) -> tuple[Service, DeployResult]:
+def planned_change(ctx: RunContext, drafter_dir: str, k: int, state: RunState) -> tuple[Service, DeployResult]:
     """The production service and the change a deploy makes to it (not made yet): the drop-in and both argvs.
-    Refused, before anything is touched, when eyas's drop-in is there already (a drafter deployed and not rolled
-    back)."""
+    Refused, before anything is touched, when the run's plan says production cannot serve an EAGLE-3 drafter here
+    (its deploy path, from verify's compat rows: vLLM's eagle3 method and the target architecture's EAGLE-3
+    support, which vLLM itself checks only after a restart has loaded the weights), or when eyas's drop-in is there
+    already (a drafter deployed and not rolled back)."""
+    planned = run_plan(state).paths.get("deploy")
+    if planned is not None and planned.blocked:
+        raise ServiceError(planned.blocked)
     service = production_service(ctx.config, ctx.host, ctx.http, ctx.clock)
     unit = service.effective_unit()
     path = service.drop_in_path()
@@ -149,7 +154,7 @@ def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
     view: dict[str, Any] = {"kind": "gate", "phase": "deploy", "host": ctx.host.name, "choices": list(CHOICES),
                             "estimate": _figures(evaluation, policy, restart_s, source)}  # fmt: skip
     try:
-        service, planned = planned_change(ctx, drafter, k)
+        service, planned = planned_change(ctx, drafter, k, state)
     except EyasError as exc:
         change["error"] = f"the deploy cannot be made: {exc}"
         view["commands"] = []
@@ -239,7 +244,7 @@ def deploy_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
     if saved is not None:
         return _ended(ctx, measured_outcome(saved, drafter))
     try:
-        service, planned = planned_change(ctx, drafter, k)
+        service, planned = planned_change(ctx, drafter, k, state)
     except EyasError as exc:
         ctx.on_note(f"deploy: not deployed: {exc}")
         return _ended(ctx, outcome("failed", f"not deployed, production untouched: {exc}", drafter, []))
