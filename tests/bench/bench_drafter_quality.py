@@ -5,7 +5,8 @@ prompts come from the other side of prompt_split.py's hash split, so they are ne
 (generation, extraction, draft vocabulary) is made once; then each experiment trains a drafter from it with
 other training settings and is measured at k=3 from vLLM's own counters (acceptance only: one server). The
 best one is measured in full (k = 1, 3 and 5 against the baseline, with bootstrap intervals over prompts) and
-its result is written to runs/bench-drafter/evaluation.json.
+its result is written to runs/bench-drafter/evaluation.json, beside vLLM's n-gram speculation (no drafter) and the
+target alone on the same prompts and flags.
 
     .venv/bin/python tests/bench/bench_drafter_quality.py [--conversations 400 ...] [--experiments a b] [--keep DIR]
 
@@ -40,6 +41,11 @@ EXPERIMENTS: dict[str, tuple[dict[str, Any], list[str]]] = {
     "lr-3e-3": ({"lr": 3e-3}, []),
     "epochs-8": ({"epochs": 8}, []),
     "ttt-1": ({}, ["--ttt-steps", "1"]),
+    # drafter_recipe.py's choices, each set back to speculators' own, and all three together.
+    "shared-norm": ({}, ["--aux-norm", "shared"]),
+    "ones-norm": ({}, ["--output-norm-init", "ones"]),
+    "warmup-1pct": ({}, ["--warmup-ratio", "0.01"]),
+    "speculators": ({}, ["--aux-norm", "shared", "--output-norm-init", "ones", "--warmup-ratio", "0.01"]),
 }
 
 
@@ -89,6 +95,9 @@ def main() -> None:
     add_size_options(parser, DEFAULTS)
     parser.add_argument("--held-out", type=int, default=32, help="held-out ShareGPT prompts measured (default 32)")
     parser.add_argument("--experiments", nargs="+", choices=sorted(EXPERIMENTS), default=list(EXPERIMENTS))
+    parser.add_argument(
+        "--train-flags", default="", help="train.py flags every experiment adds (e.g. '--ttt-steps 1', as the demo)"
+    )
     parser.add_argument("--port", type=int, default=8873, help="evaluate.py's servers, one at a time")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-drafter" / "evaluation.json")
     args = parser.parse_args()
@@ -96,12 +105,13 @@ def main() -> None:
     target = EmbeddedTarget.from_env()
     with work_root(args.keep, "eyas-bench-quality-") as root:
         prompts, held_out = split_prompts(target, root, sizes.conversations, args.held_out)
-        run = Pipeline(target, target.base_url, SERVED_MODEL, root, sizes, args.port, prompts, held_out)
+        run = Pipeline(target, target.base_url, SERVED_MODEL, root, sizes, args.port, prompts, held_out, "sharegpt")
         run.prepare_data()
         print("data: " + ", ".join(f"{phase} {seconds / 60:.1f} min" for phase, seconds in run.seconds.items()))
         rows, best = [], None
         for name in args.experiments:
             changes, extra = EXPERIMENTS[name]
+            extra = [*args.train_flags.split(), *extra]
             run.sizes = replace(sizes, **changes)
             drafter = root / f"drafter-{name}"
             run.train(drafter, *extra, phase=f"train-{name}")
@@ -111,7 +121,7 @@ def main() -> None:
             if best is None or result["mean_acceptance_length"] > best[1]:
                 best = (name, result["mean_acceptance_length"])
         assert best is not None
-        full = run.evaluate(root / f"drafter-{best[0]}", "evaluate-best", "--k", "1", "3", "5")
+        full = run.evaluate(root / f"drafter-{best[0]}", "evaluate-best", "--k", "1", "3", "5", "--ngram")
     full["experiment"] = best[0]
     full["data"] = {"source": "sharegpt", "train_prompts": sizes.conversations, "held_out_prompts": args.held_out}
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -121,8 +131,11 @@ def main() -> None:
     print(f"\nbest: {best[0]}; written to {args.out}")
     for k, result in full["by_k"].items():
         low, high = (result.get("intervals") or {}).get("mean_acceptance_length") or [None, None]
+        ngram = full["ngram"][k]
         print(f"k={k}: acceptance length {result['mean_acceptance_length']:.3f} [{low}, "
-              f"{high}], speedup {result['speedup']:.3f}, outputs identical {result['outputs_identical']}")  # fmt: skip
+              f"{high}], speedup {result['speedup']:.3f}, outputs identical {result['outputs_identical']}; n-gram "
+              f"(no drafter) acceptance {ngram['mean_acceptance_length'] or 1.0:.3f}, speedup {ngram['speedup']:.3f}; "
+              f"no drafter 1.000 (baseline {result['tokens_per_s_baseline']:.1f} tokens/s)")  # fmt: skip
 
 
 if __name__ == "__main__":

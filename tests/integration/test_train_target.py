@@ -96,7 +96,9 @@ def test_cuda_flags_build_the_same_drafter_through_speculators_own_trainer(
     expected = {"speculator_type": "eagle3", "num_layers": 2, "full_attention_indices": [0, 1], "on_missing": "raise"}
     assert {key: resolved[key] for key in expected} == expected
     assert resolved["d2t_path"] == str(random_data["d2t"])
-    assert (resolved["norm_before_fc"], resolved["norm_output"], resolved["loss_fn"]) == (True, True, "kl_div")
+    # drafter_recipe's choices: per-layer norms of the captured layers (--fc-norm), a 5% warm-up.
+    assert (resolved["norm_before_fc"], resolved["fc_norm"], resolved["norm_output"]) == (False, True, True)
+    assert (resolved["loss_fn"], resolved["scheduler_warmup_ratio"]) == ("kl_div", 0.05)
 
     speculators_run = run_python(target, WORKLOADS_DIR / "train_cuda.py", *flags)
     assert speculators_run.returncode == 0, speculators_run.stderr[-3000:]
@@ -115,6 +117,11 @@ def test_cuda_flags_build_the_same_drafter_through_speculators_own_trainer(
         for d in (tmp_path / "speculators", tmp_path / "cpu")
     ]  # fmt: skip
     assert shapes[0] == shapes[1] and shapes[0]["lm_head.weight"] == ("BF16", [256, 576])
+    assert {f"fc_norm.{i}.weight" for i in range(3)} <= shapes[0].keys()
+    # Both start the drafter's final norm from the target's (speculators' trainer through train_cuda's patch).
+    target_norm = probe(target, "final-norm", str(target.model_dir))
+    for directory in (tmp_path / "speculators", tmp_path / "cpu"):
+        assert probe(target, "final-norm", str(directory)) == target_norm != [1.0] * len(target_norm)
 
 
 def test_float32_muon_steps_exactly_as_torch_muon_with_a_float32_newton_schulz(target: EmbeddedTarget) -> None:

@@ -11,6 +11,7 @@ import pytest
 from extraction import CONVERSATIONS, extract, prepared_target, run_python, summary, write_sample_file
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.workloads import prompt_split
 
 pytestmark = pytest.mark.slow  # runs with the target environment's Python (numpy, torch)
 
@@ -48,6 +49,18 @@ def mapping(target: EmbeddedTarget, out: Path, size: int) -> dict[str, Any]:
     done = run_python(target, "-c", READ, out, str(size))
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
+
+
+def token_ids(target: EmbeddedTarget, *words: str) -> list[list[int]]:
+    """The target tokenizer's ids of each word (in the target venv, which has transformers)."""
+    script = (
+        "import json, sys; from transformers import AutoTokenizer; t = AutoTokenizer.from_pretrained(sys.argv[1]); "
+        "print(json.dumps([t(w, add_special_tokens=False)['input_ids'] for w in sys.argv[2:]]))"
+    )
+    done = run_python(target, "-c", script, target.model_dir, *words)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ids: list[list[int]] = json.loads(done.stdout)
+    return ids
 
 
 @pytest.fixture
@@ -115,3 +128,37 @@ def test_counting_extracted_files_equals_counting_the_conversations(target: Embe
     for name in ("d2t-32.npy", "t2d-32.npy"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     assert mapping(target, tmp_path / "a", 32)["same_as_speculators"]
+
+
+def test_slots_the_answers_leave_empty_go_to_the_prompt_sources_most_frequent_training_side_tokens(
+    target: EmbeddedTarget, corpus: Path, tmp_path: Path
+) -> None:
+    """A small run's answers see few distinct tokens; the rest of the vocabulary follows the prompt source's own
+    text, never a held-out row's (which would let the held-out answers shape what is measured on them)."""
+    held = next(f"row-{i}" for i in range(1000) if prompt_split.is_held_out(f"row-{i}", prompt_split.HELD_OUT_PERCENT))
+    kept = next(
+        f"row-{i}" for i in range(1000) if not prompt_split.is_held_out(f"row-{i}", prompt_split.HELD_OUT_PERCENT)
+    )
+    rows = [
+        {
+            "id": kept,
+            "conversations": [{"from": "human", "value": " ocean"}, {"from": "gpt", "value": " ocean forest"}],
+        },
+        {"id": held, "prompt": " volcano" * 50},  # far the most frequent, but held out
+        {"id": kept + "_1", "prompt": " ocean"},
+    ]
+    source = tmp_path / "prompts.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "vocab"
+    done = vocab(
+        target, "--hidden-states", corpus, "--model", target.model_dir, "--draft-vocab-size", "7", "--out", out,
+        "--fill-from", source,
+    )  # fmt: skip
+    result = summary(done)
+    ocean, forest, volcano = token_ids(target, " ocean", " forest", " volcano")
+    assert len(ocean) == len(forest) == 1, "the test needs one-token words"
+    # The five counted, then " ocean" (3 times) and " forest" (once); " volcano" only in the held-out row.
+    assert mapping(target, out, 7)["t2d"] == sorted([1, 3, 7, 8, 9, ocean[0], forest[0]])
+    assert not set(volcano) & set(mapping(target, out, 7)["t2d"])
+    assert (result["from_source"], result["filled"]) == (2, 0)
+    assert "5 distinct tokens seen; the other 2 chosen by their frequency in" in done.stderr

@@ -3,6 +3,12 @@
 The answers come from the target itself (generate.py at temperature 0): the drafter learns to predict the
 target. The tests use short template prompts, whose held-out ones name topics the training prompts never
 mention; the benchmark splits the prompt set eyas ships (tools/data/prompts.jsonl).
+
+The counting prompts are the drafter's ceiling: SmolLM2 answers each greedily with a sequence that continues
+without surprise ("1234567890123...", "1. 1\n2. 2\n3. 3\n...", "1, 2, 3, ..."), so a drafter trained on some of
+them must draft nearly every token of the held-out ones (other numbers, the same kinds): acceptance near k + 1.
+A recipe that cannot get there is broken (a shift off by one, a loss on the wrong tokens, a vocabulary mapping
+that sends drafts to other tokens), whatever the data size.
 """
 
 from __future__ import annotations
@@ -35,9 +41,30 @@ def _prompts(topics: tuple[str, ...], count: int) -> list[str]:
     return prompts[:count]
 
 
-def write_prompts(path: Path, count: int, *, held_out: bool = False) -> Path:
-    """`count` prompts as generate.py and evaluate.py read them: {"id", "prompt"} per line."""
-    prompts = _prompts(_HELD_OUT_TOPICS if held_out else _TRAIN_TOPICS, count)
+_COUNTING_TASKS = (
+    "Count from 1 to {n}, separated by commas.",
+    "List the numbers from 1 to {n}.",
+    "Count up from 1 to {n}.",
+    "Write the numbers from 1 to {n} in order.",
+)
+_TRAIN_NUMBERS = tuple(range(20, 80, 3))  # 20 of them; the held-out numbers are never among them
+_HELD_OUT_NUMBERS = (17, 45, 91, 130)
+
+
+def _counting_prompts(numbers: tuple[int, ...], count: int) -> list[str]:
+    prompts = [task.format(n=n) for n in numbers for task in _COUNTING_TASKS]
+    if count > len(prompts):
+        raise ValueError(f"only {len(prompts)} counting prompts are available, not {count}")
+    return prompts[:count]
+
+
+def write_prompts(path: Path, count: int, *, held_out: bool = False, counting: bool = False) -> Path:
+    """`count` prompts as generate.py and evaluate.py read them: {"id", "prompt"} per line; with `counting`, the
+    ceiling's counting prompts."""
+    if counting:
+        prompts = _counting_prompts(_HELD_OUT_NUMBERS if held_out else _TRAIN_NUMBERS, count)
+    else:
+        prompts = _prompts(_HELD_OUT_TOPICS if held_out else _TRAIN_TOPICS, count)
     prefix = "held" if held_out else "train"
     path.write_text("".join(json.dumps({"id": f"{prefix}-{i}", "prompt": p}) + "\n" for i, p in enumerate(prompts)))
     return path

@@ -61,6 +61,7 @@ class Pipeline:
     port: int  # evaluate.py's servers, in turn
     prompts: Path  # training prompts; the first `sizes.conversations` are answered
     held_out: Path  # evaluation prompts, never trained on
+    fill_from: str | None = None  # vocab.py --fill-from: the prompt source, as a run passes it
     seconds: dict[str, float] = field(default_factory=dict)
 
     def run(self, phase: str, script: str, *args: str | Path, timeout: float = 1800) -> str:
@@ -96,6 +97,7 @@ class Pipeline:
         self.run(
             "vocab", "vocab.py", "--hidden-states", self.hidden_states, "--model", self.target.model_dir,
             "--draft-vocab-size", str(self.sizes.draft_vocab), "--out", self.root / "vocab",
+            *(["--fill-from", self.fill_from] if self.fill_from else []),
         )  # fmt: skip
 
     def train(self, out: Path, *extra: str, phase: str = "train") -> str:

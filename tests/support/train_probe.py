@@ -4,6 +4,7 @@
     python train_probe.py batch --data DIR --work DIR --indices 0 1 --total-seq-len 64  # one packed batch
     python train_probe.py resolve FLAG...   # speculators' own TrainConfig resolving train_cuda's flags
     python train_probe.py muon              # Float32Muon against torch's Muon with its Newton-Schulz in float32
+    python train_probe.py final-norm DIR    # the final norm's gains of a target or drafter directory
 
 `synthetic` writes files in extract.py's format with the hidden size and layers of SmolLM2 (576; 2, 15, 27,
 30). With --pattern index, hidden_states[t, slot, :] == 4 * t + slot and token t is 1000 + t, so a batch
@@ -116,6 +117,20 @@ def muon() -> dict[str, Any]:
     return {"max_difference": max(differences), "bfloat16_difference": as_is}
 
 
+def final_norm(directory: Path) -> list[float]:
+    """The final norm's gains in a model directory (the target's `model.norm`, a drafter's `norm`), as bf16 holds
+    them (drafters are saved in bf16)."""
+    import torch
+    from safetensors import safe_open
+
+    for path in sorted(directory.glob("*.safetensors")):
+        with safe_open(str(path), framework="pt") as handle:
+            for name in ("model.norm.weight", "norm.weight"):
+                if name in handle.keys():  # noqa: SIM118 (safe_open has no __contains__)
+                    return handle.get_tensor(name).to(torch.bfloat16).float().tolist()
+    raise SystemExit(f"no final norm in {directory}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -131,6 +146,7 @@ def main() -> None:
     one.add_argument("--total-seq-len", type=int, required=True)
     commands.add_parser("resolve")  # every further argument is a flag for speculators
     commands.add_parser("muon")
+    commands.add_parser("final-norm").add_argument("directory", type=Path)
     args, flags = parser.parse_known_args()
     if flags and args.command != "resolve":
         parser.error(f"unrecognized arguments: {flags}")
@@ -140,6 +156,8 @@ def main() -> None:
         result = batch(args.data, args.work, args.indices, args.total_seq_len)
     elif args.command == "muon":
         result = muon()
+    elif args.command == "final-norm":
+        result = final_norm(args.directory)
     else:
         result = resolve(flags)
     print(json.dumps(result))

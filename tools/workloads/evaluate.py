@@ -17,6 +17,11 @@ Two ways to run it, both at temperature 0 over held-out prompts (JSONL rows with
        python evaluate.py --baseline-url http://127.0.0.1:8000 --speculative-url http://127.0.0.1:8001 \\
            --k 3 --prompts held_out.jsonl --out result.json
 
+With --ngram, each k is also measured with vLLM's n-gram speculation (prompt lookup: drafts copied from the
+context, no drafter) on the same prompts and flags: the free baseline a trained drafter has to beat. Its figures go
+under "ngram", by k (acceptance per draft step, and speedup, the fair comparison: n-gram drafts only where the
+context repeats itself).
+
 Acceptance comes from the `vllm:spec_decode_*` counters (summed over engines, diff of scrapes before and
 after the prompts): mean acceptance length = 1 + accepted / drafts, acceptance rate = accepted / drafted,
 and per position the share of drafts whose token there was accepted. Speculative decoding must not change
@@ -60,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-tokens", type=int, default=128, help="tokens generated per prompt (default 128)")
     parser.add_argument("--concurrency", type=int, default=1, help="requests in flight at once (default 1)")
     parser.add_argument("--acceptance-only", action="store_true", help="skip the baseline run (no tokens/s ratio)")
+    parser.add_argument(
+        "--ngram", action="store_true", help="also measure vLLM's n-gram speculation (no drafter) at each --k"
+    )
     embedded = parser.add_argument_group("servers started here")
     embedded.add_argument("--model", type=Path, help="the target model directory")
     embedded.add_argument("--drafter", type=Path, help="the drafter directory (config.json + model.safetensors)")
@@ -94,6 +102,8 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             parser.error("give either --model/--drafter (servers started here) or the URLs of running servers")
         if len(args.k) != 1:
             parser.error("a running speculative server has one k: pass the --k it was started with")
+        if args.ngram:
+            parser.error("--ngram starts its own servers: use it with --model (servers started here)")
         if not (args.baseline_url or args.acceptance_only):
             parser.error("--baseline-url is needed for tokens/s and the output check (or pass --acceptance-only)")
     elif not (args.model and args.drafter):
@@ -277,9 +287,18 @@ def vllm_server(args: argparse.Namespace, name: str, speculative: dict[str, Any]
         server.stop()
 
 
-def measure_speculative(base_url: str, prompts: list, args: argparse.Namespace, k: int) -> dict[str, Any]:
-    run = run_prompts(base_url, prompts, args, phase=f"speculative-k{k}")
+def ngram_config(k: int) -> dict[str, Any]:
+    """vLLM's prompt-lookup speculation: the last 2 to 4 tokens looked up in the context, k tokens copied on."""
+    return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+
+
+def measure_speculative(
+    base_url: str, prompts: list, args: argparse.Namespace, k: int, method: str = "eagle3"
+) -> dict[str, Any]:
+    run = run_prompts(base_url, prompts, args, phase=f"{'speculative' if method == 'eagle3' else method}-k{k}")
     counts = run.pop("counters")
+    if method == "ngram":  # n-gram drafts only where the context repeats: few or no drafts is a result, not a fault
+        return {"k": k, **counts.summary(k), "prompts": len(prompts), "run": run}
     if counts.drafts == 0:
         raise SystemExit(
             f"{base_url} made no drafts: it is not serving with a speculative config (vllm:spec_decode_*)."
@@ -316,10 +335,13 @@ def _stop_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)  # unwinds through vllm_server, which stops the server
 
 
-def measure(args: argparse.Namespace, prompts: list) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """The baseline run (unless --acceptance-only) and one speculative run per k, on running or started servers."""
+def measure(
+    args: argparse.Namespace, prompts: list
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The baseline run (unless --acceptance-only), one speculative run per k, and with --ngram one n-gram run per
+    k, on running or started servers."""
     baseline: dict[str, Any] | None = None
-    specs = []
+    specs, ngrams = [], []
     if args.speculative_url:
         if args.baseline_url and not args.acceptance_only:
             baseline = run_prompts(args.baseline_url, prompts, args, phase="baseline")
@@ -332,7 +354,10 @@ def measure(args: argparse.Namespace, prompts: list) -> tuple[dict[str, Any] | N
             config = {"method": "eagle3", "model": str(args.drafter.resolve()), "num_speculative_tokens": k}
             with vllm_server(args, f"speculative-k{k}", config) as url:
                 specs.append(measure_speculative(url, prompts, args, k))
-    return baseline, specs
+            if args.ngram:
+                with vllm_server(args, f"ngram-k{k}", ngram_config(k)) as url:
+                    ngrams.append(measure_speculative(url, prompts, args, k, method="ngram"))
+    return baseline, specs, ngrams
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -340,7 +365,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     prompts = load_prompts(args.prompts)
     try:
-        baseline, specs = measure(args, prompts)
+        baseline, specs, ngrams = measure(args, prompts)
     except (OSError, http.client.HTTPException) as error:
         raise SystemExit(
             f"The evaluation lost its server: {error}. Check that the server is up and serving (its log is beside "
@@ -356,6 +381,8 @@ def main(argv: list[str] | None = None) -> None:
     }
     if len(results) > 1:
         summary["by_k"] = {str(result["k"]): result for result in results}
+    if ngrams:
+        summary["ngram"] = {str(spec["k"]): result_for(spec, baseline) for spec in ngrams}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_name(args.out.name + ".partial")
     tmp.write_text(json.dumps(summary, indent=2) + "\n")

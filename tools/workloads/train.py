@@ -50,6 +50,7 @@ from typing import Any
 import progress
 from drafter_data import Staged
 from drafter_format import weight_files
+from drafter_recipe import OUTPUT_NORM_ENV, add_recipe_flags
 from extract_server import add_server_flags
 from hidden_states_file import ONLINE_WINDOW
 from target_model import add_remote_code_flag, check_remote_code
@@ -77,6 +78,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     model.add_argument(
         "--target-layer-ids", type=int, nargs="+", help="the auxiliary layers (default: as the files record them)"
     )
+    add_recipe_flags(model)
     run = parser.add_argument_group("training")
     run.add_argument("--epochs", type=int, default=3, help="passes over the data (default 3)")
     run.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
@@ -149,6 +151,8 @@ def check_args(args: argparse.Namespace) -> None:
             f"--from-pretrained {args.from_pretrained} lacks config.json or model.safetensors (or, sharded, "
             "model.safetensors.index.json)."
         )
+    if not 0 <= args.warmup_ratio < 1:
+        problems.append(f"--warmup-ratio {args.warmup_ratio} must be in [0, 1).")
     if not 0 <= args.val_ratio < 1:
         problems.append(f"--val-ratio {args.val_ratio} must be in [0, 1).")
     if args.online and args.nodes > 1:
@@ -312,7 +316,9 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     progress.emit(phase="launch", done=0, total=total, command=argv)
     metrics = args.work / FILE_NAME
     try:
-        rc = subprocess.call(argv, env={**os.environ, TOTAL_STEPS_ENV: str(total), PATH_ENV: str(metrics)})
+        env = {**os.environ, TOTAL_STEPS_ENV: str(total), PATH_ENV: str(metrics)}
+        env[OUTPUT_NORM_ENV] = args.output_norm_init
+        rc = subprocess.call(argv, env=env)
     finally:
         if server is not None:
             server.close()

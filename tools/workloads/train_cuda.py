@@ -6,7 +6,7 @@ logging handler that turns the trainer's metric records into eyas progress lines
 trainer is replaced, so the result is what `speculators train` with the same flags produces.
 
 The flags mirror the CPU loop's model exactly (one llama decoder layer per --num-layers, full attention,
-norm_before_fc, norm_output and norm_before_residual on, KL loss), so both paths train the same drafter.
+the norms and warm-up of drafter_recipe.py, KL loss), so both paths train the same drafter.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from drafter_recipe import patch_speculators_builder, speculators_flags
 from training_metrics import PATH_ENV
 
 TOTAL_STEPS_ENV = "EYAS_TOTAL_STEPS"
@@ -80,7 +81,7 @@ def speculators_argv(
         argv += ["--max-steps", str(args.max_steps)]
     if args.dry_run:
         argv.append("--dry-run")
-    return argv
+    return argv + speculators_flags(args, new_drafter=init_drafter is None)
 
 
 def latest_checkpoint(save_path: Path) -> Path | None:
@@ -152,6 +153,7 @@ def _run_rank(argv: list[str]) -> None:
         total = os.environ.get(TOTAL_STEPS_ENV)
         handler = ProgressHandler(int(total) if total else None, os.environ.get(PATH_ENV))
         logging.getLogger().handlers.insert(0, handler)
+    patch_speculators_builder()
     main(TrainConfig.resolve(argv))
 
 

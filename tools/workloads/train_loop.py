@@ -34,6 +34,7 @@ import progress
 from cpu_caps import cpu_compute_dtype
 from data_parallel import ALONE, World
 from drafter_data import PackedBatches, Staged
+from drafter_recipe import init_output_norm, norm_kwargs, warmup_steps
 from muon_fp32 import with_float32_newton_schulz
 from online_fetch import OnlineHiddenStates
 from training_metrics import FILE_NAME, MetricsLog
@@ -80,13 +81,13 @@ def build_drafter(
             verifier_name_or_path=str(args.verifier),
             target_layer_ids=args.target_layer_ids,
             draft_vocab_size=len(d2t) if d2t is not None else layer_config.vocab_size,
-            norm_before_residual=True,
-            norm_before_fc=True,
-            norm_output=True,
+            **norm_kwargs(args.aux_norm),
             ttt_steps=args.ttt_steps,
             draft_attn_impl="sdpa",
             trust_remote_code=getattr(args, "trust_remote_code", False),
         )
+        if args.output_norm_init == "target":
+            init_output_norm(model)
     wanted = list(model.target_layer_ids)
     if len(wanted) != staged.num_layers - 1 or (staged.aux_layer_ids and wanted != staged.aux_layer_ids):
         raise SystemExit(
@@ -268,7 +269,8 @@ def train_cpu(
     plan = [share[:steps] for share, steps in zip(shares, world.smallest(list(map(len, shares))), strict=True)]
     total = sum(map(len, plan)) if not args.max_steps else min(args.max_steps, sum(map(len, plan)))
     optimizers = build_cpu_optimizers(model, args.optimizer, args.lr, cpu_compute_dtype())
-    schedulers = [get_linear_schedule_with_warmup(optimizer, total // 100, total) for optimizer in optimizers]
+    warmup = warmup_steps(total, args.warmup_ratio)
+    schedulers = [get_linear_schedule_with_warmup(optimizer, warmup, total) for optimizer in optimizers]
     signature = {"samples": staged.samples, "tokens": staged.tokens, "total_steps": total, **split}
     if world.size > 1:
         signature["processes"] = world.size

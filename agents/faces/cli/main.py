@@ -257,6 +257,7 @@ def demo(
     operator (approve), and the deploy keeps the drafter only when production's own /metrics show it is accepted
     often enough and production serves at least as many tokens/s with it as without, else rolls it back."""
     # The graph's modules (langgraph, ~0.5 s) load here, not at start-up of every eyas process.
+    from eyas.agents.faces.cli.demo_outcome import rolled_back_lines
     from eyas.agents.faces.cli.run import advance, finish, start_run
     from eyas.agents.faces.cli.run_ui import gate_panel
     from eyas.agents.faces.cli.target import bring_up
@@ -284,7 +285,11 @@ def demo(
         record_gate_answer(run, GateAnswer(action="approve", reason=reason, who="demo"))
         outcome = advance(run, None, interactive=False)
         if (run.root / DEPLOY_FILE).exists():
-            print_result(DeployResult.model_validate_json((run.root / DEPLOY_FILE).read_text()))
+            result = DeployResult.model_validate_json((run.root / DEPLOY_FILE).read_text())
+            print_result(result)
+            if not result.kept:
+                for line in rolled_back_lines(result, sizes):
+                    console.print(line, markup=False, highlight=False, soft_wrap=True)
     pipeline_s = time.monotonic() - started - set_up_s
     console.print(
         f"set-up (target venv, model, server start) {set_up_s / 60:.1f} min; pipeline and deploy "

@@ -74,12 +74,18 @@ def drafter_base_dir(ctx: RunContext) -> str:
     return base if base.startswith("/") else ctx.artifact("drafter_base")
 
 
+def prompt_source_argument(ctx: RunContext, state: RunState) -> str:
+    """The run's prompt source as the host's workloads name it: `sharegpt`, or a JSONL file on the host (the shipped
+    set is uploaded to the run's data directory)."""
+    source = run_sizes(state).prompt_source
+    return ctx.artifact("prompt_set") if source == "shipped" else source
+
+
 def split_command(ctx: RunContext, state: RunState) -> str:
     """The host command that writes the run's training and held-out prompts (prompt_split.py)."""
     sizes = run_sizes(state)
-    source = ctx.artifact("prompt_set") if sizes.prompt_source == "shipped" else sizes.prompt_source
     argv = [
-        ctx.host_config.python, f"{ctx.workloads_dir}/prompt_split.py", "--source", source,
+        ctx.host_config.python, f"{ctx.workloads_dir}/prompt_split.py", "--source", prompt_source_argument(ctx, state),
         "--train", str(sizes.samples), "--held-out", str(sizes.held_out),
         "--train-out", ctx.artifact("prompts"), "--held-out-out", ctx.artifact("held_out"),
         "--max-prompt-chars", str(sizes.max_prompt_chars),

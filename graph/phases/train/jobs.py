@@ -129,6 +129,8 @@ class VocabRequest(JobRequest):
     hidden_states_dir: AbsolutePath
     out_dir: AbsolutePath
     draft_vocab_size: int = Field(gt=0)
+    # The run's prompt source: ranks the slots a small run's answers leave empty (vocab.py --fill-from).
+    fill_from: str | None = None
     trust_remote_code: bool = False
 
 
@@ -139,5 +141,6 @@ def vocab_job(job_id: str, host: HostConfig, workloads_dir: str, request: VocabR
         "--draft-vocab-size", str(request.draft_vocab_size),
         "--out", request.out_dir,
     ]  # fmt: skip
+    flags += optional_flags({"--fill-from": request.fill_from})
     flags += remote_code_flag(request.trust_remote_code)
     return workload_job(job_id, host, workloads_dir, "vocab.py", flags)

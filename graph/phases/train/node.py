@@ -7,7 +7,7 @@ from typing import Any
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases.data.jobs import training_drafter
-from eyas.graph.phases.data.node import drafter_base_dir
+from eyas.graph.phases.data.node import drafter_base_dir, prompt_source_argument
 from eyas.graph.phases.extract.node import trusts_remote_code
 from eyas.graph.phases.servers import hidden_states_mode, online_launch, online_training, ready_timeout
 from eyas.graph.phases.train.jobs import TrainRequest, VocabRequest, train_job, train_sizes, vocab_job
@@ -22,6 +22,7 @@ def build_vocab_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         hidden_states_dir=ctx.artifact("hidden_states"),
         out_dir=ctx.artifact("vocab"),
         draft_vocab_size=run_sizes(state).draft_vocab_size,
+        fill_from=prompt_source_argument(ctx, state),
         trust_remote_code=trusts_remote_code(ctx, state),
     )
     return [vocab_job(f"{ctx.run.run_id}.vocab", ctx.host_config, ctx.workloads_dir, request)]

@@ -1,0 +1,94 @@
+"""The choices of a new drafter's recipe that speculators leaves open, in one place for both training paths.
+
+The CPU loop (train_loop.py) builds the drafter itself; the CUDA path hands speculators' trainer the same
+choices as flags (`speculators_flags`) and, for the output norm, patches the drafter as the trainer builds it
+(`patch_speculators_builder`), so that both paths still train the same drafter.
+
+- aux_norm: how the captured layers are normalised before the fc projection. `shared` is speculators' eagle3
+  default (one RMSNorm over the concatenation, norm_before_fc); `per-layer` is its --fc-norm (EAGLE 3.1), one
+  RMSNorm per layer. The captured layers differ in scale by an order of magnitude (SmolLM2's layers 2, 15 and 27
+  have RMS 2.75, 6.2 and 23.2), so one shared norm leaves the last layer 92% of the energy and the low layers
+  next to nothing. vLLM loads both (its eagle3 llama reads `fc_norm` from the config).
+- output_norm_init: the drafter's final norm starts as `ones` (speculators) or as the `target`'s own final norm.
+  The drafter's logits come from the target's frozen LM head, which was trained on hidden states scaled by that
+  norm (SmolLM2's averages 1.83); from ones, a short run's logits stay about half as sharp as the target's.
+- warmup_ratio: the share of steps the learning rate warms up over. speculators' 1% is a single step (or none)
+  in a run of a few hundred steps, and the loss of such a run jumped from 10.5 to 20.2 at its third step.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+AUX_NORMS = ("per-layer", "shared")
+OUTPUT_NORM_INITS = ("target", "ones")
+DEFAULT_AUX_NORM = "per-layer"
+DEFAULT_OUTPUT_NORM_INIT = "target"
+DEFAULT_WARMUP_RATIO = 0.05
+OUTPUT_NORM_ENV = "EYAS_OUTPUT_NORM_INIT"  # the CUDA ranks' copy of --output-norm-init
+
+
+def add_recipe_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--aux-norm", choices=AUX_NORMS, default=DEFAULT_AUX_NORM,
+        help=f"normalise the captured layers one by one or together before the fc (default {DEFAULT_AUX_NORM})",
+    )  # fmt: skip
+    group.add_argument(
+        "--output-norm-init", choices=OUTPUT_NORM_INITS, default=DEFAULT_OUTPUT_NORM_INIT,
+        help=f"start the drafter's final norm from the target's or from ones (default {DEFAULT_OUTPUT_NORM_INIT})",
+    )  # fmt: skip
+    group.add_argument(
+        "--warmup-ratio", type=float, default=DEFAULT_WARMUP_RATIO,
+        help=f"share of the steps the learning rate warms up over (default {DEFAULT_WARMUP_RATIO})",
+    )  # fmt: skip
+
+
+def norm_kwargs(aux_norm: str) -> dict[str, bool]:
+    """Eagle3DraftModel.from_training_args's norm arguments for `aux_norm` (the others as speculators' CLI)."""
+    per_layer = aux_norm == "per-layer"
+    return {"norm_before_residual": True, "norm_before_fc": not per_layer, "fc_norm": per_layer, "norm_output": True}
+
+
+def speculators_flags(args: Any, new_drafter: bool) -> list[str]:
+    """The same choices as speculators' train CLI flags (the norms only for a new drafter: a finetuned one keeps
+    its own)."""
+    flags = ["--scheduler-warmup-ratio", repr(args.warmup_ratio)]
+    if new_drafter and args.aux_norm == "per-layer":
+        flags += ["--fc-norm", "--no-norm-before-fc"]
+    return flags
+
+
+def warmup_steps(total_steps: int, ratio: float) -> int:
+    return int(total_steps * ratio)
+
+
+def init_output_norm(model: Any) -> bool:
+    """Copy the target's final norm (the drafter's frozen `verifier_norm`) into the drafter's own final norm;
+    False, leaving ones, when the two norms are of different kinds (a gain stored as 1 + w is not a gain w)."""
+    import torch
+
+    if type(model.norm) is not type(model.verifier_norm):
+        return False
+    with torch.no_grad():
+        model.norm.weight.copy_(model.verifier_norm.weight)
+    return True
+
+
+def patch_speculators_builder() -> None:
+    """On a CUDA rank: make speculators' Eagle3DraftModel.from_training_args start a new drafter's final norm from
+    the target's when --output-norm-init target was given (the trainer has no flag for it)."""
+    import os
+
+    from speculators.models.eagle3 import Eagle3DraftModel
+
+    if os.environ.get(OUTPUT_NORM_ENV, DEFAULT_OUTPUT_NORM_INIT) != "target":
+        return
+    build = Eagle3DraftModel.from_training_args.__func__  # type: ignore[attr-defined]
+
+    def from_training_args(cls: type, *args: Any, **kwargs: Any) -> Any:
+        model = build(cls, *args, **kwargs)
+        init_output_norm(model)
+        return model
+
+    Eagle3DraftModel.from_training_args = classmethod(from_training_args)  # type: ignore[method-assign,assignment]
