@@ -152,6 +152,10 @@ def test_cuda_command_runs_speculators_trainer_under_torchrun_with_the_cpu_loops
         "--d2t-path": [str(inputs["d2t"])],
         "--t2d-path": [str(inputs["t2d"])],
         "--max-steps": ["40"],
+        # drafter_recipe.py's warm-up and per-layer norms of the captured layers, as the CPU loop builds them.
+        "--scheduler-warmup-ratio": ["0.05"],
+        "--fc-norm": [],
+        "--no-norm-before-fc": [],
     }
 
 
@@ -161,6 +165,7 @@ def test_finetuning_leaves_the_drafter_shape_to_the_checkpoint(inputs: dict[str,
     assert flags["--from-pretrained"] == [str(inputs["root"] / "init")]
     assert flags["--dry-run"] == []
     assert not {"--num-layers", "--full-attention-indices", "--target-layer-ids", "--d2t-path"} & flags.keys()
+    assert not {"--fc-norm", "--no-norm-before-fc"} & flags.keys()  # a finetuned drafter keeps its own norms
 
 
 def test_latest_checkpoint_is_the_highest_numbered_directory(tmp_path: Path) -> None:
