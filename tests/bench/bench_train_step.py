@@ -111,7 +111,6 @@ def inner(args: argparse.Namespace) -> dict[str, Any]:
     from transformers import get_linear_schedule_with_warmup
 
     from drafter_data import PackedBatches, stage
-    from drafter_recipe import DEFAULT_AUX_NORM, DEFAULT_OUTPUT_NORM_INIT
     from train_loop import build_cpu_optimizers, build_drafter, rates, train_step, validate
 
     threads = args.threads or max(1, (os.cpu_count() or 1) - 1)
@@ -124,10 +123,7 @@ def inner(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"{args.data} holds fewer than {args.steps} batches of {args.total_seq_len} tokens")
     d2t = torch.from_numpy(np.load(args.vocab / f"d2t-{args.draft_vocab}.npy"))
     t2d = torch.from_numpy(np.load(args.vocab / f"t2d-{args.draft_vocab}.npy"))
-    shape = SimpleNamespace(
-        verifier=args.model, num_layers=1, target_layer_ids=staged.aux_layer_ids, ttt_steps=3,
-        aux_norm=DEFAULT_AUX_NORM, output_norm_init=DEFAULT_OUTPUT_NORM_INIT,
-    )  # fmt: skip
+    shape = SimpleNamespace(verifier=args.model, num_layers=1, target_layer_ids=staged.aux_layer_ids, ttt_steps=3)
     call_kwargs, _ = Eagle3DraftModel.get_trainer_kwargs(
         ttt_steps=3, ttt_step_loss_decay=1.0, loss_fn="kl_div", loss_implementation="eager"
     )

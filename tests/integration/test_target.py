@@ -52,7 +52,9 @@ def test_verify_reports_the_real_target(embedded_target: EmbeddedTarget) -> None
     vllm = service.facts["vllm"]
     assert vllm["port"] == embedded_target.port and vllm["served_model_name"] == SERVED_MODEL
     assert vllm["host"] == "127.0.0.1" and vllm["model"] == str(embedded_target.model_dir)
-    assert service.facts["environment"]["VLLM_CPU_OMP_THREADS_BIND"].startswith("0-")
+    environment = service.facts["environment"]
+    assert environment["VLLM_CPU_OMP_THREADS_BIND"].startswith("0-")
+    assert environment["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # the model in the engine's process (server_env)
 
     assert packages.status is Status.OK, packages.message
     assert packages.facts["vllm"] == "0.32.0" and packages.facts["speculators"] == "0.9.0"

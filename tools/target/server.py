@@ -39,7 +39,8 @@ def server_spec(target: EmbeddedTarget, *, eager: bool = False, kv_cache_gib: in
             "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
             "VLLM_CACHE_ROOT": str(target.cache_dir / "vllm-cache"),
             "HF_HUB_OFFLINE": "1",
-        }
+        },
+        cpu=True,  # the embedded target is vllm-cpu, which eyas's own Python does not have
     )
     return JobSpec(job_id=target.server_job, argv=argv, env=env, cwd=str(target.workdir))
 

@@ -19,6 +19,7 @@ choices as flags (`speculators_flags`) and, for the output norm, patches the dra
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import Any
 
 AUX_NORMS = ("per-layer", "shared")
@@ -27,6 +28,23 @@ DEFAULT_AUX_NORM = "per-layer"
 DEFAULT_OUTPUT_NORM_INIT = "target"
 DEFAULT_WARMUP_RATIO = 0.05
 OUTPUT_NORM_ENV = "EYAS_OUTPUT_NORM_INIT"  # the CUDA ranks' copy of --output-norm-init
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A new drafter's recipe: what train.py's flags chose, or the defaults for a caller without them (the speed
+    probe, the benches), so that no caller builds a drafter with a field it forgot."""
+
+    aux_norm: str = DEFAULT_AUX_NORM
+    output_norm_init: str = DEFAULT_OUTPUT_NORM_INIT
+    warmup_ratio: float = DEFAULT_WARMUP_RATIO
+
+    @classmethod
+    def from_args(cls, args: Any) -> Recipe:
+        return cls(args.aux_norm, args.output_norm_init, args.warmup_ratio)
+
+
+DEFAULT_RECIPE = Recipe()
 
 
 def add_recipe_flags(group: argparse._ArgumentGroup) -> None:
@@ -50,17 +68,13 @@ def norm_kwargs(aux_norm: str) -> dict[str, bool]:
     return {"norm_before_residual": True, "norm_before_fc": not per_layer, "fc_norm": per_layer, "norm_output": True}
 
 
-def speculators_flags(args: Any, new_drafter: bool) -> list[str]:
+def speculators_flags(recipe: Recipe, new_drafter: bool) -> list[str]:
     """The same choices as speculators' train CLI flags (the norms only for a new drafter: a finetuned one keeps
     its own)."""
-    flags = ["--scheduler-warmup-ratio", repr(args.warmup_ratio)]
-    if new_drafter and args.aux_norm == "per-layer":
+    flags = ["--scheduler-warmup-ratio", repr(recipe.warmup_ratio)]
+    if new_drafter and recipe.aux_norm == "per-layer":
         flags += ["--fc-norm", "--no-norm-before-fc"]
     return flags
-
-
-def warmup_steps(total_steps: int, ratio: float) -> int:
-    return int(total_steps * ratio)
 
 
 def init_output_norm(model: Any) -> bool:

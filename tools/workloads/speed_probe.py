@@ -101,7 +101,6 @@ def probe_training(args: argparse.Namespace, data: Path, work: Path, vocab_size:
     from speculators.models.eagle3 import Eagle3DraftModel
 
     from drafter_data import PackedBatches, stage
-    from drafter_recipe import DEFAULT_AUX_NORM, DEFAULT_OUTPUT_NORM_INIT
     from train import resolve_optimizer
     from train_loop import build_cpu_optimizers, build_drafter, train_step
 
@@ -116,7 +115,7 @@ def probe_training(args: argparse.Namespace, data: Path, work: Path, vocab_size:
     staged = stage(data, work / "staged")
     shape = SimpleNamespace(
         verifier=args.model, num_layers=1, target_layer_ids=staged.aux_layer_ids, ttt_steps=args.ttt_steps,
-        trust_remote_code=args.trust_remote_code, aux_norm=DEFAULT_AUX_NORM, output_norm_init=DEFAULT_OUTPUT_NORM_INIT,
+        trust_remote_code=args.trust_remote_code,
     )  # fmt: skip
     model = build_drafter(shape, staged, None, d2t, t2d).to(device)
     model.train()

@@ -50,7 +50,7 @@ from typing import Any
 import progress
 from drafter_data import Staged
 from drafter_format import weight_files
-from drafter_recipe import OUTPUT_NORM_ENV, add_recipe_flags
+from drafter_recipe import OUTPUT_NORM_ENV, Recipe, add_recipe_flags
 from extract_server import add_server_flags
 from hidden_states_file import ONLINE_WINDOW
 from target_model import add_remote_code_flag, check_remote_code
@@ -262,7 +262,7 @@ def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None)
     d2t = torch.from_numpy(np.load(args.d2t)) if args.d2t else None
     t2d = torch.from_numpy(np.load(args.t2d)) if args.t2d else None
     if args.dry_run:
-        save_drafter(build_drafter(args, staged, init_drafter, d2t, t2d), args.out)
+        save_drafter(build_drafter(args, staged, init_drafter, d2t, t2d, Recipe.from_args(args)), args.out)
         return
     from online_fetch import SUMMARY
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from drafter_recipe import patch_speculators_builder, speculators_flags
+from drafter_recipe import Recipe, patch_speculators_builder, speculators_flags
 from training_metrics import PATH_ENV
 
 TOTAL_STEPS_ENV = "EYAS_TOTAL_STEPS"
@@ -81,7 +81,7 @@ def speculators_argv(
         argv += ["--max-steps", str(args.max_steps)]
     if args.dry_run:
         argv.append("--dry-run")
-    return argv + speculators_flags(args, new_drafter=init_drafter is None)
+    return argv + speculators_flags(Recipe.from_args(args), new_drafter=init_drafter is None)
 
 
 def latest_checkpoint(save_path: Path) -> Path | None:

@@ -34,7 +34,7 @@ import progress
 from cpu_caps import cpu_compute_dtype
 from data_parallel import ALONE, World
 from drafter_data import PackedBatches, Staged
-from drafter_recipe import init_output_norm, norm_kwargs, warmup_steps
+from drafter_recipe import DEFAULT_RECIPE, Recipe, init_output_norm, norm_kwargs
 from muon_fp32 import with_float32_newton_schulz
 from online_fetch import OnlineHiddenStates
 from training_metrics import FILE_NAME, MetricsLog
@@ -52,9 +52,15 @@ class Position:
 
 
 def build_drafter(
-    args: Any, staged: Staged, init_drafter: Path | None, d2t: torch.Tensor | None, t2d: torch.Tensor | None
+    args: Any,
+    staged: Staged,
+    init_drafter: Path | None,
+    d2t: torch.Tensor | None,
+    t2d: torch.Tensor | None,
+    recipe: Recipe = DEFAULT_RECIPE,
 ) -> torch.nn.Module:
-    """The drafter as speculators' CLI builds it for eagle3, from scratch or from a drafter to finetune."""
+    """The drafter as speculators' CLI builds it for eagle3, from scratch (with `recipe`'s norms) or from a drafter
+    to finetune. `args`: the shape (verifier, num_layers, target_layer_ids, ttt_steps, trust_remote_code)."""
     from speculators.models.eagle3 import Eagle3DraftModel
     from speculators.train.cli import create_transformer_layer_config
 
@@ -81,12 +87,12 @@ def build_drafter(
             verifier_name_or_path=str(args.verifier),
             target_layer_ids=args.target_layer_ids,
             draft_vocab_size=len(d2t) if d2t is not None else layer_config.vocab_size,
-            **norm_kwargs(args.aux_norm),
+            **norm_kwargs(recipe.aux_norm),
             ttt_steps=args.ttt_steps,
             draft_attn_impl="sdpa",
             trust_remote_code=getattr(args, "trust_remote_code", False),
         )
-        if args.output_norm_init == "target":
+        if recipe.output_norm_init == "target":
             init_output_norm(model)
     wanted = list(model.target_layer_ids)
     if len(wanted) != staged.num_layers - 1 or (staged.aux_layer_ids and wanted != staged.aux_layer_ids):
@@ -256,7 +262,8 @@ def train_cpu(
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
     random.seed(args.seed)
-    model = build_drafter(args, staged, init_drafter, d2t, t2d)
+    recipe = Recipe.from_args(args)
+    model = build_drafter(args, staged, init_drafter, d2t, t2d, recipe)
     model.train()
     call_kwargs, _ = Eagle3DraftModel.get_trainer_kwargs(
         ttt_steps=args.ttt_steps, ttt_step_loss_decay=1.0, loss_fn="kl_div", loss_implementation="eager"
@@ -269,7 +276,7 @@ def train_cpu(
     plan = [share[:steps] for share, steps in zip(shares, world.smallest(list(map(len, shares))), strict=True)]
     total = sum(map(len, plan)) if not args.max_steps else min(args.max_steps, sum(map(len, plan)))
     optimizers = build_cpu_optimizers(model, args.optimizer, args.lr, cpu_compute_dtype())
-    warmup = warmup_steps(total, args.warmup_ratio)
+    warmup = int(total * recipe.warmup_ratio)
     schedulers = [get_linear_schedule_with_warmup(optimizer, warmup, total) for optimizer in optimizers]
     signature = {"samples": staged.samples, "tokens": staged.tokens, "total_steps": total, **split}
     if world.size > 1:

