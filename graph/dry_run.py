@@ -30,6 +30,7 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.planning.estimate import supply_verdict
+from eyas.tools.planning.gpu_budget import gpu_phrase
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
 from eyas.tools.planning.measure import MeasureError, read_model_dims
 from eyas.tools.planning.paths import with_backend
@@ -184,7 +185,8 @@ def dry_run_lines(walk: dict[str, Any]) -> list[str]:
         production = phase.get("production") or {}
         hours = production.get("downtime_hours")
         down = f", down {hours:.2f} h" if production.get("action") in ("stop", "restart") and hours is not None else ""
-        lines.append(f"== {phase['phase']}: production {production.get('action', '?')}{down}; GPUs {phase['gpus']}")
+        action = production.get("action", "?")
+        lines.append(f"== {phase['phase']}: production {action}{down}; {gpu_phrase(phase['gpus'])}")
         if production.get("reason"):
             lines.append(f"   {production['reason']}")
         lines += [f"   production: $ {command}" for command in production.get("commands", [])]

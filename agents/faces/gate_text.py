@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from eyas.graph.gates.view import ClusterView, GateEstimate, GateView, ProductionEntry
 from eyas.tools.planning.estimate import supply_verdict
+from eyas.tools.planning.gpu_budget import gpu_phrase
+from eyas.tools.settings.units import format_size
 
 
 @dataclass(frozen=True)
@@ -55,13 +57,42 @@ def gate_sections(view: GateView) -> list[Section]:
     return [section for section in sections if section.lines]
 
 
+# The plan's figures as an operator reads them: a name in words and a unit (the state keeps the raw numbers).
+_FIGURE_NAMES = {
+    "phase_hours": "this phase",
+    "total_hours": "whole run",
+    "disk_bytes": "disk for this phase",
+    "needed_disk_bytes": "disk for the run",
+    "fits": "fits the disk",
+    "verdict": "verdict",
+    "production_action": "production",
+    "downtime_hours": "production down",
+}
+
+
+def _figure_text(name: str, value: bool | int | float | str) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if name.endswith("_hours") and isinstance(value, int | float):
+        return f"{value:.2f} h ({value * 60:.0f} min)" if value < 10 else f"{value:.1f} h"
+    if name.endswith("_bytes") and isinstance(value, int | float):
+        return format_size(value)
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
 def _figures(view: GateView) -> list[Line]:
-    """The plan's figures for the phase (the deploy gate's own, named for the operator); an unknown one is left
-    out."""
-    figures = view.estimate.model_dump() if isinstance(view.estimate, GateEstimate) else view.estimate
+    """The plan's figures for the phase in words and units (the deploy gate's own, already named for the operator,
+    as they are); an unknown one is left out."""
+    if isinstance(view.estimate, GateEstimate):
+        figures = view.estimate.model_dump()
+        return [
+            Line(_FIGURE_NAMES.get(name, name), _figure_text(name, value))
+            for name, value in figures.items()
+            if value is not None
+        ]
     return [
         Line(name, f"{value:.3g}" if isinstance(value, float) else str(value))
-        for name, value in figures.items()
+        for name, value in view.estimate.items()
         if value is not None
     ]
 
@@ -106,7 +137,7 @@ def production_lines(production: dict[str, ProductionEntry]) -> list[str]:
             if hours is not None
             else ", downtime unknown"
         )
-        lines.append(f"{phase}: {action}{downtime}; GPUs {entry.gpus}: {entry.reason}")
+        lines.append(f"{phase}: {action}{downtime}; {gpu_phrase(entry.gpus)}: {entry.reason}")
         lines += [f"{phase}: $ {command}" for command in entry.commands]
         servers = entry.servers
         if servers is None:

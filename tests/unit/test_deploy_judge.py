@@ -94,6 +94,7 @@ def test_the_reports_show_production_before_and_with_the_drafter(tmp_path: Path)
     assert "Drafter rolled back:</strong> mean acceptance length 1.06" in page and "eyas-drafter.conf" in page
     markdown = with_deploy(with_deploy("# eyas run x\n\n## Gates\n", result.model_dump()), result.model_dump())
     assert markdown.count("## Deploy") == 1 and "| with the drafter | 3.900 | 1.060 |" in markdown
+    assert "| before | 4.800 | n/a | n/a |" in markdown and "None" not in markdown  # no drafter, no acceptance yet
 
 
 def test_the_deploy_gate_policy_asks_by_default_and_auto_approves_only_at_the_thresholds() -> None:

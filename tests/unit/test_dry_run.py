@@ -177,5 +177,5 @@ def test_the_dry_run_text_shows_verification_and_every_command_in_the_pipelines_
 
     # vocab: production stays up, as the pipeline keeps it.
     vocab = first("== vocab: ")
-    assert lines[vocab] == "== vocab: production keep; GPUs []"
+    assert lines[vocab] == "== vocab: production keep; no GPU"
     assert lines[vocab + 1] == "   the plan gives vocab no GPU, so production stays up meanwhile"

@@ -62,7 +62,7 @@ def test_training_gate_shows_production_for_training_and_evaluation(tmp_path: Pa
     assert view.policy is not None and not view.policy.approve
     assert "does not allow_production_stop" in view.policy.reasons
     lines = production_lines(view.production)
-    assert "train: stop, down for 2.40 h; GPUs [0, 1, 2, 3, 4, 5, 6, 7]: r" in lines
+    assert "train: stop, down for 2.40 h; GPUs 0-7: r" in lines
     assert "train: $ systemctl start vllm.service; then wait for the deep health check" in lines
     assert any(line.startswith("evaluate server speculative-k3: ") and "--tensor-parallel-size 8" in line
                for line in lines)  # fmt: skip

@@ -119,6 +119,13 @@ def test_a_command_longer_than_the_terminal_is_shown_whole(tmp_path: Path) -> No
     assert f'<code class="command">python generate.py --out /data/out {token}</code>' in dashboard(view)
 
 
+def test_the_plan_figures_read_in_words_and_units(tmp_path: Path) -> None:
+    """The state keeps phase_hours 0.25 and disk_bytes 1000; the operator reads a duration and a size."""
+    shown = terminal(gate_view("data", STATE, context(tmp_path, ""), []), width=160)
+    assert "0.25 h (15 min)" in shown and "1.00 KB" in shown
+    assert "phase_hours" not in shown and "disk_bytes" not in shown and "True" not in shown
+
+
 def supplied(samples: int) -> RunState:
     """STATE on the shipped prompt set at `samples`, with the prompt supply counted as the plan node counts it."""
     sizes = DEMO.model_copy(update={"samples": samples, "prompt_source": "shipped"})

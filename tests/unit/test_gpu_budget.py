@@ -8,7 +8,14 @@ import pytest
 
 from eyas.graph.policy import PhaseEstimate, Policy, judge
 from eyas.tools.planning.estimate import ModelDims
-from eyas.tools.planning.gpu_budget import GpuBudgetInputs, GpuFree, ProductionLayout, budget, default_load_s
+from eyas.tools.planning.gpu_budget import (
+    GpuBudgetInputs,
+    GpuFree,
+    ProductionLayout,
+    budget,
+    default_load_s,
+    gpu_phrase,
+)
 
 KIMI = ModelDims(hidden_size=7168, num_layers=61, vocab_size=163840, intermediate_size=18432)
 H100_MIB = 81559
@@ -95,3 +102,11 @@ def test_policy_on_a_phase_that_stops_production(
 def test_policy_ignores_production_it_keeps_or_reuses() -> None:
     for action in ("keep", "reuse", None):
         assert judge(Policy(), "data", PhaseEstimate(production_action=action), {}).approve
+
+
+@pytest.mark.parametrize(
+    ("gpus", "phrase"),
+    [([], "no GPU"), ([3], "GPU 3"), ([7, 6, 5, 4, 3, 2, 1, 0], "GPUs 0-7"), ([0, 2, 5], "GPUs 0, 2, 5")],
+)
+def test_gpu_indices_read_as_a_person_writes_them(gpus: list[int], phrase: str) -> None:
+    assert gpu_phrase(gpus) == phrase

@@ -197,7 +197,8 @@ def test_online_training_that_fits_beside_production_keeps_it() -> None:
     assert fit.impact.action == "keep" and fit.impact.downtime_hours == 0 and fit.impact.gpus == list(range(9))
     assert fit.memory_utilization == math.floor(int(H200_MIB * 0.8) / H200_MIB * 100) / 100
     # The server on eight of the nine, the trainer on a GPU of its own.
-    assert "the trainer, free beside production" in fit.impact.reason and "GPUs [" in fit.impact.reason
+    reason = fit.impact.reason
+    assert "the trainer, free beside production" in reason and "GPUs 0, 1, 2, 3, 4, 5, 6, 8 hold the server" in reason
     # All free: production's own share leaves room, and nothing is lowered.
     free = [*h200s(1.0, production=False), GpuFree(index=8, memory_total_mib=H200_MIB, memory_free_mib=H200_MIB)]
     roomy = online_train_fit(online_inputs(free))

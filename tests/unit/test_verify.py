@@ -187,6 +187,16 @@ def test_path_trap_flags_a_tool_only_in_the_venv(tmp_path: Path) -> None:
     assert tools["surely-not-a-tool"] == {"on_path": None, "in_venv": None}
 
 
+def test_tools_found_nowhere_are_named_not_counted(tmp_path: Path) -> None:
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").symlink_to(sys.executable)
+    ctx = context(tmp_path, python=tmp_path / "venv" / "bin" / "python")
+    ctx.binaries = ["surely-not-a-tool", "nor-this-one"]
+    assert check_binaries(ctx).message == "none of surely-not-a-tool, nor-this-one is on PATH or in the venv"
+    ctx.binaries = ["sh", "nor-this-one"]
+    assert check_binaries(ctx).message == "found: sh; absent: nor-this-one"
+
+
 def test_missing_interpreter_fails_with_the_field_to_fix(tmp_path: Path) -> None:
     result = check_binaries(context(tmp_path, python=tmp_path / "no" / "python"))
     assert result.status is Status.FAIL and "hosts.*.python" in result.message
@@ -197,7 +207,7 @@ def test_packages_missing_from_an_interpreter_are_listed(tmp_path: Path) -> None
     result = check_packages(context(tmp_path))
     assert result.status is Status.WARN
     assert result.facts["vllm"] is None and result.facts["python"] == sys.version.split()[0]
-    assert "not installed: vllm, speculators" in result.message
+    assert "not installed: vllm, speculators" in result.message and not result.message.startswith(";")
 
 
 # -- service: read from the given unit file, never a guessed path --------------------------------------------

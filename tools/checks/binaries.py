@@ -42,6 +42,9 @@ def check_binaries(ctx: CheckContext) -> CheckResult:
             message=f"only in the venv, not on PATH: {', '.join(trapped)} (jobs use {venv_bin}/... by absolute path)",
             facts=facts,
         )
-    found = len(tools) - len(missing)
-    message = f"{found} of {len(tools)} tools found" + (f"; absent: {', '.join(missing)}" if missing else "")
+    found = [tool for tool in tools if tool not in missing]
+    if not found:
+        message = f"none of {', '.join(missing)} is on PATH or in the venv"
+    else:
+        message = f"found: {', '.join(found)}" + (f"; absent: {', '.join(missing)}" if missing else "")
     return CheckResult(name="binaries", status=Status.OK, message=message, facts=facts)

@@ -46,7 +46,7 @@ def check_packages(ctx: CheckContext) -> CheckResult:
         return CheckResult(
             name="packages",
             status=Status.WARN,
-            message=f"{listed}; not installed: {', '.join(missing)}",
+            message="; ".join(part for part in (listed, f"not installed: {', '.join(missing)}") if part),
             facts=versions,
         )
     return CheckResult(name="packages", status=Status.OK, message=listed, facts=versions)

@@ -19,7 +19,14 @@ from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.host import Host
-from eyas.tools.planning.gpu_budget import MIB, WORKSPACE_SHARE, GpuBudgetInputs, ProductionImpact, weights_bytes
+from eyas.tools.planning.gpu_budget import (
+    MIB,
+    WORKSPACE_SHARE,
+    GpuBudgetInputs,
+    ProductionImpact,
+    gpu_phrase,
+    weights_bytes,
+)
 
 Backend = Literal["hf", "vllm"]
 
@@ -133,7 +140,7 @@ def planned_backend(
         )  # fmt: skip
     return BackendChoice(
         backend="vllm", requested="auto",
-        reason=f"vllm: {fits}, this host's vLLM has extract_hidden_states, and GPUs {extract.gpus} have the "
+        reason=f"vllm: {fits}, this host's vLLM has extract_hidden_states, and {gpu_phrase(extract.gpus)} have the "
         f"{_gb(extract.memory_bytes)} it needs free beside production",
     )  # fmt: skip
 

@@ -44,6 +44,19 @@ LOAD_BYTES_PER_S = 0.4e9  # the motivating host: 540 GB loaded in about 22 minut
 VLLM_MEMORY_UTILIZATION = 0.9  # vLLM's own default --gpu-memory-utilization
 DEFAULT_BYTES_PER_PARAMETER = 2  # bf16 weights, when nothing measured the model's files
 
+
+def gpu_phrase(gpus: list[int]) -> str:
+    """GPU indices as a person reads them: "no GPU" (a CPU phase), "GPU 3", "GPUs 0-7", "GPUs 0, 2, 5"."""
+    if not gpus:
+        return "no GPU"
+    ordered = sorted(gpus)
+    if len(ordered) == 1:
+        return f"GPU {ordered[0]}"
+    if ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"GPUs {ordered[0]}-{ordered[-1]}"
+    return "GPUs " + ", ".join(map(str, ordered))
+
+
 Action = Literal["keep", "stop", "reuse"]
 
 
@@ -154,7 +167,7 @@ def _fit(inputs: GpuBudgetInputs, phase: str, hours: float | None, *, per_gpu: i
         chosen = sorted(g.index for g in roomy[:count])
         return ProductionImpact(
             action="keep", downtime_hours=0.0, gpus=chosen, memory_bytes=per_gpu * count,
-            reason=f"{phase} needs {need}; GPUs {chosen} have that free beside production",
+            reason=f"{phase} needs {need}; {gpu_phrase(chosen)} have that free beside production",
         )  # fmt: skip
     held = [g.index for g in inputs.gpus if g.production] or [g.index for g in inputs.gpus]
     if count > len(inputs.gpus) or per_gpu > min(g.memory_total_mib for g in inputs.gpus) * MIB:
@@ -239,7 +252,7 @@ def online_train_fit(inputs: GpuBudgetInputs) -> OnlineTrainFit:
         share, said = lowered(beside)
         used = sorted({*beside.server_gpus, beside.trainer_gpu})
         reason = (
-            f"{need}: GPUs {beside.server_gpus} hold the server and GPU {beside.trainer_gpu} the trainer, free "
+            f"{need}: {gpu_phrase(beside.server_gpus)} hold the server and GPU {beside.trainer_gpu} the trainer, free "
             f"beside production{said}"
         )
         impact = ProductionImpact(action="keep", downtime_hours=0.0, gpus=used, memory_bytes=memory, reason=reason)

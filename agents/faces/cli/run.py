@@ -277,13 +277,13 @@ def status_command(
     if json_output:
         print_json(summary)
         return
-    console.print(f"[bold]{run_id}[/]: phase {summary['phase']}; " + ("driven now" if summary["driven"] else "idle"))
+    phase = summary["phase"] or "none yet (the run has not started its first phase)"
+    driven = "driven now" if summary["driven"] else "idle"
+    console.print(f"[bold]{escape(run_id)}[/]: phase {escape(phase)}; {driven}")
     if summary["driver"]:
         print_driver(summary["driver"])
     if pending:
-        gate = pending[1]
-        where = f"{gate.get('kind')} {gate.get('phase')}: {gate.get('policy', {})}"
-        console.print(f"[yellow]waiting at[/] {escape(where)}")
+        console.print(f"[yellow]waiting at[/] {escape(gate_phrase(pending[1]))}")
     table = Table(title="jobs", title_justify="left")
     for column in ("phase", "job", "state", "progress", "ETA"):
         table.add_column(column)
@@ -295,6 +295,15 @@ def status_command(
     for decision in summary["decisions"]:
         line = f"gate {decision['gate']}: {decision['action']} by {decision['who']}: {decision['reason']}"
         console.print(line, markup=False, highlight=False)
+
+
+def gate_phrase(gate: dict[str, Any]) -> str:
+    """The gate a run waits at, in words: its kind and phase, and why the policy left it to a person."""
+    kind = "failure" if gate.get("kind") == "failure" else "approval"
+    policy = gate.get("policy") or {}
+    reasons = "; ".join(policy.get("reasons") or [])
+    why = f" (the policy asks a person: {reasons})" if reasons and not policy.get("approve") else ""
+    return f"the {kind} gate of {gate.get('phase') or 'an unknown phase'}{why}; answer it with `eyas approve`"
 
 
 def print_driver(driver: dict[str, Any]) -> None:

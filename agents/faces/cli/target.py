@@ -73,4 +73,5 @@ def status_command() -> None:
     """Show whether the embedded server job runs."""
     target = EmbeddedTarget.from_env()
     state = server_state(target, LocalHost())
-    console.print(f"target server: {state.describe()} (pid {state.pid}) at {target.base_url}", markup=False)
+    pid = f" (pid {state.pid})" if state.pid is not None else ""
+    console.print(f"target server: {state.describe()}{pid} at {target.base_url}", markup=False)

@@ -119,6 +119,9 @@ def prompts_line(split: dict[str, Any]) -> str:
 
 
 def _fmt(value: Any) -> str:
+    """A figure for a table cell; one that was not measured (no drafter yet, no counters) reads n/a."""
+    if value is None:
+        return "n/a"
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
