@@ -30,39 +30,51 @@ from eyas.tools.settings.sizes import DEFAULT_SIZES
 
 sys.path.insert(0, str(WORKLOADS_DIR))  # workloads import their siblings by plain name, as on the host
 
+import eval_servers
 import evaluate
 
 FIXTURES = Path(__file__).parents[1] / "support" / "fixtures"
 KIMI = parse_unit_file((FIXTURES / "vllm_kimi.service").read_text())
-CPU_FLAGS = ["--dtype", "float32", "--enforce-eager"]  # what evaluate.cpu_server_args gives without CUDA
+CPU_FLAGS = ["--dtype", "float32", "--enforce-eager"]  # what eval_servers.cpu_server_args gives without CUDA
 
 
-def started_servers(monkeypatch: pytest.MonkeyPatch, job_argv: list[str], cpu_flags: list[str]) -> dict[str, Any]:
+def started_servers(
+    monkeypatch: pytest.MonkeyPatch, job_argv: list[str], cpu_flags: list[str], *, together: bool = False
+) -> tuple[dict[str, Any], list[str]]:
     """The argv of each server evaluate.py starts, by name and in order, when run as `job_argv` on a host whose
-    vLLM needs `cpu_flags`. The job's interpreter must be this one: evaluate.py starts its servers with it."""
+    vLLM needs `cpu_flags` and (`together`) has the memory to start them side by side; and what happened, in order
+    (start, ready, measure, stop per server). The job's interpreter must be this one: evaluate.py starts its
+    servers with it. Stand-in: the servers (what each would run is the point, not a vLLM start)."""
     assert job_argv[0] == sys.executable and Path(job_argv[1]).name == "evaluate.py"
     started: dict[str, list[str]] = {}
+    steps: list[str] = []
 
     class Recorder:
         def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, **_: Any) -> None:
-            started[log_path.stem] = argv  # evaluate.py names each server's log after it
-            self.pid, self.base_url = None, "http://127.0.0.1:9"
+            self.name = log_path.stem  # evaluate.py names each server's log after it
+            started[self.name] = self.argv = argv
+            self.pid, self.base_url, self.log_path = None, f"http://127.0.0.1:9/{self.name}", log_path
 
         def start(self) -> None:
-            pass
+            steps.append(f"start {self.name}")
 
         def wait_ready(self) -> None:
-            pass
+            steps.append(f"ready {self.name}")
 
         def stop(self) -> None:
-            pass
+            steps.append(f"stop {self.name}")
 
-    monkeypatch.setattr(evaluate, "VllmServer", Recorder)
-    monkeypatch.setattr(evaluate, "cpu_server_args", lambda: list(cpu_flags))
-    monkeypatch.setattr(evaluate, "run_prompts", lambda *_, **__: {})
-    monkeypatch.setattr(evaluate, "measure_speculative", lambda *_, **__: {})
+    def measured(url: str, *_: Any, **__: Any) -> dict[str, Any]:
+        steps.append(f"measure {url.rsplit('/', 1)[1]}")
+        return {}
+
+    monkeypatch.setattr(eval_servers, "VllmServer", Recorder)
+    monkeypatch.setattr(eval_servers, "cpu_server_args", lambda: list(cpu_flags))
+    monkeypatch.setattr(eval_servers, "side_by_side", lambda *_: together)
+    monkeypatch.setattr(evaluate, "run_prompts", measured)
+    monkeypatch.setattr(evaluate, "measure_speculative", measured)
     evaluate.measure(evaluate.parse_args(job_argv[2:]), [])
-    return started
+    return started, steps
 
 
 def files_on_this_machine(request: EvaluateRequest) -> None:
@@ -88,11 +100,54 @@ def test_server_argvs_are_what_evaluate_py_starts_from_the_job(
     )  # fmt: skip
     files_on_this_machine(request)
     cpu_flags = CPU_FLAGS if cpu else []
-    started = started_servers(monkeypatch, evaluate_job("r.evaluate", host, str(root), request).argv, cpu_flags)
+    started, steps = started_servers(monkeypatch, evaluate_job("r.evaluate", host, str(root), request).argv, cpu_flags)
     shown = server_argvs(sys.executable, request, cpu_flags)
     assert list(started.items()) == list(shown.items())
     assert list(shown) == [*([] if acceptance_only else ["baseline"]), "speculative-k1", "speculative-k3"]
     assert all(argv[argv.index("--port") + 1] == str(EVALUATE_PORT) for argv in shown.values())
+    # In turn: each server starts after the one before has been measured and stopped.
+    assert steps == [f"{step} {name}" for name in shown for step in ("start", "ready", "measure", "stop")]
+
+
+def test_side_by_side_servers_all_start_first_then_each_is_measured_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without CUDA and with the memory for all, every server starts and is ready before the first measurement (two
+    cores start two at once; no start takes cores from a measurement), each on its own port; then each is measured
+    and stopped before the next is measured."""
+    root = tmp_path.resolve()
+    host = HostConfig(address=LOCAL, python=sys.executable, workdir=str(root))
+    request = EvaluateRequest(
+        model_dir=str(root / "model"), drafter_dir=str(root / "run" / "drafter"), prompts=str(root / "run" / "p.jsonl"),
+        out=str(root / "run" / "evaluation.json"), **(evaluate_sizes(DEFAULT_SIZES) | {"k": [1, 3]}),
+    )  # fmt: skip
+    files_on_this_machine(request)
+    job = evaluate_job("r.evaluate", host, str(root), request)
+    started, steps = started_servers(monkeypatch, job.argv, CPU_FLAGS, together=True)
+    names = ["baseline", "speculative-k1", "speculative-k3"]
+    assert list(started) == names
+    assert [argv[argv.index("--port") + 1] for argv in started.values()] == [str(EVALUATE_PORT + n) for n in range(3)]
+    starts, readies = [f"start {name}" for name in names], [f"ready {name}" for name in names]
+    assert steps == starts + readies + [f"{step} {name}" for name in names for step in ("measure", "stop")]
+
+
+def test_side_by_side_needs_no_cuda_and_the_memory_for_every_server(tmp_path: Path) -> None:
+    """Three servers of a 1 GB model with a 2 GiB cache each: about 4.5 GiB apiece, 13.5 GiB with what is kept
+    free; 16 GiB available holds them, 8 GiB holds two only."""
+    model = tmp_path / "model"
+    model.mkdir()
+    with (model / "model.safetensors").open("wb") as weights:
+        weights.truncate(500 * 1024**2)
+    env = {"VLLM_CPU_KVCACHE_SPACE": "2"}
+    each = eval_servers.server_bytes(model, None, env)
+    assert each == 2 * 1024**3 + 2 * 500 * 1024**2 + eval_servers.RUNTIME_BYTES
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24000000 kB\nMemAvailable:   8388608 kB\n")
+    assert eval_servers.available_bytes(meminfo) == 8 * 1024**3
+    assert not eval_servers.available_bytes(tmp_path / "absent")
+    room = 3 * each + eval_servers.KEEP_FREE_BYTES
+    assert eval_servers.fits_side_by_side(3, each, room) and not eval_servers.fits_side_by_side(3, each, room - 1)
+    assert not eval_servers.fits_side_by_side(1, each, 10 * room)  # one server has nothing to start beside
 
 
 def context(tmp_path: Path) -> RunContext:
@@ -123,5 +178,5 @@ def test_the_training_gate_shows_the_servers_the_evaluate_phase_starts(
     )  # fmt: skip
     view = phase_servers("evaluate", ctx, state)
     assert view is not None
-    assert list(started_servers(monkeypatch, job.argv, []).items()) == list(view["servers"].items())
+    assert list(started_servers(monkeypatch, job.argv, [])[0].items()) == list(view["servers"].items())
     assert list(view["servers"]) == ["baseline", f"speculative-k{DEFAULT_SIZES.num_speculative_tokens}"]

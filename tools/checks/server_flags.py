@@ -22,7 +22,7 @@ from eyas.tools.workloads.extract_server import extraction_argv
 from eyas.tools.workloads.vllm_server import flag_name, server_argv
 
 # The flags each of eyas's servers sets itself (beyond model, host, port and api-server-count), and what a vLLM
-# without CUDA gets on top (evaluate.py's cpu_server_args, extract_vllm's CPU dtype).
+# without CUDA gets on top (eval_servers.py's cpu_server_args, extract_vllm's CPU dtype).
 EVALUATE_OWN = ("--seed", "--speculative-config")
 EXTRACT_OWN = ("--speculative-config", "--kv-transfer-config")
 CPU_OWN = ("--dtype", "--enforce-eager")

@@ -3,9 +3,10 @@
 
 Two ways to run it, both at temperature 0 over held-out prompts (JSONL rows with "messages" or "prompt"):
 
-1. It starts the servers itself (the embedded default; any host with room for two more servers), one after
-   the other on --port, with this interpreter's vLLM: the target alone, then the target with the drafter
-   for each --k:
+1. It starts the servers itself (the embedded default; any host with room for two more servers) with this
+   interpreter's vLLM: the target alone, then the target with the drafter for each --k, measured one after the
+   other (on a GPU host they also start in turn on --port; without CUDA, side by side where the memory allows,
+   eval_servers.py):
 
        python evaluate.py --model TARGET_DIR --drafter DRAFTER_DIR --prompts held_out.jsonl --k 3 \\
            --out result.json [--vllm-args "--enforce-eager --max-model-len 2048"]
@@ -35,22 +36,19 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import shlex
 import signal
-import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import progress
 from conversations import ROLES
+from eval_servers import ServerSpec, served
 from http_fetch import fetch
 from intervals import LEVEL, RESAMPLES, bootstrap, ratio_of_sums
 from spec_metrics import Counters, scrape
-from vllm_server import ServerFailed, VllmServer, merge_flags, server_argv, server_env
 
 # Deadlines for the whole exchange: a model listing or a metrics scrape, and one completion of --max-tokens.
 LISTING_DEADLINE_S = 30.0
@@ -71,7 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     embedded = parser.add_argument_group("servers started here")
     embedded.add_argument("--model", type=Path, help="the target model directory")
     embedded.add_argument("--drafter", type=Path, help="the drafter directory (config.json + model.safetensors)")
-    embedded.add_argument("--port", type=int, default=8800, help="port the servers take in turn (default 8800)")
+    embedded.add_argument(
+        "--port",
+        type=int,
+        default=8800,
+        help="the servers' port (default 8800), each in turn; started side by side (a host without CUDA with the "
+        "memory for all of them) the n-th takes --port + n",
+    )
     embedded.add_argument("--vllm-args", default="", help="extra flags for both servers, one shell-quoted string")
     embedded.add_argument(
         "--inherit",
@@ -249,44 +253,6 @@ def metrics(base_url: str) -> Counters:
     return scrape(fetch(f"{base_url}/metrics", deadline_s=LISTING_DEADLINE_S).decode())
 
 
-def cpu_server_args() -> list[str]:
-    """What a vLLM without CUDA needs here, whatever the CPU. `--dtype float32`: in bf16, verifying a draft in one
-    batch rounds differently from decoding token by token, so greedy outputs with and without the drafter
-    differed; in fp32 they must be identical, and `outputs_identical` checks it. `--enforce-eager`: these servers
-    live for a few hundred tokens, and torch.compile's minute of start-up per server costs more than it saves
-    (decoding a small model one request at a time is bound by reading the weights, not by Python). None on a GPU
-    host (the model's own dtype, and CUDA graphs)."""
-    import torch
-
-    return [] if torch.cuda.is_available() else ["--dtype", "float32", "--enforce-eager"]
-
-
-@contextmanager
-def vllm_server(args: argparse.Namespace, name: str, speculative: dict[str, Any] | None) -> Iterator[str]:
-    """One vLLM server on --port for the duration of the block (its base URL); its log is LOGS/<name>.log."""
-    flags = ["--seed", "0"]
-    if speculative:
-        flags += ["--speculative-config", json.dumps(speculative)]
-    flags += cpu_server_args()  # before --vllm-args, so a --dtype there wins
-    flags += shlex.split(args.vllm_args)
-    argv = server_argv(sys.executable, args.model, args.port, *merge_flags(args.inherit, *flags))
-    log_path = (args.logs or args.out.parent) / f"{name}.log"
-
-    def waiting(waited_s: float) -> None:
-        progress.emit(phase="server", server=name, waiting_s=round(waited_s), timeout_s=args.start_timeout)
-
-    server = VllmServer(argv, server_env(), log_path, ready_timeout_s=args.start_timeout, on_wait=waiting)
-    try:
-        server.start()
-        progress.emit(phase="server", server=name, pid=server.pid, command=argv, log=str(log_path))
-        server.wait_ready()
-        yield server.base_url
-    except ServerFailed as error:
-        raise SystemExit(str(error)) from None
-    finally:
-        server.stop()
-
-
 def ngram_config(k: int) -> dict[str, Any]:
     """vLLM's prompt-lookup speculation: the last 2 to 4 tokens looked up in the context, k tokens copied on."""
     return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
@@ -332,7 +298,19 @@ def result_for(spec: dict[str, Any], baseline: dict[str, Any] | None) -> dict[st
 
 
 def _stop_on_sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)  # unwinds through vllm_server, which stops the server
+    raise SystemExit(128 + signum)  # unwinds through eval_servers.served, which stops every server
+
+
+def server_specs(args: argparse.Namespace) -> list[ServerSpec]:
+    """The servers to start, in the order they are measured: the target alone (unless --acceptance-only), then per
+    k the drafter's, and with --ngram n-gram speculation's."""
+    specs = [] if args.acceptance_only else [ServerSpec("baseline", None)]
+    for k in args.k:
+        drafter = {"method": "eagle3", "model": str(args.drafter.resolve()), "num_speculative_tokens": k}
+        specs.append(ServerSpec(f"speculative-k{k}", drafter))
+        if args.ngram:
+            specs.append(ServerSpec(f"ngram-k{k}", ngram_config(k)))
+    return specs
 
 
 def measure(
@@ -347,16 +325,15 @@ def measure(
             baseline = run_prompts(args.baseline_url, prompts, args, phase="baseline")
         specs.append(measure_speculative(args.speculative_url, prompts, args, args.k[0]))
     else:
-        if not args.acceptance_only:
-            with vllm_server(args, "baseline", None) as url:
-                baseline = run_prompts(url, prompts, args, phase="baseline")
-        for k in args.k:
-            config = {"method": "eagle3", "model": str(args.drafter.resolve()), "num_speculative_tokens": k}
-            with vllm_server(args, f"speculative-k{k}", config) as url:
-                specs.append(measure_speculative(url, prompts, args, k))
-            if args.ngram:
-                with vllm_server(args, f"ngram-k{k}", ngram_config(k)) as url:
-                    ngrams.append(measure_speculative(url, prompts, args, k, method="ngram"))
+        with served(args, server_specs(args)) as turns:
+            for spec, url in turns:
+                if spec.speculative is None:
+                    baseline = run_prompts(url, prompts, args, phase="baseline")
+                elif spec.speculative["method"] == "ngram":
+                    ngrams.append(measure_speculative(url, prompts, args, spec.speculative["num_speculative_tokens"],
+                                                      method="ngram"))  # fmt: skip
+                else:
+                    specs.append(measure_speculative(url, prompts, args, spec.speculative["num_speculative_tokens"]))
     return baseline, specs, ngrams
 
 

@@ -21,7 +21,7 @@ from eyas.tools.settings.sizes import Sizes
 from eyas.tools.workloads.vllm_server import merge_flags, server_argv
 
 # evaluate.py's knobs that no run size chooses (the same as its own defaults, which it keeps: it imports no eyas).
-EVALUATE_PORT = 8800  # the loopback port its servers take in turn, one after the other
+EVALUATE_PORT = 8800  # the loopback port its servers take in turn (side by side on CPU: 8800, 8801, ...)
 EVALUATE_CONCURRENCY = 1  # prompts one at a time: the counters are read per prompt, for the confidence intervals
 # What evaluate.py's vllm_server gives every server it starts, and the method of the drafter's servers.
 SERVER_FLAGS = ("--seed", "0")
@@ -86,9 +86,11 @@ def evaluate_job(job_id: str, host: HostConfig, workloads_dir: str, request: Eva
 def server_argvs(python: str, request: EvaluateRequest, cpu_flags: Sequence[str] = ()) -> dict[str, list[str]]:
     """The argv of each server that evaluate_job(request) starts, by name, in the order it starts them: the
     baseline (unless acceptance_only), then the drafter at each k. evaluate.py runs in the target's venv and
-    imports no eyas, so this is its vllm_server and measure over the job's own values; test_evaluation_servers.py
+    imports no eyas, so this is its eval_servers and measure over the job's own values; test_evaluation_servers.py
     runs that code on evaluate_job's argv and compares. `python` runs the job (the host's), `cpu_flags` are what
-    evaluate.py adds on a host without CUDA (its cpu_server_args), before --vllm-args so that those win."""
+    evaluate.py adds on a host without CUDA (eval_servers.cpu_server_args), before --vllm-args so that those win.
+    All on request.port: where evaluate.py starts them side by side (no CUDA, memory for all), the n-th takes port
+    + n instead."""
     inherited: list[list[str | None]] = [list(pair) for pair in request.launch.flags] if request.launch else []
 
     def argv(*own: str) -> list[str]:
