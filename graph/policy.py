@@ -13,6 +13,7 @@ from eyas.tools.planning.estimate import PromptSupply, supply_verdict
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.service.deploy import Thresholds
 from eyas.tools.settings.config import format_validation_error
+from eyas.tools.settings.local_files import UnreadableFile, read_text_file
 
 # What happens after the evaluation: "ask" (the default) puts the deploy gate before production changes and waits
 # for a person even in an unattended run, because a restart of production is the one step whose cost falls on its
@@ -207,9 +208,12 @@ def judge_deploy(policy: Policy, evaluation: dict[str, Any] | None) -> Verdict:
 
 def load_policy(path: Path) -> Policy:
     try:
-        return Policy.model_validate(tomllib.loads(path.read_text()))
-    except FileNotFoundError:
-        raise ConfigError(f"The policy file {path} does not exist.") from None
+        return Policy.model_validate(tomllib.loads(read_text_file(path)))
+    except UnreadableFile as exc:  # a directory, a FIFO or /dev/zero (refused before a read that would not end)
+        raise ConfigError(
+            f"The policy file {path} {exc.problem}. Pass --policy a TOML text file of budgets, such as "
+            "max_total_hours = 12 (README, the overnight run's example)."
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"The policy file {path} is not valid TOML: {exc}.") from None
     except RecursionError:

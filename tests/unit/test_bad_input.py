@@ -239,6 +239,8 @@ CONFIG_CASES = [
 DEEP_TOML = "a = " + "[" * 5000 + "]" * 5000 + "\n"
 KEY_FIX = "point key_file at the private key file"
 KNOWN_HOSTS_FIX = "point known_hosts at a text file of the host keys you trust"
+POLICY_RUN = ["run", "--config", "c.toml", "--policy", "p.toml"]
+POLICY_FIX = "Pass --policy a TOML text file of budgets"
 VALUE_CASES = [
     Case("policy", "nested-5000", ["run", "--config", "c.toml", "--policy", "p.toml"], 2,
          ("The policy file p.toml nests tables or arrays deeper",), files={"c.toml": VALID_CONFIG, "p.toml": DEEP_TOML},
@@ -246,6 +248,17 @@ VALUE_CASES = [
     Case("policy", "inf-hours", ["run", "--config", "c.toml", "--policy", "p.toml"], 2,
          ("The policy file p.toml is invalid", "max_phase_hours", "finite number"),
          files={"c.toml": VALID_CONFIG, "p.toml": "max_phase_hours = inf\n"}, check=nothing_outside_runs),
+    Case("policy", "directory", POLICY_RUN, 2, ("The policy file p.toml is a directory, not a file", POLICY_FIX),
+         files={"c.toml": VALID_CONFIG, "p.toml/x": ""}, check=nothing_outside_runs),
+    Case("policy", "fifo", POLICY_RUN, 2, ("The policy file p.toml is a FIFO (named pipe)", POLICY_FIX),
+         files={"c.toml": VALID_CONFIG}, setup=fifo("p.toml"), check=nothing_outside_runs),
+    Case("policy", "dev-zero", ["run", "--config", "c.toml", "--policy", "/dev/zero"], 2,
+         ("The policy file /dev/zero is a character device, not a regular file", POLICY_FIX),
+         files={"c.toml": VALID_CONFIG}, check=nothing_outside_runs),
+    Case("policy", "binary", POLICY_RUN, 2, ("The policy file p.toml is not text (not UTF-8 at byte 8)", POLICY_FIX),
+         files={"c.toml": VALID_CONFIG, "p.toml": b"\x7fELF\x02\x01\x01\x00\xd0\xff"}, check=nothing_outside_runs),
+    Case("policy", "missing", POLICY_RUN, 2, ("The policy file p.toml does not exist", POLICY_FIX),
+         files={"c.toml": VALID_CONFIG}, check=nothing_outside_runs),
     Case("config", "nested-5000", ["config", "check", "c.toml"], 1,
          ("c.toml: nests tables or arrays deeper than Python's TOML reader can follow", CHECK_FIX),
          files={"c.toml": DEEP_TOML}),

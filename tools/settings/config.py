@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from eyas.tools.errors import ConfigError
-from eyas.tools.settings.local_files import MISSING, not_a_regular_file
+from eyas.tools.settings.local_files import MISSING, UnreadableFile, not_a_regular_file, read_text_file
 from eyas.tools.settings.sizes import SIZE_LIMITS, known_prompt_source
 from eyas.tools.settings.units import parse_size  # the one size syntax of eyas
 
@@ -344,15 +344,10 @@ def _file_problems(config: EyasConfig) -> list[str]:
 
 def _known_hosts_problem(path: Path) -> str | None:
     """What keeps `path` from being a known_hosts file ssh and paramiko read: not a regular file, or not text."""
-    problem = not_a_regular_file(path)
-    if problem is not None:
-        return problem
     try:
-        path.read_bytes().decode()
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    except UnicodeDecodeError as exc:
-        return f"is not text (not UTF-8 at byte {exc.start}), so it holds no host keys eyas can read"
+        read_text_file(path)
+    except UnreadableFile as exc:
+        return exc.problem
     return None
 
 

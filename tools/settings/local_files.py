@@ -1,6 +1,7 @@
 """What a local file the config names really is, said in words. A key_file that is a directory, a FIFO or a link
 loop is not "missing", and each needs another fix; reading a FIFO or /dev/zero as a key would hang or never end,
-so they are refused before anything opens them."""
+so they are refused before anything opens them. `read_text_file` is the same refusal for a file read as text
+(a policy, a known_hosts file)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,25 @@ def not_a_regular_file(path: Path) -> str | None:
         return "is a directory, not a file"
     kind = next((name for test, name in _SPECIAL if test(mode)), "a special file")
     return f"is {kind}, not a regular file"
+
+
+class UnreadableFile(Exception):
+    """A file eyas reads as text is none: `problem` ends a sentence that starts with the path."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+def read_text_file(path: Path) -> str:
+    """The UTF-8 text of a regular file; UnreadableFile, saying what it is instead, before a FIFO or /dev/zero is
+    opened (a read would wait for a writer, or never end) and for bytes that are not text."""
+    problem = not_a_regular_file(path)
+    if problem is None:
+        try:
+            return path.read_bytes().decode()
+        except OSError as exc:
+            problem = f"cannot be read ({exc.strerror or exc})"
+        except UnicodeDecodeError as exc:
+            problem = f"is not text (not UTF-8 at byte {exc.start})"
+    raise UnreadableFile(problem)
