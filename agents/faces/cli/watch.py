@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from eyas.agents.faces.cli.console import console
+from eyas.agents.faces.cli.options import positive_seconds
 from eyas.graph.life.heartbeat import HEARTBEAT_INTERVAL_S
 from eyas.graph.life.watch import MAX_RESTARTS, SETTLED, Watcher
 from eyas.graph.run_damage import Damage, read_undamaged
@@ -31,7 +32,9 @@ def watch_command(
     run_id: Annotated[
         str | None, typer.Argument(help="the run to watch (default: every run in the runs folder)")
     ] = None,
-    interval: Annotated[float, typer.Option(help="seconds between looks")] = HEARTBEAT_INTERVAL_S,
+    interval: Annotated[
+        float, typer.Option(help="seconds between looks", callback=positive_seconds)
+    ] = HEARTBEAT_INTERVAL_S,
     max_restarts: Annotated[int, typer.Option(help="most restarts per run before a person is asked")] = MAX_RESTARTS,
     notify_command: Annotated[
         str | None, typer.Option(help="told what needs a person (default: the notify_command of each run's policy)")
