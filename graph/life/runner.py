@@ -22,9 +22,9 @@ from eyas.graph.pipeline import build_graph
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
 from eyas.tools.notify import send_notice
-from eyas.tools.private_files import touch_private
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.sqlite_read import connect_read_only
+from eyas.tools.sqlite_write import writable_db
 
 # The terminal's question at a gate: shown the gate's view, it waits for an answer here or from elsewhere.
 Ask = Callable[[dict[str, Any], Callable[[], GateAnswer | None]], GateAnswer]
@@ -55,12 +55,9 @@ def redacted_saver(connection: sqlite3.Connection) -> SqliteSaver:
 
 @contextmanager
 def checkpointer(run: RunDir) -> Iterator[SqliteSaver]:
-    """The run's checkpoint DB, created owner-only (SQLite gives its -wal and -shm files the DB's mode)."""
-    connection = sqlite3.connect(touch_private(run.create().checkpoints), check_same_thread=False)
-    try:
+    """The run's checkpoint DB, created owner-only; a full or read-only disk is said as such (`writable_db`)."""
+    with writable_db(run.create().checkpoints) as connection:
         yield redacted_saver(connection)
-    finally:
-        connection.close()
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,9 +18,10 @@ from eyas.graph.runs import RunDir, list_runs, open_run, runs_root
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
-from eyas.tools.private_files import touch_private, write_private
+from eyas.tools.private_files import write_private
 from eyas.tools.recording.boundary import Boundary
 from eyas.tools.settings.config import EyasConfig
+from eyas.tools.sqlite_write import writable_db
 from eyas.tools.web.search import WebSearch
 
 # The agents and the graph's modules (langgraph, ~0.5 s) load in the functions that use them, not at start-up of
@@ -86,15 +86,14 @@ def open_chat(
     control = control_for(run, cfg) if control_for else None
     recorder = open_recorder(run, cfg, run.root / ATTACHED_TRANSCRIPT if attached else None)
     hosts = Hosts(cfg, lambda name: recorder.host(open_host(name, cfg.host(name))))
-    connection = sqlite3.connect(touch_private(run.root / CHAT_CHECKPOINTS), check_same_thread=False)
     try:
-        thread = _thread(run, resume)
-        start = chat_start(run.run_id, cfg, thread, resumed=resume, attached=attached, control=control is not None)
-        recorder.note("run", start)
-        wired = BoundaryControl(recorder, control) if control is not None else None
-        yield assemble(cfg, recorder, hosts, run, wired, redacted_saver(connection), thread, resume, shown_now)
+        with writable_db(run.root / CHAT_CHECKPOINTS) as connection:
+            thread = _thread(run, resume)
+            start = chat_start(run.run_id, cfg, thread, resumed=resume, attached=attached, control=control is not None)
+            recorder.note("run", start)
+            wired = BoundaryControl(recorder, control) if control is not None else None
+            yield assemble(cfg, recorder, hosts, run, wired, redacted_saver(connection), thread, resume, shown_now)
     finally:
-        connection.close()
         hosts.close()
         recorder.close()
 
