@@ -33,6 +33,10 @@ AMZ_SIGNATURE = "5d41402abc4b2a76b9719d911017c592ae0ff1e3"  # a presigned URL's 
 QUERY_KEY = "AIzaQk3Vb8Nm1Lp6Xs0"  # ?key= in a base_url
 UNIT_ENV = "licCode9Wz4Rx7Tv2"  # a unit's Environment= value whose name says nothing
 NOTIFY_TOKEN = "ntfyTok5Gh8Jk3Lm6"  # a token inside notify_command
+SHAPED_ENV = "hf_" + "Lm3Qx8Rt2Vb6Nw1Kz9Pc4Hd7Jf5Gs0Yu"  # an HF token as the value of a harmless-looking name
+CURL_PASSWORD = "pa55wordCu7Rl3"  # curl -u user:password
+MYSQL_PASSWORD = "myPw4Sq8Lz2"  # mysql -pPASSWORD
+MIDDLE_SECRET = "midSec6Th1Ng9"  # a name with SECRET in the middle
 
 PLANTED = [
     Planted("slack-bot", f"SLACK_BOT={SLACK_BOT}", SLACK_BOT),
@@ -57,4 +61,7 @@ PLANTED = [
     Planted("url-query-key", f"base_url = http://10.0.0.5:8000/v1?key={QUERY_KEY}", QUERY_KEY),
     Planted("unit-environment", f"Environment=NCCL_DEBUG=INFO LICENSE_SERVER_CODE={UNIT_ENV}", UNIT_ENV),
     Planted("notify-command", f"curl -fsS -d done 'https://ntfy.example.com/eyas?auth={NOTIFY_TOKEN}'", NOTIFY_TOKEN),
+    Planted("curl-user", f"curl -u eyas:{CURL_PASSWORD} https://ntfy.example.com/eyas", CURL_PASSWORD),
+    Planted("mysql-password", f"mysqldump -h db -u eyas -p{MYSQL_PASSWORD} runs", MYSQL_PASSWORD),
+    Planted("secret-mid-name", f"MY_SECRET_THING={MIDDLE_SECRET}", MIDDLE_SECRET),
 ]

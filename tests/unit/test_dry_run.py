@@ -17,8 +17,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from in_process import eyas
 from nvidia_smi_standin import FIXTURES, install_nvidia_smi
-from planted_secrets import API_KEY_FLAG, AZURE_KEY, UNIT_ENV
+from planted_secrets import AMZ_SIGNATURE, API_KEY_FLAG, AZURE_KEY, NOTIFY_TOKEN, QUERY_KEY, SHAPED_ENV, UNIT_ENV
+
+# Issue 28's six shapes, each where an operator's host has it: a secret --api-key in production's argv, a presigned
+# URL's signature there too, an AZURE_OPENAI_KEY, an Environment= value whose name says nothing and one shaped like a
+# token under a name that looks harmless, and a ?key= in the target's base_url. (The sixth, a token in the policy's
+# notify_command, is refused before anything runs: test_a_token_in_the_notify_command_is_refused_unshown.)
+PLANTED_HERE = (API_KEY_FLAG, AMZ_SIGNATURE, AZURE_KEY, UNIT_ENV, SHAPED_ENV, QUERY_KEY)
+PRESIGNED = f"https://b.s3.amazonaws.com/t?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature={AMZ_SIGNATURE}"
 
 KIMI_CONFIG = {"hidden_size": 7168, "num_hidden_layers": 61, "vocab_size": 163840, "intermediate_size": 18432}
 # The motivating operator's sizes, with a --max-seq-len that leaves room for a prompt beside 4,096-token answers (at
@@ -33,9 +43,15 @@ def kimi_host(tmp_path: Path, pipeline: str = "") -> Path:
     model_dir.mkdir()
     (model_dir / "config.json").write_text(json.dumps(KIMI_CONFIG))
     unit = (FIXTURES / "vllm_kimi.service").read_text()
-    unit = unit.replace("--trust-remote-code \\\n", f"--trust-remote-code \\\n    --api-key {API_KEY_FLAG} \\\n")
-    unit = unit.replace("[Service]\n", f"[Service]\nEnvironment=AZURE_OPENAI_KEY={AZURE_KEY} LICENSE_CODE={UNIT_ENV}\n")
-    assert API_KEY_FLAG in unit and AZURE_KEY in unit
+    unit = unit.replace(
+        "--trust-remote-code \\\n",
+        f"--trust-remote-code \\\n    --api-key {API_KEY_FLAG} \\\n    --otlp-traces-endpoint '{PRESIGNED}' \\\n",
+    )
+    unit = unit.replace(
+        "[Service]\n",
+        f"[Service]\nEnvironment=AZURE_OPENAI_KEY={AZURE_KEY} LICENSE_CODE={UNIT_ENV} HF_HUB_NOTE={SHAPED_ENV}\n",
+    )
+    assert all(secret in unit for secret in (API_KEY_FLAG, AMZ_SIGNATURE, AZURE_KEY, UNIT_ENV, SHAPED_ENV))
     (tmp_path / "vllm_kimi.service").write_text(unit)
     config = tmp_path / "eyas.toml"
     config.write_text(
@@ -46,7 +62,7 @@ workdir = "{tmp_path / "work"}"
 
 [target]
 host = "gpu"
-base_url = "http://127.0.0.1:9"
+base_url = "http://127.0.0.1:9/v1?key={QUERY_KEY}"
 model = "kimi-k2"
 model_dir = "{model_dir}"
 unit_file = "{tmp_path / "vllm_kimi.service"}"
@@ -66,7 +82,7 @@ def eyas_dry_run(tmp_path: Path, config: Path, *form: str) -> str:
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert not [secret for secret in (API_KEY_FLAG, AZURE_KEY, UNIT_ENV) if secret in done.stdout + done.stderr]
+    assert not [secret for secret in PLANTED_HERE if secret in done.stdout + done.stderr]
     assert not (tmp_path / "work" / "jobs").exists()  # nothing launched
     assert not (tmp_path / "runs").exists()  # and no run folder
     return done.stdout
@@ -113,18 +129,33 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     assert deployed[deployed.index("--port") + 1] == "8000"  # production itself, restarted with the drafter
     assert json.loads(deployed[deployed.index("--speculative-config") + 1]) == {
         "method": "eagle3", "model": f"{workdir}/runs/dry-run/drafter", "num_speculative_tokens": 3}  # fmt: skip
+    # The planted secrets arrived, hidden: production's --api-key and presigned URL, the base_url's ?key=.
+    assert deployed[deployed.index("--api-key") + 1] == "[REDACTED]"
+    assert deployed[deployed.index("--otlp-traces-endpoint") + 1].endswith("&X-Amz-Signature=[REDACTED]")
+    assert "--base-url 'http://127.0.0.1:9/v1?key=[REDACTED]'" in phases["data"]["jobs"][0]["command"]
     assert any("vllm_kimi.service.d/zz-eyas-drafter.conf" in step for step in deploy["steps"])
     assert deploy["production"]["commands"][0].startswith("rm -f -- ")  # the rollback
 
     (extraction_job,) = extract["jobs"]
     assert "--backend vllm" in extraction_job["command"] and "--inherit=" in extraction_job["command"]
     assert extraction_job["env"]["NCCL_P2P_LEVEL"] == "SYS"
-    assert {"AZURE_OPENAI_KEY", "LICENSE_CODE"} <= set(extraction_job["secrets"])  # by file, named only
+    assert {"AZURE_OPENAI_KEY", "LICENSE_CODE", "HF_HUB_NOTE"} <= set(extraction_job["secrets"])  # by file, named only
 
     # What happens to production is what the pipeline does (graph/downtime.py): vocab.py runs on the CPU under the
     # training gate, with production up, between the extraction's restart and the training's stop.
     assert phases["vocab"]["production"]["action"] == "keep" and phases["vocab"]["gpus"] == []
     assert phases["train"]["production"]["action"] == "stop"
+
+
+def test_a_token_in_the_notify_command_is_refused_unshown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy would carry it into run.json and every gate view: the dry run refuses it, saying where to put it,
+    before it plans anything, and does not print it."""
+    monkeypatch.setenv("EYAS_RUNS_DIR", str(tmp_path / "runs"))
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f"notify_command = \"curl -d done 'https://ntfy.example.com/eyas?auth={NOTIFY_TOKEN}'\"\n")
+    ran = eyas("run", "--dry-run", "--json", "--config", str(kimi_host(tmp_path)), "--policy", str(policy), *OPERATOR)
+    assert ran.code == 2 and "looks like a secret" in ran.output and "environment variable" in ran.output, ran.output
+    assert NOTIFY_TOKEN not in ran.output and ran.stdout == "" and not (tmp_path / "runs").exists()
 
 
 # The AQ-MedAI/Kimi-K2-Instruct-eagle3 drafter's config.json (SpecForge's layout), as a directory on the host.

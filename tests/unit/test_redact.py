@@ -171,6 +171,11 @@ def test_a_binary_file_hiding_a_secret_keeps_only_its_hash(tmp_path: Path) -> No
         ("https://me:s3cret@example.com/x", "https://me:[REDACTED]@example.com/x"),
         ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG", "aws_secret_access_key = [REDACTED]"),
         (f"{PEM}after", "[REDACTED:private-key]\nafter"),
+        ("curl -u eyas:pa55word https://n/x", "curl -u eyas:[REDACTED] https://n/x"),
+        ("curl --user=eyas:pa55word https://n/x", "curl --user=eyas:[REDACTED] https://n/x"),
+        ("mysql -h db -P 3306 -u eyas -pS3cret runs", "mysql -h db -P 3306 -u eyas -p[REDACTED] runs"),
+        ("mysqldump -p'two words' runs", "mysqldump -p[REDACTED] runs"),
+        ("MY_SECRET_THING=abc123 DB_PASSWORD_V2=x", "MY_SECRET_THING=[REDACTED] DB_PASSWORD_V2=[REDACTED]"),
     ],
 )
 def test_common_secret_shapes(text: str, expected: str) -> None:
@@ -194,6 +199,11 @@ def test_common_secret_shapes(text: str, expected: str) -> None:
         "--api-key: eyas's own servers listen on 127.0.0.1 only and take no key",
         "Environment=CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=INFO OMP_NUM_THREADS=8 WORKERS=4",
         "https://example.com/x?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261201T000000Z&page=2",
+        # -p and -u that carry no password: a port, a folder's parents, a uid:gid, a password from the environment.
+        "mkdir -p /srv/a && ssh -p22 gpu && docker run -u 1000:1000 img && mysql -p runs",
+        'echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ)"',  # eyas's own job script (in the recorded launch, base64)
+        'curl -u "eyas:$NOTIFY_PASSWORD" https://n/x; mysql -p"$MYSQL_PWD" runs',
+        '{"secrets": ["AZURE_OPENAI_KEY", "LICENSE_CODE"], "secret_names_env": "X"}',
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:

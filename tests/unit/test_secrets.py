@@ -149,15 +149,21 @@ def test_a_jobs_api_key_reaches_it_by_file_never_through_ps_or_a_command(
 
 
 @pytest.mark.parametrize(
-    "command",
+    ("command", "secret"),
     [
-        f'curl -H "Authorization: Bearer {JWT}" https://hooks.example.com/eyas',
-        "curl -d @- https://hooks.slack.com/services/T0ABC1DEF/B0ABC1DEF/abcdefghijklmnopqrstuvwx",
-        f"curl -d @- 'https://notify.example.com/hook?token={SLACK_BOT}'",
+        (f'curl -H "Authorization: Bearer {JWT}" https://hooks.example.com/eyas', JWT),
+        (
+            "curl -d @- https://hooks.slack.com/services/T0ABC1DEF/B0ABC1DEF/abcdefghijklmnopqrstuvwx",
+            "abcdefghijklmnopqrstuvwx",
+        ),
+        (f"curl -d @- 'https://notify.example.com/hook?token={SLACK_BOT}'", SLACK_BOT),
+        ("curl -u eyas:pa55word -d @- https://ntfy.example.com/eyas", "pa55word"),
+        ("MY_SECRET_THING=s3cr3tValue /usr/local/bin/notify-eyas", "s3cr3tValue"),
+        ("mysql -h db -u eyas -pS3cretPw -e 'INSERT INTO notices VALUES (1)' ops", "S3cretPw"),
     ],
 )
 def test_a_notify_command_holding_a_token_is_refused_with_the_environment_variable_fix(
-    tmp_path: Path, command: str
+    tmp_path: Path, command: str, secret: str
 ) -> None:
     """The policy is stored in run.json and shown with every gate: a token written into notify_command would be too."""
     from eyas.graph.policy import load_policy
@@ -168,6 +174,6 @@ def test_a_notify_command_holding_a_token_is_refused_with_the_environment_variab
         load_policy(path)
     text = str(refused.value)
     assert "looks like a secret" in text and "$NOTIFY_TOKEN" in text
-    assert JWT not in text and SLACK_BOT not in text and "abcdefghijklmnopqrstuvwx" not in text
+    assert secret not in text
     path.write_text("notify_command = 'curl -H \"Authorization: Bearer $NOTIFY_TOKEN\" https://hooks.example.com'\n")
     assert load_policy(path).notify_command is not None  # the fix it names is accepted

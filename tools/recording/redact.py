@@ -25,12 +25,13 @@ def _mark(what: str) -> str:
 
 # A name that holds a secret: it ends with one of these words (so max_tokens, tokenizer, pad_token_id do not, nor
 # a rate such as bytes_per_token), or has a part that only credentials have (DB_CREDENTIALS_FILE, GPG_PASSPHRASE,
-# BASIC_AUTH, OAUTH_CLIENT).
+# BASIC_AUTH, OAUTH_CLIENT, MY_SECRET_THING, DB_PASSWORD_V2; not `secrets`, a list of names in eyas's own JSON).
 _SECRET_NAME = (
     r"(?:(?:[A-Za-z0-9]+[_.-])*(?<!eos_)(?<!bos_)(?<!pad_)(?<!unk_)(?<!sep_)(?<!cls_)(?<!mask_)(?<!per_)"
     r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|token|secret|password|passwd|pwd|pass)"
     r"|(?:[A-Za-z0-9]+[_.-])+key"  # AZURE_OPENAI_KEY, SSH_KEY (a bare `key` is a URL query's, below)
-    r"|(?:[A-Za-z0-9]+[_.-])*(?:credentials?|passphrase|o?auth[nz]?|authentication)(?:[_.-][A-Za-z0-9]+)*)"
+    r"|(?:[A-Za-z0-9]+[_.-])*(?:credentials?|passphrase|o?auth[nz]?|authentication|secret|password|passwd)"
+    r"(?:[_.-][A-Za-z0-9]+)*)"
     # A name that ends in _env, _file, _path or _name holds where a secret is, not the secret: a fix message
     # that says `key_passphrase_env = "SSH_KEY_PASS"` keeps its words.
     r"(?<![_.-]env)(?<![_.-]file)(?<![_.-]path)(?<![_.-]name)(?![A-Za-z0-9_])"
@@ -74,6 +75,25 @@ _PATTERNS: list[tuple[re.Pattern[str], Any]] = [
     ),
     # --name value
     (re.compile(r"""(?i)(--""" + _SECRET_NAME + r""")(\s+)(["']?)""" + _FRESH + r"""[^\s"']+"""), r"\1\2\3" + MARK),
+    # curl -u user:password (-U, --user, --proxy-user): the password, in curl's arguments only (`date -u +%H:%M`
+    # and `docker -u 0:0` are not credentials).
+    (
+        re.compile(
+            r"""(\bcurl\s[^\n;|&]*?(?<=\s)(?:-u|-U|--user|--proxy-user)(?:\s+|=)?["']?[^\s:"']+:)"""
+            + _FRESH
+            + r"""[^\s"']+"""
+        ),
+        r"\1" + MARK,
+    ),
+    # mysql -pPASSWORD (and mysqldump, mariadb...): the password attached to -p, in those commands only, where -p
+    # is not a port or a `mkdir -p`.
+    (
+        re.compile(
+            r"""(\b(?:mysql|mariadb)[\w-]*\s[^\n;|&]*?(?<=\s)-p)"""
+            r"""(?:"(?!\$)[^"]+"|'(?!\$)[^']+'|""" + _FRESH + r"""[^\s"']+)"""
+        ),
+        r"\1" + MARK,
+    ),
     (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), _mark("openai-key")),
     (re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), _mark("hf-token")),
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b"), _mark("github-token")),
