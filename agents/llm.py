@@ -280,6 +280,7 @@ class LLM:
         attempt = 0
         for attempt in range(self.retry.attempts):
             retry_after = None
+            most = self.retry.attempts  # the tries this request can have, as far as is known now
             try:
                 known = {key: value for key, value in request.items() if key in sdk_fields}
                 extra = {key: value for key, value in request.items() if key not in sdk_fields}
@@ -292,6 +293,7 @@ class LLM:
                 timeouts += 1
                 if timeouts >= self.retry.timeout_attempts:
                     break
+                most = min(most, attempt + 1 + self.retry.timeout_attempts - timeouts)  # if it keeps timing out
             except APIConnectionError as exc:
                 last = f"{type(exc).__name__}: {exc}"
             except APIStatusError as exc:
@@ -299,8 +301,7 @@ class LLM:
             if attempt + 1 < self.retry.attempts:
                 if self.on_retry is not None:
                     self.on_retry(
-                        f"the agent LLM at {self.config.base_url}: {last}; trying again ({attempt + 2} of "
-                        f"{self.retry.attempts})"
+                        f"the agent LLM at {self.config.base_url}: {last}; trying again ({attempt + 2} of {most})"
                     )
                 self._clock.sleep(self.retry.delay(attempt, retry_after))
         raise LlmUnavailable(

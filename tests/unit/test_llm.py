@@ -166,9 +166,11 @@ def test_retries_are_bounded_and_the_error_says_what_to_do() -> None:
     def script(request: Request, stub: OpenAIStub) -> Reply:
         return s.error(503, "overloaded")
 
+    heard: list[str] = []
     with OpenAIStub(script) as stub, pytest.raises(LlmUnavailable) as raised:
-        client(stub).structured(ask("down"), Plan, max_tokens=50)
+        client(stub, on_retry=heard.append).structured(ask("down"), Plan, max_tokens=50)
     assert stub.attempts["down"] == FAST_RETRY.attempts
+    assert [line.rsplit(" (", 1)[1] for line in heard] == ["2 of 4)", "3 of 4)", "4 of 4)"]  # an overloaded server
     assert "HTTP 503: overloaded" in str(raised.value) and stub.url in str(raised.value)
 
 
@@ -198,7 +200,8 @@ def test_a_server_that_keeps_timing_out_is_given_up_after_two_tries_and_each_ret
             on_retry=heard.append,
         ).structured(ask("trickle"), Plan, max_tokens=50)  # fmt: skip
     assert stub.attempts["trickle"] == 2 and FAST_RETRY.attempts == 4
-    assert heard == [f"the agent LLM at {stub.url}: no complete answer within 0.3 s; trying again (2 of 4)"]
+    # The count is the tries a timing-out request gets (2), not the tries an overloaded one gets (4).
+    assert heard == [f"the agent LLM at {stub.url}: no complete answer within 0.3 s; trying again (2 of 2)"]
     assert "no complete answer within 0.3 s" in str(raised.value)
 
 
