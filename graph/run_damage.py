@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from pydantic import ValidationError
+
+from eyas.graph.run_record import RunRecord
+from eyas.tools.settings.config import format_validation_error
 from eyas.tools.sqlite_read import connect_read_only
 
 
@@ -103,6 +107,12 @@ def _run_record(run: RunFiles) -> Damage | None:
     found = _not_a_file(run, run.meta_path, fix)
     if found is None and not _json_object(run.meta_path):
         found = Damage(run.run_id, run.meta_path, "is not a JSON object (empty, cut short or edited)", fix)
+    if found is None:
+        try:
+            RunRecord.model_validate_json(run.meta_path.read_bytes())
+        except ValidationError as error:
+            problems = "; ".join(format_validation_error(error))
+            found = Damage(run.run_id, run.meta_path, f"is not the run record eyas writes ({problems[:200]})", fix)
     return found
 
 

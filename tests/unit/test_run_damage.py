@@ -1,4 +1,4 @@
-"""One damaged run folder never breaks the others (issue 28 item 1): beside a healthy run, thirteen kinds of damage,
+"""One damaged run folder never breaks the others (issue 28 item 1): beside a healthy run, fourteen kinds of damage,
 each in a real stored run of its own, are listed by `eyas runs` and the dashboard as damaged with the file at fault
 and the fix; `eyas watch --once` says each once and goes on; and a command on a damaged run answers with one
 paragraph, no traceback. Nothing here is a stand-in: real `eyas` processes, the real dashboard, real SQLite."""
@@ -58,6 +58,7 @@ DAMAGE: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "meta-garbage": ("run.json", _text('{"kind": "pipel'), "run.json is not a JSON object"),
     "meta-list": ("run.json", _text("[1, 2]"), "run.json is not a JSON object"),
     "meta-directory": ("run.json", _directory, "run.json is a directory"),
+    "meta-wrong-shape": ("run.json", _text('{"kind": 5}'), "run.json is not the run record eyas writes (kind: "),
     "lock-directory": ("driver.lock", _directory, "driver.lock is a directory"),
     "beat-garbage": ("heartbeat.json", _text("{{{"), "heartbeat.json is not a JSON object"),
     "beat-directory": ("heartbeat.json", _directory, "heartbeat.json is a directory"),
