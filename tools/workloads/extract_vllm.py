@@ -179,7 +179,10 @@ class VllmBackend:
             layers = int(handle.get_slice("hidden_states").get_shape()[1])
         if not torch.equal(stored, sample.token_ids):
             staged.unlink()
-            raise RuntimeError(f"the hidden states vLLM wrote for sample {sample.sample_id} are for other tokens")
+            raise RuntimeError(
+                f"the hidden states vLLM wrote for sample {sample.sample_id} are for other tokens "
+                f"({token_difference(stored, sample.token_ids)}); refused and deleted"
+            )
         try:
             check_layer_count(layers, self.layer_ids, sample.sample_id)
         except UsageError:
@@ -212,6 +215,15 @@ class VllmBackend:
     def close(self) -> None:
         self.server.stop()
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def token_difference(stored: torch.Tensor, expected: torch.Tensor) -> str:
+    """Where a file's token ids part from the sample's, in words: enough to tell a shifted or truncated prompt from
+    another sample's file."""
+    if stored.shape != expected.shape:
+        return f"{stored.numel()} tokens in the file, {expected.numel()} in the sample"
+    position = int((stored != expected).nonzero()[0, 0])
+    return f"token {position} is {int(stored[position])} in the file, {int(expected[position])} in the sample"
 
 
 def _waiting(waited_s: float) -> None:
