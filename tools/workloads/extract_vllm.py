@@ -53,13 +53,14 @@ def server_argv(
     max_model_len: int,
     connector: str,
     inherited: list[list[str | None]] | None = None,
+    served_name: str | None = None,
 ) -> list[str]:
     """extract_server.extraction_argv with this CPU's needs: float32 where it would emulate bf16 (the files keep
     --dtype)."""
     cpu_flags = tuple(vllm_cpu_dtype_args()) if connector == "cpu" else ()
     try:
         return extraction_argv(
-            python, model_dir, layer_ids, staging, port, max_model_len, connector, inherited, cpu_flags
+            python, model_dir, layer_ids, staging, port, max_model_len, connector, inherited, cpu_flags, served_name
         )
     except ContextTooShort as error:
         raise UsageError(str(error)) from None
@@ -73,16 +74,25 @@ def server_env() -> dict[str, str]:
 
 
 def open_server(
-    args: Any, model: Path, layer_ids: list[int], max_len: int, staging: Path, log_path: Path, dtype: torch.dtype
+    args: Any,
+    model: Path,
+    layer_ids: list[int],
+    max_len: int,
+    staging: Path,
+    log_path: Path,
+    dtype: torch.dtype,
+    served_name: str | None = None,
 ) -> VllmBackend:
     """The extraction server for samples of up to `max_len` tokens, from the flags extract.py and train.py --online
     share (--port, --connector, --inherit, --trust-remote-code, --concurrency, --request-timeout, --ready-timeout),
-    staging its files in `staging` (emptied first)."""
+    staging its files in `staging` (emptied first), served as `served_name` where given (extraction_argv)."""
     connector = resolved_connector(args.connector)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     port = args.port or vllm_server.free_port()
-    argv = server_argv(sys.executable, model, layer_ids, staging, port, max_len + 1, connector, args.inherit)
+    argv = server_argv(
+        sys.executable, model, layer_ids, staging, port, max_len + 1, connector, args.inherit, served_name
+    )
     if args.trust_remote_code:
         argv.append(REMOTE_CODE_FLAG)
     return VllmBackend(

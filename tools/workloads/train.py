@@ -198,8 +198,10 @@ def stage_init_drafter(source: Path, verifier: Path, target: Path) -> Path:
     return linked_copy(source, verifier, target)
 
 
-def open_online(args: argparse.Namespace, staged: Staged, connector: str) -> Any:
-    """The extraction server for the samples without hidden states on disk (None when every sample has them)."""
+def open_online(args: argparse.Namespace, staged: Staged, device: str) -> Any:
+    """The extraction server for the samples without hidden states on disk (None when every sample has them). On
+    CUDA speculators' dataset asks it for them, and refuses a server not named as its --verifier-name-or-path
+    (speculators/train/data.py, ArrowDataset._setup_client): it serves as the --verifier path there."""
     if not staged.online:
         return None
     import torch
@@ -207,10 +209,11 @@ def open_online(args: argparse.Namespace, staged: Staged, connector: str) -> Any
     from extract_vllm import open_server
 
     assert staged.layer_ids is not None  # token files record them (drafter_data._token_file_shape)
-    args.connector = connector
+    if args.connector == "auto":
+        args.connector = "stock" if device == "cuda" else "cpu"
     return open_server(
         args, args.verifier, staged.layer_ids, staged.max_len, args.work / "online-staging",
-        args.work / "extraction-server.log", torch.bfloat16,
+        args.work / "extraction-server.log", torch.bfloat16, str(args.verifier) if device == "cuda" else None,
     )  # fmt: skip
 
 
@@ -267,7 +270,7 @@ def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None)
     from online_fetch import SUMMARY
 
     world = join(args.nodes, args.node_rank, args.rendezvous, args.rendezvous_timeout)
-    server = open_online(args, staged, "cpu" if args.connector == "auto" else args.connector)
+    server = open_online(args, staged, "cpu")
     online = online_source(args, staged, server) if server is not None else None
     try:
         model = train_cpu(args, staged, init_drafter, d2t, t2d, args.work, world, online)
@@ -306,7 +309,7 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     if args.nodes > 1:  # node 0's torchrun hosts the rendezvous; the others wait until it answers
         master = publish(args.rendezvous) if args.node_rank == 0 else find(args.rendezvous, args.rendezvous_timeout)
     # speculators' dataset asks this server for each sample missing on disk and deletes its file once loaded.
-    server = open_online(args, staged, "stock" if args.connector == "auto" else args.connector)
+    server = open_online(args, staged, "cuda")
     argv = speculators_argv(
         args, python=sys.executable, nproc=nproc, dataset=staged.path / "dataset",
         hidden_states=staged.path / "hidden_states", save_path=save_path, init_drafter=init_drafter,
