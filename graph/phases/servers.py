@@ -101,7 +101,9 @@ def extraction_server(ctx: RunContext, state: RunState, launch: InheritedLaunch)
     return _hidden_states_server(ctx, state, launch, staging)
 
 
-def _hidden_states_server(ctx: RunContext, state: RunState, launch: InheritedLaunch, staging: str) -> list[str]:
+def _hidden_states_server(
+    ctx: RunContext, state: RunState, launch: InheritedLaunch, staging: str, served_name: str | None = None
+) -> list[str]:
     """An extraction server's argv with the plan's layers, staging its files in `staging`; a launch that cannot
     hold the run's sequences is shown as the reason instead."""
     connector = "stock" if on_gpu(state) else "cpu"
@@ -109,7 +111,7 @@ def _hidden_states_server(ctx: RunContext, state: RunState, launch: InheritedLau
     try:
         return extraction_argv(
             ctx.host_config.python, ctx.model_dir, run_plan(state).captured_layers, staging, EXTRACT_PORT,
-            run_sizes(state).max_seq_len + 1, connector, inherited,
+            run_sizes(state).max_seq_len + 1, connector, inherited, served_name=served_name,
         )  # fmt: skip
     except ValueError as error:
         return [f"(cannot start: {error})"]
@@ -137,8 +139,10 @@ def online_launch(ctx: RunContext, state: RunState) -> InheritedLaunch:
 
 def online_server(ctx: RunContext, state: RunState, launch: InheritedLaunch) -> list[str]:
     """The argv of the extraction server train.py --online starts beside the trainer (a free port; the plan's
-    layers, which the token files record; its staging in the training's work directory)."""
-    return _hidden_states_server(ctx, state, launch, f"{ctx.artifact('checkpoints')}/{ONLINE_STAGING}")
+    layers, which the token files record; its staging in the training's work directory). On a GPU host speculators'
+    dataset asks it for the samples, and it serves as the model directory, the name that dataset checks for."""
+    served = ctx.model_dir if on_gpu(state) else None
+    return _hidden_states_server(ctx, state, launch, f"{ctx.artifact('checkpoints')}/{ONLINE_STAGING}", served)
 
 
 def launch_view(launch: InheritedLaunch, servers: dict[str, list[str]]) -> dict[str, Any]:

@@ -227,3 +227,26 @@ def test_an_online_train_phase_needs_the_vllm_extraction_path_and_its_server_fla
     assert online.path == "cpu loop / speculators + online vllm"
     assert online.blocked is not None and "extract_hidden_states speculative method" in online.blocked
     assert "its extraction server passes --kv-transfer-config" in online.blocked
+
+
+def test_on_cuda_the_plan_says_what_speculators_dataset_does_differently() -> None:
+    """On a GPU host speculators' own dataset fetches (train_cuda.online_workers keeps the bound); the gate rows and
+    the verdict say what it does not do: count per epoch, or stop at a sample whose hidden states are for other
+    tokens. On a CPU host neither is said, and a host not measured (None) is told both ways."""
+    cuda_inputs = kimi(train_gpus=8)
+    plan = estimate(cuda_inputs)
+    cuda = choose_mode("auto", cuda_inputs, plan, True)
+    rows = dict(cuda.lines())
+    assert "the 8 GPUs at most 8 workers in all, so the bound holds" in rows["on CUDA"]
+    assert "eyas counts nothing per epoch there" in rows["on CUDA"]
+    assert "asked for three times, then skipped with a warning" in rows["on CUDA"]
+    said = mode_verdict(cuda_inputs, plan, cuda)
+    assert "On CUDA speculators' own dataset fetches them" in said and "stops at the first." in said
+    cpu_inputs = kimi(train_gpus=0)
+    cpu = choose_mode("auto", cpu_inputs, estimate(cpu_inputs), True)
+    assert "on CUDA" not in dict(cpu.lines()) and "speculators" not in mode_verdict(cpu_inputs, plan, cpu)
+    assert cpu.model_dump()["train_gpus"] == 0
+    unknown = choose_mode("auto", kimi(), plan, True)
+    assert "on CUDA" in dict(unknown.lines()) and "train_gpus" not in unknown.model_dump()  # as plans recorded it
+    offline = choose_mode("offline", cuda_inputs, plan, True)
+    assert "on CUDA" not in dict(offline.lines()) and "speculators" not in mode_verdict(cuda_inputs, plan, offline)

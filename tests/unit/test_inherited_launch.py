@@ -88,3 +88,6 @@ def test_extraction_server_keeps_production_context_and_name() -> None:
     assert argv[argv.index("--served-model-name") + 1] == "kimi-k2"
     assert argv[argv.index("--tensor-parallel-size") + 1] == "8" and "--trust-remote-code" in argv
     assert json.loads(argv[argv.index("--speculative-config") + 1])["method"] == "extract_hidden_states"
+    # The online server beside speculators' trainer (CUDA) serves as the verifier path, the name its dataset checks.
+    online = extraction_argv("/py", "/m", [2, 30, 58, 61], "/s", 9000, 4097, "stock", pairs, served_name="/m")
+    assert online[online.index("--served-model-name") + 1] == "/m" and online.count("--served-model-name") == 1

@@ -1,12 +1,14 @@
 """The run report of an online or hybrid run shows, per epoch, the samples fetched online, the bytes written and
 deleted, and the disk's high-water mark against the bound, from train.py's online_summary.json beside the drafter
-(read on the host as the report reads the drafter's metrics); an offline run, or one whose file is absent, shows
-none of it. The report node runs for real on this machine's host."""
+(read on the host as the report reads the drafter's metrics); a CUDA run, where speculators' dataset fetched and
+eyas counted nothing, says so instead; an offline run, or one whose file is absent, shows none of it. The report
+node runs for real on this machine's host."""
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +22,15 @@ from eyas.graph.state import RunState
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.planning.estimate import ModelDims, PlanInputs, estimate
 from eyas.tools.planning.hidden_states_mode import choose_mode
 from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 from eyas.tools.settings.units import format_size, parse_size
+
+sys.path.insert(0, str(WORKLOADS_DIR))  # workloads import their siblings by plain name, as on the host
+
+from online_fetch import OnlineSummary
 
 BOUND = 3_758_694_400
 SUMMARY = {
@@ -96,3 +103,23 @@ def test_an_offline_run_or_a_missing_summary_shows_nothing_online(tmp_path: Path
     assert "online" not in offline and "Online hidden states" not in offline["report"]
     (ctx.run.root / "run.json").write_text("{}")
     assert '<div id="online">' not in render_html(ctx.run.root, {"run_id": "r1", **offline})
+
+
+def test_a_cuda_run_says_speculators_fetched_and_eyas_counted_nothing(tmp_path: Path) -> None:
+    ctx = context(tmp_path)
+    drafter = Path(ctx.artifact("drafter"))
+    drafter.mkdir(parents=True)
+    # What train.run_cuda writes (speculators_online_summary): the window, the bound and the workers, no epochs.
+    summary = asdict(OnlineSummary(8, BOUND, trainer="speculators", gpus=8, workers=1))
+    (drafter / ONLINE_SUMMARY).write_text(json.dumps(summary))
+    update = reported(ctx, planned("auto"))
+    report = update["report"]
+    section = report[report.index("## Online hidden states") :]
+    assert "speculators' own dataset on CUDA" in section and "each of 8 GPU(s) with 1 dataloader worker(s)" in section
+    assert f"at most 8 at once (bound {format_size(BOUND)})" in section
+    assert "eyas does not count them on CUDA" in section and "skipped there with a warning" in section
+    assert "| epoch |" not in section  # no table of counts nobody made
+    (ctx.run.root / "run.json").write_text("{}")
+    page = render_html(ctx.run.root, {**update, "run_id": "r1", "jobs": {"train": ["r1.train"]}})
+    online = page[page.index('<div id="online">') :]
+    assert "eyas does not count them on CUDA" in online and "samples fetched" not in online

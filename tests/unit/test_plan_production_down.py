@@ -87,6 +87,8 @@ def test_the_model_and_the_rates_come_from_the_model_directory_and_say_so(tmp_pa
     assert sources["extraction"].startswith(f"assumed, not measured: prefill at {prefill:,.0f} tokens/s")
     assert "production's 8 GPU(s)" in sources["extraction"]
     assert measured.single_tok_s == pytest.approx(8 * GPU_DECODE_BYTES_PER_S / WEIGHTS)  # the evaluation, one at a time
+    # Training happens on the 8 GPUs, in speculators' trainer: a window of 8 gives each one fetching worker.
+    assert (inputs.train_gpus, inputs.online_window, inputs.online_dtype) == (8, 8, "bfloat16")
 
     plan = estimate(inputs)
     assert plan.generation_hours == pytest.approx(25_000 * 4096 / decode / 3600)

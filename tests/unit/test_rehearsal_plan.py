@@ -175,6 +175,9 @@ def test_the_rehearsal_host_trains_hybrid_within_its_disk_and_says_what_producti
     assert speculative["draft_model_config"]["hf_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58, 61]
     staging = json.loads(argv[argv.index("--kv-transfer-config") + 1])["kv_connector_extra_config"]
     assert staging["shared_storage_path"] == f"{parsed.work}/online-staging"  # train.py's own staging
+    # speculators' dataset fetches on CUDA and checks the server's name against its verifier: train.py's --verifier.
+    assert argv[argv.index("--served-model-name") + 1] == str(parsed.verifier)
+    assert rows["on CUDA"].startswith("on CUDA speculators' own dataset fetches them")
     assert any(name.startswith("--gpu-memory-utilization") for name in servers.overridden)
     assert any(line.startswith("train server online extraction: ") for line in production_lines(gate.production))
     # A policy may allow the stop within its downtime budget (training's and the evaluation's together).

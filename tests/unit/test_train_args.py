@@ -109,13 +109,15 @@ def speculators_flags(argv: list[str]) -> dict[str, list[str]]:
     return flags
 
 
-def build(inputs: dict[str, Path], *extra: str, init: Path | None = None, freq: float = 1.0) -> list[str]:
+def build(
+    inputs: dict[str, Path], *extra: str, init: Path | None = None, freq: float = 1.0, endpoint: str | None = None
+) -> list[str]:
     args = train.parse_args(args_for(inputs, *extra))
     args.optimizer = train.resolve_optimizer(args.optimizer, "cuda")  # as main() does before launching
     staged = inputs["root"] / "staged"
     return train_cuda.speculators_argv(
         args, python="/venv/bin/python", nproc=8, dataset=staged / "dataset", hidden_states=staged / "hidden_states",
-        save_path=inputs["root"] / "ckpt", init_drafter=init, checkpoint_freq=freq,
+        save_path=inputs["root"] / "ckpt", init_drafter=init, checkpoint_freq=freq, endpoint=endpoint,
     )  # fmt: skip
 
 
@@ -157,6 +159,41 @@ def test_cuda_command_runs_speculators_trainer_under_torchrun_with_the_cpu_loops
         "--fc-norm": [],
         "--no-norm-before-fc": [],
     }
+
+
+def test_online_the_trainer_asks_the_extraction_server_for_what_is_missing_on_disk(inputs: dict[str, Path]) -> None:
+    offline = speculators_flags(build(inputs, "--val-ratio", "0.05"))
+    online = speculators_flags(build(inputs, "--val-ratio", "0.05", endpoint="http://127.0.0.1:41234/v1"))
+    assert online["--on-missing"] == ["generate"] and online["--vllm-endpoint"] == ["http://127.0.0.1:41234/v1"]
+    # Everything else as offline: the same staged dataset and kept files, the same drafter and schedule.
+    assert {k: v for k, v in online.items() if k not in ("--on-missing", "--vllm-endpoint")} == {
+        k: v for k, v in offline.items() if k != "--on-missing"
+    }
+    assert "--vllm-endpoint" not in offline
+
+
+@pytest.mark.parametrize(
+    ("window", "gpus", "requested", "max_steps", "workers"),
+    [
+        (8, 8, 4, None, 1),  # one worker per GPU: 8 samples fetched at once, the window
+        (8, 2, 4, None, 4),  # room for the 4 asked for
+        (8, 1, 4, None, 4),  # never more than asked for
+        (8, 4, 4, 40, 1),  # --max-steps: a GPU's training and validation workers may both be fetching
+        (8, 8, 4, 40, 0),  # the rank fetches itself, one sample at a time, in either loader
+        (8, 8, 0, None, 0),
+    ],
+)
+def test_online_workers_keep_speculators_fetches_within_the_window(
+    window: int, gpus: int, requested: int, max_steps: int | None, workers: int
+) -> None:
+    assert train_cuda.online_workers(window, gpus, requested, max_steps) == workers
+    loaders = 2 if max_steps and workers else 1
+    assert gpus * max(workers * loaders, 1) <= window
+
+
+def test_online_refuses_more_gpus_than_the_window_holds() -> None:
+    with pytest.raises(ValueError, match=r"--window 8 is fewer than the 16 GPUs.*pass --window 16"):
+        train_cuda.online_workers(8, 16, 4, None)
 
 
 def test_finetuning_leaves_the_drafter_shape_to_the_checkpoint(inputs: dict[str, Path]) -> None:

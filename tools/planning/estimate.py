@@ -153,6 +153,9 @@ class PlanInputs(BaseModel):
         "bfloat16", description="what an online extraction server writes: float32 on a CPU host (the safe side)"
     )
     online_window: int = Field(ONLINE_WINDOW, gt=0, description="fetched samples on disk at once (train.py --window)")
+    train_gpus: int | None = Field(
+        None, ge=0, description="the train host's GPUs: 0: eyas's CPU loop trains, more: speculators' (None: not known)"
+    )
 
     @property
     def layers(self) -> list[int]:

@@ -14,13 +14,19 @@
 Online pays the target's prefill for the fetched samples once per epoch (the extraction hours scaled by the fetched
 share, times the epochs), on top of training. The run size `extraction_mode` overrides the choice; the reason then
 says what the plan would have chosen, and says so when the requested mode cannot run on this host.
+
+On a CUDA host speculators' own dataset fetches the samples (speculators/train/data.py, ArrowDataset with
+--on-missing generate), not eyas's loop, and the plan says what differs (HiddenStatesMode.cuda_text): the bound holds,
+as train.py gives the GPUs at most --window dataloader workers, each holding one sample at a time; but eyas counts
+nothing per epoch there, and a sample whose hidden states are for other tokens is asked for three times and then
+skipped with a warning (never trained on, training goes on) where eyas's CPU loop stops at the first.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from eyas.tools.planning.estimate import (
     Alternative,
@@ -69,6 +75,14 @@ class HiddenStatesMode(BaseModel):
     server_memory_utilization: float | None = Field(
         None, description="the train phase's extraction server's --gpu-memory-utilization, where the plan lowers it"
     )
+    train_gpus: int | None = Field(
+        None, ge=0, description="the train host's GPUs: 0, eyas's CPU loop fetches; more, speculators' (None: unknown)"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_unknown_gpus(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Absent when not known, so a plan recorded before the field existed dumps as it was read (replays match).
+        return {key: value for key, value in handler(self).items() if key != "train_gpus" or value is not None}
 
     @property
     def fetched(self) -> int:
@@ -79,6 +93,24 @@ class HiddenStatesMode(BaseModel):
     def online(self) -> bool:
         """Whether the train phase starts an extraction server (some sample is fetched)."""
         return self.mode != "offline" and self.fetched > 0
+
+    @property
+    def cuda(self) -> bool:
+        """Whether speculators' dataset may be the one fetching: a GPU host, or one not known to be without."""
+        return self.train_gpus != 0
+
+    def cuda_text(self) -> str:
+        """What differs when speculators' dataset fetches (CUDA), in the words the gates, the dry run and the plan's
+        verdict use."""
+        gpus = f"the {self.train_gpus} GPUs" if self.train_gpus else "the GPUs"
+        return (
+            f"on CUDA speculators' own dataset fetches them, one at a time per dataloader worker, each deleted once "
+            f"loaded; train.py gives {gpus} at most {self.window} workers in all, so the bound holds. eyas counts "
+            "nothing per epoch there (the report shows the bound, not the samples, bytes or high-water mark), and a "
+            "sample whose hidden states are for other tokens is asked for three times, then skipped with a warning in "
+            "the trainer's log: never trained on, but training goes on (20 in a row in one worker stop it), where "
+            "eyas's CPU loop stops at the first"
+        )
 
     @property
     def extracts_nothing(self) -> bool:
@@ -107,6 +139,8 @@ class HiddenStatesMode(BaseModel):
             f"{format_hours(self.online_hours)} of the target's prefill over every epoch; training "
             f"{format_hours(self.train_hours)} with it, extraction {format_hours(self.extract_hours)}",
         ))  # fmt: skip
+        if self.cuda:
+            rows.append(("on CUDA", self.cuda_text()))
         if self.server_memory_utilization is not None:
             rows.append((
                 "online server",
@@ -136,7 +170,7 @@ def figures(
         hours=extract_h + training_h + online_h,
         extract_bytes=plan.hidden_state_bytes if offline else split_bytes(inputs, plan, k),
         needed_bytes=needed, fits=plan.fits if offline else inputs.free_disk_bytes - needed >= inputs.reserve_bytes,
-        runnable=vllm_works,
+        runnable=vllm_works, train_gpus=inputs.train_gpus,
     )  # fmt: skip
 
 
@@ -263,6 +297,9 @@ def mode_verdict(inputs: PlanInputs, plan: Plan, choice: HiddenStatesMode) -> st
     if plan.shards and choice.fetched == 0:
         hours += f" {per_job(plan.shards)}"
     hours += f" It cannot run here: {LACKS}." if choice.runnable is False else ""
+    if choice.fetched and choice.cuda:
+        text = choice.cuda_text()
+        hours += f" {text[0].upper()}{text[1:]}."
     if choice.fits:
         return f"Fits {choice.mode}: {head} {format_size(left)} stays free.{hours}"
     short = format_size(choice.needed_bytes + inputs.reserve_bytes - inputs.free_disk_bytes)

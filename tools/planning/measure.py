@@ -65,6 +65,7 @@ from eyas.tools.settings.sizes import (
 )
 from eyas.tools.settings.units import MAX_BYTES, parse_size
 from eyas.tools.workloads import prompt_split
+from eyas.tools.workloads.hidden_states_file import ONLINE_WINDOW
 
 PROMPT_SAMPLE = 32  # prompts of the run's source whose average length the plan uses
 PSEUDO_FILESYSTEMS = ("tmpfs", "devtmpfs", "squashfs", "efivarfs", "proc", "sysfs")
@@ -783,6 +784,9 @@ def measure_inputs(
         max_seq_len=figures.max_seq_len,
         # An online extraction server writes float32 where a CPU would emulate bf16: the CPU bound takes that side.
         online_dtype="float32" if host is not None and gpus == 0 else "bfloat16",
+        # speculators' dataset holds a fetched sample per GPU at least (train_cuda.online_workers): a window for each.
+        online_window=max(ONLINE_WINDOW, gpus),
+        train_gpus=gpus if host is not None else None,
     )
     return Measured(
         inputs=inputs, sources=sources, throughput=throughput, single_tok_s=single,

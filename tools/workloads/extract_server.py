@@ -36,10 +36,13 @@ def extraction_argv(
     connector: str,
     inherited: list[list[str | None]] | None = None,
     cpu_flags: tuple[str, ...] = (),
+    served_name: str | None = None,
 ) -> list[str]:
     """The extraction server: production's flags (`inherited`) with the hidden-states method and connector.
     Production's served name and context length are kept when it sets them; the context must hold the samples.
-    `cpu_flags` are what a CPU-only vLLM needs on top (the caller knows its CPU)."""
+    `cpu_flags` are what a CPU-only vLLM needs on top (the caller knows its CPU). `served_name` replaces the name
+    for a client that insists on one: speculators' online dataset (CUDA training) refuses a server whose first model
+    is not named as its --verifier-name-or-path (speculators/train/data.py, ArrowDataset._setup_client)."""
     inherited = inherited or []
     production_len = vllm_server.inherited_value(inherited, "--max-model-len")
     if production_len is not None and production_len.isdigit() and int(production_len) < max_model_len:
@@ -58,7 +61,9 @@ def extraction_argv(
         "kv_connector_extra_config": {"shared_storage_path": str(staging)},
     }
     own = ["--speculative-config", json.dumps(speculative), "--kv-transfer-config", json.dumps(transfer)]
-    if vllm_server.inherited_value(inherited, "--served-model-name") is None:
+    if served_name is not None:
+        own += ["--served-model-name", served_name]
+    elif vllm_server.inherited_value(inherited, "--served-model-name") is None:
         own += ["--served-model-name", SERVED_NAME]
     if production_len is None:
         own += ["--max-model-len", str(max_model_len)]

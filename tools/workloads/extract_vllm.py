@@ -53,13 +53,14 @@ def server_argv(
     max_model_len: int,
     connector: str,
     inherited: list[list[str | None]] | None = None,
+    served_name: str | None = None,
 ) -> list[str]:
     """extract_server.extraction_argv with this CPU's needs: float32 where it would emulate bf16 (the files keep
     --dtype)."""
     cpu_flags = tuple(vllm_cpu_dtype_args()) if connector == "cpu" else ()
     try:
         return extraction_argv(
-            python, model_dir, layer_ids, staging, port, max_model_len, connector, inherited, cpu_flags
+            python, model_dir, layer_ids, staging, port, max_model_len, connector, inherited, cpu_flags, served_name
         )
     except ContextTooShort as error:
         raise UsageError(str(error)) from None
@@ -73,16 +74,25 @@ def server_env() -> dict[str, str]:
 
 
 def open_server(
-    args: Any, model: Path, layer_ids: list[int], max_len: int, staging: Path, log_path: Path, dtype: torch.dtype
+    args: Any,
+    model: Path,
+    layer_ids: list[int],
+    max_len: int,
+    staging: Path,
+    log_path: Path,
+    dtype: torch.dtype,
+    served_name: str | None = None,
 ) -> VllmBackend:
     """The extraction server for samples of up to `max_len` tokens, from the flags extract.py and train.py --online
     share (--port, --connector, --inherit, --trust-remote-code, --concurrency, --request-timeout, --ready-timeout),
-    staging its files in `staging` (emptied first)."""
+    staging its files in `staging` (emptied first), served as `served_name` where given (extraction_argv)."""
     connector = resolved_connector(args.connector)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     port = args.port or vllm_server.free_port()
-    argv = server_argv(sys.executable, model, layer_ids, staging, port, max_len + 1, connector, args.inherit)
+    argv = server_argv(
+        sys.executable, model, layer_ids, staging, port, max_len + 1, connector, args.inherit, served_name
+    )
     if args.trust_remote_code:
         argv.append(REMOTE_CODE_FLAG)
     return VllmBackend(
@@ -179,7 +189,10 @@ class VllmBackend:
             layers = int(handle.get_slice("hidden_states").get_shape()[1])
         if not torch.equal(stored, sample.token_ids):
             staged.unlink()
-            raise RuntimeError(f"the hidden states vLLM wrote for sample {sample.sample_id} are for other tokens")
+            raise RuntimeError(
+                f"the hidden states vLLM wrote for sample {sample.sample_id} are for other tokens "
+                f"({token_difference(stored, sample.token_ids)}); refused and deleted"
+            )
         try:
             check_layer_count(layers, self.layer_ids, sample.sample_id)
         except UsageError:
@@ -212,6 +225,15 @@ class VllmBackend:
     def close(self) -> None:
         self.server.stop()
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def token_difference(stored: torch.Tensor, expected: torch.Tensor) -> str:
+    """Where a file's token ids part from the sample's, in words: enough to tell a shifted or truncated prompt from
+    another sample's file."""
+    if stored.shape != expected.shape:
+        return f"{stored.numel()} tokens in the file, {expected.numel()} in the sample"
+    position = int((stored != expected).nonzero()[0, 0])
+    return f"token {position} is {int(stored[position])} in the file, {int(expected[position])} in the sample"
 
 
 def _waiting(waited_s: float) -> None:

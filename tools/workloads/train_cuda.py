@@ -84,6 +84,23 @@ def speculators_argv(
     return argv + speculators_flags(Recipe.from_args(args), new_drafter=init_drafter is None)
 
 
+def online_workers(window: int, gpus: int, requested: int, max_steps: int | None) -> int:
+    """DataLoader workers per GPU for an online run, at most `requested`, so that speculators' dataset holds no more
+    than `window` fetched samples on disk at once: the bound the plan states, which --window sets on CPU.
+
+    Each worker (or the rank itself, with none) fetches, loads and deletes one sample before the next (speculators
+    data.py, ArrowDataset._generate_hidden_states_once), so a GPU holds max(workers, 1) samples at once; twice the
+    workers when --max-steps ends an epoch early, as the training loader's persistent workers finish the batches
+    queued for it while validation's start. ValueError when the GPUs outnumber the window."""
+    if gpus > window:
+        raise ValueError(
+            f"--window {window} is fewer than the {gpus} GPUs: speculators' dataset holds a fetched sample per GPU at "
+            f"least; pass --window {gpus} or more (the disk bound grows with it)"
+        )
+    per_gpu = window // gpus
+    return min(requested, per_gpu // 2 if max_steps else per_gpu)
+
+
 def latest_checkpoint(save_path: Path) -> Path | None:
     """The newest numbered checkpoint directory speculators' trainer wrote (its own layout: <epoch>/)."""
     numbered = [path for path in save_path.glob("*") if path.is_dir() and not path.is_symlink() and path.name.isdigit()]

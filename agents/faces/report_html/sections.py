@@ -12,7 +12,7 @@ from eyas.agents.faces.report_html.charts import Chart, Series, bar_chart, gantt
 from eyas.agents.faces.report_html.plan_accuracy import format_minutes, format_ratio, phase_times
 from eyas.agents.faces.report_html.record import RunRecord
 from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
-from eyas.graph.phases.report.node import EVALUATION_KEYS, online_rows
+from eyas.graph.phases.report.node import EVALUATION_KEYS, online_caption, online_rows
 from eyas.graph.state import run_plan
 
 JOB_PHASES = ("data", "extract", "vocab", "train", "evaluate")
@@ -262,12 +262,9 @@ def online_table(summary: dict[str, Any] | None) -> str:
          h(f"{row['high_water_bytes'] / bound:.0%}" if bounded else "—"))
         for row in online_rows(summary)
     ]  # fmt: skip
-    caption = (
-        f"<h3>Online hidden states</h3><p>Fetched from the extraction server beside the trainer, at most "
-        f"{h(summary.get('window', '?'))} samples at once; bound {h(megabytes(bound) if bounded else '?')}.</p>"
-    )
+    caption = f"<h3>Online hidden states</h3><p>{h(online_caption(summary))}</p>"
     headers = ("epoch", "samples fetched", "bytes written", "bytes deleted", "high-water mark", "of the bound")
-    return '<div id="online">' + caption + table(headers, rows) + "</div>"
+    return '<div id="online">' + caption + (table(headers, rows) if rows else "") + "</div>"
 
 
 def training_curves(curves: dict[str, list[dict[str, Any]]]) -> str:

@@ -176,22 +176,42 @@ def online_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def online_lines(summary: dict[str, Any]) -> list[str]:
-    """The hidden states fetched online, per epoch: samples, bytes written and deleted, and the disk's high-water
-    mark against the bound the plan stated."""
+def online_caption(summary: dict[str, Any]) -> str:
+    """Who fetched the hidden states online, how many at most at once and the bound, as both reports say it; for
+    speculators' dataset (CUDA), also what eyas cannot tell of it."""
     bound = summary.get("bound_bytes")
     bound_text = format_size(bound) if isinstance(bound, int) else "?"
-    lines = [
-        "",
-        "## Online hidden states",
-        "",
-        f"Fetched from the extraction server beside the trainer, at most {summary.get('window', '?')} samples at once "
-        f"(bound {bound_text}).",
+    window = summary.get("window", "?")
+    if summary.get("trainer") != "speculators":
+        return (
+            f"Fetched from the extraction server beside the trainer, at most {window} samples at once"
+            f" (bound {bound_text})."
+        )
+    workers = summary.get("workers")
+    each = "its own process" if workers == 0 else f"{workers if workers is not None else '?'} dataloader worker(s)"
+    return (
+        f"Fetched by speculators' own dataset on CUDA from the extraction server beside the trainer: each of "
+        f"{summary.get('gpus', '?')} GPU(s) with {each}, one sample at a time each, at most {window} at once (bound "
+        f"{bound_text}), each deleted once loaded. eyas does not count them on CUDA: no samples, bytes or high-water "
+        "mark per epoch. A sample whose hidden states are for other tokens is skipped there with a warning in the "
+        "trainer's log (never trained on), not refused."
+    )
+
+
+def online_lines(summary: dict[str, Any]) -> list[str]:
+    """The hidden states fetched online, per epoch: samples, bytes written and deleted, and the disk's high-water
+    mark against the bound the plan stated (no table where speculators' dataset fetched them: nothing counted)."""
+    bound = summary.get("bound_bytes")
+    lines = ["", "## Online hidden states", "", online_caption(summary)]
+    rows = online_rows(summary)
+    if not rows:
+        return lines
+    lines += [
         "",
         "| epoch | samples fetched | bytes written | bytes deleted | high-water mark | of the bound |",
         "|---|---|---|---|---|---|",
     ]
-    for row in online_rows(summary):
+    for row in rows:
         share = f"{row['high_water_bytes'] / bound:.0%}" if isinstance(bound, int) and bound > 0 else "?"
         lines.append(
             f"| {row['epoch']} | {row['fetched']:,} | {format_size(row['bytes_written'])} | "
