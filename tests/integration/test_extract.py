@@ -26,6 +26,7 @@ from extraction import (
 )
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.workloads.cpu_caps import cpu_compute_dtype
 from eyas.tools.workloads.hidden_states_file import formula_bytes, is_complete, read_header, sample_files
 from eyas.tools.workloads.progress import last_progress
 from waiting import process_gone, wait_for
@@ -34,6 +35,10 @@ pytestmark = pytest.mark.slow
 LAYERS = [2, 15, 27, 30]  # SmolLM2 has 30 layers: [2, L//2, L-3] plus L
 HIDDEN = 576
 VLLM_PORT = 8811
+# How alike batched and unbatched states must be (cosine, every token, every layer): padding changes only the order
+# of sums. In float32 they stay above 0.999; where the CPU computes in native bf16 (AMX: extract_hf loads the model in
+# its own dtype there) the last layer's pre-norm states reached 0.99888, bf16's rounding rather than a wrong mask.
+BATCHING_MIN_COS = 0.999 if cpu_compute_dtype() == "float32" else 0.997
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +110,7 @@ def test_batching_by_length_changes_the_states_only_by_rounding(
     summary(extract(target, CONVERSATIONS, out, "--batch-tokens", "4096"))
     for result in probe(target, "compare", "--files", out, "--other", unbatched[0]):
         assert result["token_ids_equal"] and result["loss_mask_equal"]
-        assert all(layer["min_cos"] > 0.999 for layer in result["layers"]), result
+        assert all(layer["min_cos"] > BATCHING_MIN_COS for layer in result["layers"]), result
 
 
 def test_a_killed_run_resumes_without_rewriting_finished_files(target: EmbeddedTarget, tmp_path: Path) -> None:

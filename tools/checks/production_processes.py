@@ -8,7 +8,7 @@ whose command line is exactly that ExecStart.
 
 from __future__ import annotations
 
-import base64
+import hashlib
 import shlex
 
 from pydantic import BaseModel
@@ -44,11 +44,12 @@ def _systemd_main_pid(ctx: CheckContext) -> tuple[int, str] | None:
 
 
 def _exec_start_pid(ctx: CheckContext, argv: list[str]) -> tuple[int, str] | None:
-    # /proc/PID/cmdline is the argv NUL-terminated; compared in base64 so NULs survive the shell.
-    wanted = base64.b64encode(b"".join(word.encode() + b"\0" for word in argv)).decode()
+    # /proc/PID/cmdline is the argv NUL-terminated. It is compared by its SHA-256: the argv carries production's
+    # flags (an --api-key among them), and this script's own command line is visible to every user's `ps`.
+    wanted = hashlib.sha256(b"".join(word.encode() + b"\0" for word in argv)).hexdigest()
     script = (
         "for d in /proc/[0-9]*; do "
-        f'[ "$(base64 -w0 < $d/cmdline 2>/dev/null)" = {shlex.quote(wanted)} ] && echo "${{d#/proc/}}"; '
+        f'[ "$(sha256sum < $d/cmdline 2>/dev/null)" = {shlex.quote(wanted + "  -")} ] && echo "${{d#/proc/}}"; '
         "done; true"
     )
     pids = sorted(int(word) for word in ctx.host.run(script, timeout=30).stdout.split() if word.isdigit())
