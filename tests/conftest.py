@@ -15,6 +15,7 @@ from playwright.sync_api import Browser, sync_playwright
 
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import JobState
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.prepare import prepare
 from eyas.tools.target.provision import provision
@@ -87,6 +88,7 @@ _SERVER_STARTS: dict[str, Callable[[], EmbeddedTarget]] = {
 SERVER_START_TIMEOUT_S = 1200  # the fixtures' own limit: pytest's per-test timeout counts the test's call only
 _PREPARED = threading.Event()
 _STARTING: dict[str, Future[EmbeddedTarget]] = {}
+_STOPPING: list[Future[JobState]] = []
 _STARTERS = ThreadPoolExecutor(max_workers=len(_SERVER_STARTS), thread_name_prefix="session-server")
 
 
@@ -110,16 +112,23 @@ def _session_server(name: str) -> Iterator[EmbeddedTarget]:
     _begin(name)  # already begun, unless a test asked for it through getfixturevalue
     target = _STARTING[name].result(timeout=SERVER_START_TIMEOUT_S)
     yield target
-    down(target, LocalHost())
+    # Both servers are session-wide, so their teardowns come together at the end: they stop side by side (each waits
+    # for its server's graceful exit), and the session's end waits for both.
+    _STOPPING.append(_STARTERS.submit(down, target, LocalHost()))
     del _STARTING[name]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Servers started for tests that never ran are taken down too (their teardown never came)."""
+    """Servers started for tests that never ran are taken down too (their teardown never came), and the session
+    ends once every server is down."""
     for future in _STARTING.values():
         with contextlib.suppress(Exception):
             down(future.result(), LocalHost())
     _STARTING.clear()
+    for stopping in _STOPPING:
+        with contextlib.suppress(Exception):
+            stopping.result()
+    _STOPPING.clear()
 
 
 @pytest.fixture(scope="session")

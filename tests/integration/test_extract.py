@@ -29,6 +29,7 @@ from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.workloads.cpu_caps import cpu_compute_dtype
 from eyas.tools.workloads.hidden_states_file import formula_bytes, is_complete, read_header, sample_files
 from eyas.tools.workloads.progress import last_progress
+from small_volume import small_volume
 from waiting import process_gone, wait_for
 
 pytestmark = pytest.mark.slow
@@ -145,25 +146,9 @@ def test_a_killed_run_resumes_without_rewriting_finished_files(target: EmbeddedT
 
 @pytest.fixture
 def small_filesystem(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB filesystem: tmpfs, else a loop-mounted ext4 file; skipped only when neither can be mounted."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    tried = []
-    image = tmp_path / "fs.img"
-    for command in (
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
-        ["sh", "-c", f"truncate -s 4M {image} && mkfs.ext4 -q {image} && mount -o loop {image} {mount}"],
-    ):
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode == 0:
-            break
-        tried.append(done.stderr.strip())
-    else:
-        pytest.skip(f"cannot mount a small filesystem here (needs root or CAP_SYS_ADMIN): {tried}")
-    try:
+    """A 4 MiB filesystem (tests/support/small_volume.py)."""
+    with small_volume(tmp_path / "small", 4 * 1024**2) as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 def test_disk_guard_stops_while_the_reserve_is_still_free(

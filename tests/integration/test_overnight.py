@@ -330,9 +330,11 @@ def test_a_driver_killed_with_kill_9_under_eyas_watch_is_restarted_and_the_run_c
 
 # -- a lasting SSH outage in the middle of a real run -------------------------------------------------------------
 
-# Just over the transport's 30 s keepalive (tools/hosts/ssh.py): long enough that the connection the driver held dies
-# and its channels close without an exit status, the bug this guards, which does not depend on how long it lasts.
-OUTAGE_S = 40
+# The host's SSH keepalive (HostConfig.keepalive_s; 30 s by default), and an outage just over it: long enough that
+# the connection the driver held dies and its channels close without an exit status, the bug this guards, which does
+# not depend on how long it lasts (at the default keepalive the outage alone was 40 s of this test).
+KEEPALIVE_S = 5
+OUTAGE_S = 8
 
 
 def ssh_config(path: Path, server: Sshd, target: EmbeddedTarget) -> Path:
@@ -344,6 +346,7 @@ port = {server.port}
 user = "{server.user}"
 key_file = "{server.client_key}"
 known_hosts = "{server.known_hosts}"
+keepalive_s = {KEEPALIVE_S}
 python = "{target.python}"
 workdir = "{target.workdir}"
 

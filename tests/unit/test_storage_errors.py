@@ -19,19 +19,13 @@ import pytest
 from eyas.tools.sqlite_write import storage_error
 from gated_runs import run_at_data_gate
 from in_process import eyas
+from small_volume import small_volume
 
 
 @pytest.fixture
 def volume(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "volume"
-    mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
-    if made.returncode:
-        pytest.skip(f"cannot mount a tmpfs here ({made.stderr.decode().strip()}); needs root with CAP_SYS_ADMIN")
-    try:
+    with small_volume(tmp_path / "volume", 4 * 1024**2) as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def remount(mount: Path, mode: str) -> None:

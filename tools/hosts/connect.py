@@ -52,6 +52,7 @@ def _ssh_host(name: str, config: HostConfig, route: SshRoute, clock: Clock, *, d
         key_file=route.key_file,
         key_passphrase_env=config.key_passphrase_env,
         known_hosts=config.known_hosts,
+        keepalive_s=config.keepalive_s,
         jump=jump,
         clock=clock,
     )

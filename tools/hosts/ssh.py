@@ -24,7 +24,7 @@ from eyas.tools.errors import (
 )
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import CommandResult, Host, wrap_timeout
-from eyas.tools.settings.config import secret
+from eyas.tools.settings.config import SSH_KEEPALIVE_S, secret
 from eyas.tools.settings.local_files import MISSING, not_a_regular_file
 
 T = TypeVar("T")
@@ -51,6 +51,7 @@ class SSHHost(Host):
         key_passphrase_env: str | None = None,
         known_hosts: str = "~/.ssh/known_hosts",
         connect_timeout: float = CONNECT_TIMEOUT_S,
+        keepalive_s: float = SSH_KEEPALIVE_S,
         jump: SSHHost | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
@@ -64,6 +65,7 @@ class SSHHost(Host):
         self.key_passphrase_env = key_passphrase_env
         self.known_hosts = str(Path(known_hosts).expanduser())
         self.connect_timeout = connect_timeout
+        self.keepalive_s = keepalive_s
         self.jump = jump
         self._clock = clock
         self._client: paramiko.SSHClient | None = None
@@ -180,7 +182,7 @@ class SSHHost(Host):
             ) from None
         transport = client.get_transport()
         assert transport is not None
-        transport.set_keepalive(30)
+        transport.set_keepalive(max(1, round(self.keepalive_s)))
         return client
 
     def _live_client(self, *, fresh: bool = False) -> paramiko.SSHClient:

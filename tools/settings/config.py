@@ -79,6 +79,7 @@ ModelName = Annotated[str, AfterValidator(_named)]
 WholeNumber = Annotated[int, BeforeValidator(_not_bool), Field(strict=True)]
 # A time in seconds: a finite number (TOML's inf and nan parse as floats, and an endless deadline hangs a run).
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+SSH_KEEPALIVE_S = 30.0  # HostConfig.keepalive_s
 
 
 class _Section(BaseModel):
@@ -99,6 +100,12 @@ class HostConfig(_Section):
     python: AbsolutePath = Field(description="the ML environment's interpreter (vllm, speculators, torch)")
     workdir: Annotated[AbsolutePath, AfterValidator(_not_root)] = Field(
         description="where eyas keeps jobs, data and checkpoints on the host"
+    )
+    keepalive_s: Seconds = Field(
+        SSH_KEEPALIVE_S,
+        le=3600,
+        description="seconds between SSH keepalives on the connection eyas keeps open: a connection the network "
+        "dropped is noticed after a few of them, and eyas reconnects",
     )
     hub_offline: bool = Field(
         False,
