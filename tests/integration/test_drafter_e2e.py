@@ -149,6 +149,7 @@ def test_a_cancelled_evaluation_job_leaves_no_server_behind(
     spec = evaluate_job("evaluate", config, upload_workloads(host, config.workdir), request)
     jobs = Jobs(host, config.workdir)
     jobs.launch(spec)
+
     # Cancelled while the server loads, once its group holds more than the API server (the engine core forked): a
     # half-started server is the harder one to stop whole, and waiting for it to answer cost a whole vLLM start.
     def server_started() -> dict | None:

@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -42,6 +43,7 @@ from target_model import REMOTE_CODE_FLAG
 
 WORKLOADS_DIR = Path(__file__).resolve().parent
 LOCK_TIMEOUT_S = 120.0
+DYING_S = 10.0  # how long a server that refuses connections is given to exit before it is taken as alive
 
 
 def server_argv(
@@ -212,7 +214,12 @@ class VllmBackend:
         with self._restart:
             process = self.server.process
             if process is not None and process.poll() is None:
-                return False
+                try:
+                    # A killed server stops answering a moment before it exits (its threads and gigabytes are torn
+                    # down first): every try would fail in that moment and find it alive. Give it time to go.
+                    process.wait(timeout=DYING_S)
+                except subprocess.TimeoutExpired:
+                    return False  # alive: the request failed, not the server
             progress.emit(phase="server", restarted=True, exit_code=process.returncode if process else None)
             self.server.stop()
             shutil.rmtree(self.staging, ignore_errors=True)  # what the dead server was writing
