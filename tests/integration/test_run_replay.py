@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,21 +17,34 @@ from eyas.graph.runs import RunDir
 from eyas.tools.jobs.upload import LISTING, changed_scripts
 from eyas.tools.target.embedded import EmbeddedTarget
 from offline import world_watch
-from pipeline_runs import TINY, eyas, job_dir, only_run
+from pipeline_runs import EYAS, TINY, environment, events, eyas, job_dir, only_run
+from small_volume import fill, small_volume
+from waiting import wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "runs" / "examples"
 
 
 @pytest.fixture(scope="module")
-def recorded_run(embedded_target: EmbeddedTarget, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run that stops at the data gate, is answered from the command line, and ends rejected."""
-    runs = tmp_path_factory.mktemp("runs")
+def stopped_run(embedded_target: EmbeddedTarget, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run that stopped at the data gate, kept as it stopped: each test answers its own copy."""
+    runs = tmp_path_factory.mktemp("stopped")
     stopped = eyas(embedded_target, runs, "run", *TINY)
     assert stopped.returncode == 3 and "stopped at the data gate" in stopped.stdout, stopped.stdout + stopped.stderr
-    run = only_run(runs)
-    rejected = eyas(embedded_target, runs, "approve", run.name, "--reject", "--reason", "recorded for replay")
+    return only_run(runs)
+
+
+def copy_of(run: Path, runs: Path) -> Path:
+    shutil.copytree(run, runs / run.name)
+    return runs / run.name
+
+
+@pytest.fixture(scope="module")
+def recorded_run(embedded_target: EmbeddedTarget, stopped_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stopped run, answered from the command line and ended rejected."""
+    run = copy_of(stopped_run, tmp_path_factory.mktemp("runs"))
+    rejected = eyas(embedded_target, run.parent, "approve", run.name, "--reject", "--reason", "recorded for replay")
     assert rejected.returncode == 0, rejected.stdout + rejected.stderr
-    ended = eyas(embedded_target, runs, "resume", run.name)
+    ended = eyas(embedded_target, run.parent, "resume", run.name)
     assert ended.returncode == 0, ended.stdout + ended.stderr
     return run
 
@@ -106,3 +122,53 @@ def test_example_runs_replay_without_divergence(example: str, tmp_path: Path) ->
     assert attempts == []
     assert report.ok, report.divergence.diff if report.divergence else report.unconsumed
     assert state.get("report") or state.get("messages")  # a run's report, or a chat's conversation
+
+
+def resumed_at_a_terminal(target: EmbeddedTarget, run: Path) -> subprocess.Popen[str]:
+    """`eyas resume RUN` with its stdin a terminal (a pseudo-terminal nobody types on): it waits at the gate for an
+    answer typed there or given with `eyas approve`."""
+    _, follower = pty.openpty()
+    resumed = subprocess.Popen(
+        [EYAS, "resume", run.name], env=environment(target, run.parent), stdin=follower, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    os.close(follower)
+    return resumed
+
+
+@pytest.mark.slow
+def test_a_run_resumed_after_its_disk_filled_replays_without_divergence(
+    embedded_target: EmbeddedTarget, stopped_run: Path, tmp_path: Path
+) -> None:
+    """Issue 28: the disk fills while a resumed run waits at a gate; the answer comes, the gate and the report run,
+    and their checkpoint cannot be written, so the stored run stays a step behind what its transcript recorded.
+    Once space is freed the next resume continues from that earlier checkpoint, and replay (whose checkpoints, in
+    memory, never failed) continues from the same one instead of diverging."""
+    run = copy_of(stopped_run, tmp_path / "runs")
+    with small_volume(tmp_path / "volume", 4 * 1024**2) as volume:
+        for part in run.glob("checkpoints.sqlite*"):  # the DB on a volume that fills; the transcript has room
+            shutil.move(part, volume / part.name)
+        (run / "checkpoints.sqlite").symlink_to(volume / "checkpoints.sqlite")
+        waiting = resumed_at_a_terminal(embedded_target, run)
+        wait_for(lambda: gate_shown_again(run), timeout=120, what="the resumed run to wait at the data gate")
+        filler = fill(volume)
+        answered = eyas(embedded_target, run.parent, "approve", run.name, "--reject", "--reason", "the disk filled")
+        assert answered.returncode == 0, answered.stdout + answered.stderr
+        out, _ = waiting.communicate(timeout=120)
+        assert waiting.returncode == 2 and "the filesystem is full" in out, out
+        assert "Traceback" not in out, out
+        filler.unlink()
+        ended = eyas(embedded_target, run.parent, "resume", run.name)
+        assert ended.returncode == 0, ended.stdout + ended.stderr
+        recorded_state = read_run(RunDir(run)).state
+    assert recorded_state["stopped"] == "rejected at the data gate: the disk filled"
+    report, state = replay(run / "transcript.jsonl")
+    assert report.ok and report.events_replayed == report.events_total, report
+    assert state == recorded_state
+
+
+def gate_shown_again(run: Path) -> bool:
+    """The resumed try has run the gate node again (after its resume event) and now waits for the answer."""
+    kinds = [(event["kind"], event.get("phase")) for event in events(run)]
+    resumed = len(kinds) - kinds[::-1].index(("resume", None)) if ("resume", None) in kinds else None
+    return resumed is not None and ("node", "end") in kinds[resumed:]

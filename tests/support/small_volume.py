@@ -34,3 +34,15 @@ def small_volume(mount: Path, size_bytes: int) -> Iterator[Path]:
     finally:
         if subprocess.run(["umount", str(mount)], capture_output=True, check=False).returncode:
             subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(volume: Path) -> Path:
+    """Fill the volume to its last byte; the file that fills it (delete it to free the space)."""
+    filler = volume / "filler"
+    with filler.open("wb", buffering=0) as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+        except OSError:
+            pass
+    return filler

@@ -19,7 +19,7 @@ import pytest
 from eyas.tools.sqlite_write import storage_error
 from gated_runs import run_at_data_gate
 from in_process import eyas
-from small_volume import small_volume
+from small_volume import fill, small_volume
 
 
 @pytest.fixture
@@ -30,18 +30,6 @@ def volume(tmp_path: Path) -> Iterator[Path]:
 
 def remount(mount: Path, mode: str) -> None:
     subprocess.run(["mount", "-o", f"remount,{mode}", str(mount)], check=True)
-
-
-def fill(volume: Path) -> Path:
-    """Fill the volume to its last byte; the file that fills it (delete it to free the space)."""
-    filler = volume / "filler"
-    with filler.open("wb", buffering=0) as out:
-        try:
-            while True:
-                out.write(b"\0" * 65536)
-        except OSError:
-            pass
-    return filler
 
 
 def test_a_read_only_runs_folder_is_read_and_a_write_is_refused_in_one_paragraph(volume: Path, tmp_path: Path) -> None:

@@ -30,6 +30,8 @@ from eyas.tools.settings.sizes import POLL_INTERVAL_S
 
 # The graph's modules (langgraph, ~0.5 s) load in the functions that use them, not at start-up of every eyas process.
 if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
     from eyas.graph.context import RunContext, RunGraph
 
 
@@ -103,12 +105,13 @@ def _drive_every_try(session: ReplaySession, graph: RunGraph, ctx: RunContext, f
     from eyas.graph.life.resume_point import note_resume
     from eyas.graph.life.runner import drive, thread
 
-    resumes = [event.seq for event in session.transcript.events if isinstance(event, ResumeEvent)]
+    resumes = [event for event in session.transcript.events if isinstance(event, ResumeEvent)]
     state: dict[str, Any] = {}
     try:
         for index in range(len(resumes) + 1):
-            session.crash_at(resumes[index] if index < len(resumes) else None)
+            session.crash_at(resumes[index].seq if index < len(resumes) else None)
             if index:
+                graph = _from_the_resumed_checkpoint(graph, thread(ctx.run), resumes[index - 1])
                 note_resume(session, graph, thread(ctx.run))
                 first = None
             while True:
@@ -124,6 +127,34 @@ def _drive_every_try(session: ReplaySession, graph: RunGraph, ctx: RunContext, f
     except ReplayError:
         pass  # the report says where
     return state
+
+
+def _from_the_resumed_checkpoint(graph: RunGraph, config: RunnableConfig, resumed: ResumeEvent) -> RunGraph:
+    """The graph to drive a resumed try with. A try whose last checkpoint write failed (a full disk) left the live
+    run a step behind the replay, whose checkpoints are in memory and never fail: the resume continued from an
+    earlier checkpoint than replay reached. Replay then continues from that checkpoint alone, without the writes
+    made after it, which the live run lost; when none has the recorded step, the resume event's check says so."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from eyas.graph.life.resume_point import resume_point
+    from eyas.graph.pipeline import build_graph
+
+    here = resume_point(graph, config)
+    saver = graph.checkpointer
+    if (here["step"], here["next"]) == (resumed.step, resumed.next) or not isinstance(saver, BaseCheckpointSaver):
+        return graph
+    for snapshot in graph.get_state_history(config):
+        if (snapshot.metadata or {}).get("step") != resumed.step:
+            continue
+        saved = saver.get_tuple(snapshot.config)
+        if saved is None:
+            break
+        alone = InMemorySaver()
+        parent = saved.parent_config or {"configurable": {**config["configurable"], "checkpoint_ns": ""}}
+        alone.put(parent, saved.checkpoint, saved.metadata, saved.checkpoint["channel_versions"])
+        return build_graph(alone)
+    return graph
 
 
 def replay_command(
