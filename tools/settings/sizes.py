@@ -8,6 +8,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from eyas.tools.workloads.hidden_states_file import ONLINE_WINDOW
+
 SizeValue = int | str  # a size as JSON keeps it: a count, or a choice such as the prompt source
 PROMPT_SOURCES = ("sharegpt", "shipped")
 EXTRACTION_BACKENDS = ("auto", "hf", "vllm")
@@ -65,6 +67,7 @@ SIZE_LIMITS = {
     "num_speculative_tokens": 64,
     "eval_max_tokens": 1_048_576,
     "held_out": 10_000_000,
+    "online_window": 10_000,
     # [cluster] counts of the config: a job each, submitted and polled one by one; far above any cluster's nodes.
     "extract_shards": 10_000,
     "train_nodes": 10_000,
@@ -128,6 +131,14 @@ class Sizes(BaseModel):
         "(fetched from an extraction server eyas starts beside the trainer, every epoch, and deleted once read: a "
         "few samples on disk at once), `hybrid` (the first samples that fit the disk offline, the rest online), or "
         "`auto` (the plan chooses: offline when it fits the disk, and the extraction gate says why)",
+    )
+
+    online_window: int = Field(
+        ONLINE_WINDOW,
+        gt=0,
+        le=SIZE_LIMITS["online_window"],
+        description="online and hybrid training: fetched samples whose hidden states are on disk at once (the disk "
+        "bound is this many samples of the longest length; more keeps the trainer fed on a slow server)",
     )
 
     @field_validator("max_seq_len")

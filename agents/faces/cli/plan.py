@@ -90,6 +90,7 @@ def plan_command(
     draft_vocab_size: Annotated[int | None, size_option("draft_vocab_size")] = None,
     prompt_source: Annotated[str | None, size_option("prompt_source", "--prompts")] = None,
     extraction_mode: Annotated[str | None, size_option("extraction_mode")] = None,
+    online_window: Annotated[int | None, size_option("online_window")] = None,
     prompt_tokens: Annotated[
         float | None,
         typer.Option(help="average prompt in tokens, chat template included (default: the server tokenizes a sample)"),
@@ -140,6 +141,7 @@ def plan_command(
         draft_vocab_size=draft_vocab_size,
         prompt_source=prompt_source or cfg.pipeline.prompts,
         extraction_mode=extraction_mode or cfg.pipeline.extraction_mode,
+        online_window=online_window,
     )
     figures = given_figures(
         hidden_size=hidden_size,

@@ -143,6 +143,7 @@ def run_command(
     held_out: Annotated[int | None, size_option("held_out")] = None,
     extraction_backend: Annotated[str | None, size_option("extraction_backend")] = None,
     extraction_mode: Annotated[str | None, size_option("extraction_mode")] = None,
+    online_window: Annotated[int | None, size_option("online_window")] = None,
     poll_interval: Annotated[
         float, typer.Option(help="seconds between job polls", callback=positive_seconds)
     ] = POLL_INTERVAL_S,
@@ -175,6 +176,7 @@ def run_command(
         prompt_source=prompt_source or cfg.pipeline.prompts, held_out=held_out,
         extraction_backend=extraction_backend or cfg.pipeline.extraction_backend,
         extraction_mode=extraction_mode or cfg.pipeline.extraction_mode,
+        online_window=online_window,
     )  # fmt: skip
     if dry_run:
         print_dry_run(dry_run_walk(cfg, sizes), json_output)
