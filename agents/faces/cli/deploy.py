@@ -24,6 +24,7 @@ from eyas.agents.faces.cli.console import console
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir, open_run
 from eyas.tools.errors import EyasError
+from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
@@ -34,7 +35,6 @@ from eyas.tools.settings.config import format_validation_error
 if TYPE_CHECKING:
     from eyas.graph.context import RunContext
 
-KEPT, DECLINED, ROLLED_BACK = 0, 1, 4  # exit codes; an error (bad input, host unreachable, refused) is 2
 _DEFAULT = Thresholds()  # the deploy's own defaults, which a run without a policy is held to
 
 
@@ -190,8 +190,7 @@ def deploy_command(
       eyas deploy RUN --dry-run            # what would change, exactly; nothing restarts
       eyas deploy RUN                      # the same, then asks before the restart
       eyas deploy RUN --yes --min-speedup 1.1
-    Exit status: 0 kept, 4 rolled back (a threshold missed; the reason says which), 1 not confirmed,
-    2 an error (production untouched unless the message says otherwise).
+    After an error, production is untouched unless the message says otherwise.
     """
     from eyas.graph.life.runner import read_run
     from eyas.graph.phases.deploy.node import expected_restart, keep_rule, planned_change, steps
@@ -227,11 +226,11 @@ def deploy_command(
             return
         if not confirmed(yes, f"Restart {service.name} with the drafter now?"):
             say(f"not deployed: {service.name} untouched.")
-            raise typer.Exit(DECLINED)
+            raise typer.Exit(ExitCode.NO)
         result = deploy(service, ctx.config.target, ctx.http, ctx.clock, drafter_dir, spec_k, thresholds, say)
     save(run, result)
     print_result(result)
-    raise typer.Exit(KEPT if result.kept else ROLLED_BACK)
+    raise typer.Exit(ExitCode.OK if result.kept else ExitCode.ROLLED_BACK)
 
 
 def rollback_command(
@@ -258,7 +257,6 @@ def rollback_command(
     Examples:
       eyas rollback RUN --dry-run
       eyas rollback RUN --yes
-    Exit status: 0 rolled back (or nothing to roll back), 1 not confirmed, 2 an error.
     """
     from eyas.graph.life.runner import read_run
     from eyas.graph.phases.deploy.node import DEPLOY_FILE, expected_restart, rollback_steps
@@ -292,7 +290,7 @@ def rollback_command(
             return
         if not confirmed(yes, f"Restart {service.name} without the drafter now?"):
             say(f"not rolled back: {service.name} untouched.")
-            raise typer.Exit(DECLINED)
+            raise typer.Exit(ExitCode.NO)
         # Checked against the argv this run's deploy replaced when the drop-in is the one it wrote.
         result = rollback(service, Thresholds(), say, earlier if ours else None)
     save(run, result.model_copy(update={"reason": "rolled back by hand"}))

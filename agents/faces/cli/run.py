@@ -29,6 +29,7 @@ from eyas.graph.runs import RUN_ID_RULE, RunDir, open_run, runs_root
 from eyas.graph.state import Action, GateAnswer, run_plan
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.errors import EyasError
+from eyas.tools.exit_codes import ExitCode
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import POLL_INTERVAL_S, Sizes
@@ -36,8 +37,6 @@ from eyas.tools.settings.sizes import POLL_INTERVAL_S, Sizes
 # The graph's modules (langgraph, ~0.5 s) load in the commands that use them, not at start-up of every eyas process.
 if TYPE_CHECKING:
     from eyas.graph.life.runner import Outcome
-
-STOPPED_AT_GATE = 3
 
 
 def start_run(
@@ -111,7 +110,7 @@ def evaluation_table(evaluation: Evaluation) -> Table:
 
 
 def finish(outcome: Outcome) -> None:
-    raise typer.Exit(0 if outcome.finished else STOPPED_AT_GATE)
+    raise typer.Exit(ExitCode.OK if outcome.finished else ExitCode.GATE)
 
 
 def run_command(
@@ -161,8 +160,7 @@ def run_command(
     command: typer.Context,
 ) -> None:
     """Start a pipeline run: research, verify, plan, then generation, extraction, training and evaluation,
-    each behind an approval gate. Checkpointed after every step: after any crash, `eyas resume RUN`.
-    Exits 3 when the run stops at a gate that needs an answer (`eyas approve RUN`)."""
+    each behind an approval gate. Checkpointed after every step: after any crash, `eyas resume RUN`."""
     from eyas.graph.dry_run import dry_run as dry_run_walk
     from eyas.graph.life.session import new_run
 

@@ -17,7 +17,7 @@ from eyas.graph.life.heartbeat import HEARTBEAT_INTERVAL_S
 from eyas.graph.life.watch import MAX_RESTARTS, SETTLED, Watcher
 from eyas.graph.run_damage import Damage, read_undamaged
 from eyas.graph.runs import RunDir, list_runs, run_dir, runs_root
-from eyas.tools.errors import EyasError
+from eyas.tools.errors import NotFound
 from eyas.tools.private_files import private_dir
 
 UNIT_NAME = "eyas-watch.service"
@@ -89,7 +89,7 @@ def watched_run(run_id: str) -> RunDir:
     """The run's folder; a run just started with --detach may not have written its run.json yet."""
     run = run_dir(run_id)
     if not run.root.is_dir():
-        raise EyasError(f"There is no run '{run_id}' in {run.root.parent}; `eyas runs` lists the runs there.")
+        raise NotFound(f"There is no run '{run_id}' in {run.root.parent}; `eyas runs` lists the runs there.")
     return run
 
 
