@@ -18,7 +18,7 @@ from rich.markup import escape
 
 import eyas
 from eyas.agents.faces.cli.chat import chat_command
-from eyas.agents.faces.cli.console import console, notice, print_error, print_json, verify_table
+from eyas.agents.faces.cli.console import console, json_result, notice, print_error, print_json, verify_table
 from eyas.agents.faces.cli.deploy import deploy_command, print_result, rollback_command
 from eyas.agents.faces.cli.options import ConfigOption, JsonOption, announce, chosen_sizes, demo_size_option, use_config
 from eyas.agents.faces.cli.plan import plan_command
@@ -151,23 +151,26 @@ def config_check(
     path: Annotated[
         Path | None, typer.Argument(help="the TOML file to validate (default: $EYAS_CONFIG, else ./eyas.toml)")
     ] = None,
+    json_output: JsonOption = False,
 ) -> None:
     """Print every problem of a config file with its field path."""
     source = locate_config(path)
     notice(source.describe())
-    if source.path is None:
-        console.print("[green]✓[/] the embedded default needs no file; `eyas config init` writes one to edit")
-        return
-    problems = config_problems(source.path)
-    for problem in problems:
-        console.print(f"[red]✗[/] {escape(problem)}", highlight=False)
-    if problems:
-        notice(
-            f"Fix each field named above in {source.path}; `eyas config init example.toml` writes an example config "
-            "with every field explained."
-        )
-        raise typer.Exit(ExitCode.NO)
-    console.print(f"[green]✓[/] {escape(str(source.path))} is valid", highlight=False)
+    with json_result(json_output) as result:
+        problems = config_problems(source.path) if source.path is not None else []
+        result.update(config=str(source.path) if source.path else None, valid=not problems, problems=problems)
+        if source.path is None:
+            console.print("[green]✓[/] the embedded default needs no file; `eyas config init` writes one to edit")
+            return
+        for problem in problems:
+            console.print(f"[red]✗[/] {escape(problem)}", highlight=False)
+        if problems:
+            notice(
+                f"Fix each field named above in {source.path}; `eyas config init example.toml` writes an example "
+                "config with every field explained."
+            )
+            raise typer.Exit(ExitCode.NO)
+        console.print(f"[green]✓[/] {escape(str(source.path))} is valid", highlight=False)
 
 
 @config_app.command("init")
@@ -240,10 +243,13 @@ def jobs_tail(
 
 
 @jobs_app.command("cancel")
-def jobs_cancel(ctx: typer.Context, job_id: str) -> None:
+def jobs_cancel(ctx: typer.Context, job_id: str, json_output: JsonOption = False) -> None:
     """Stop a job: a detached job's whole process group (SIGTERM, then SIGKILL after 10 s); a Ray job through Ray."""
     with job_executor(ctx) as jobs:
         state = jobs.cancel(job_id)
+    if json_output:
+        print_json(state.model_dump(mode="json"))
+        return
     console.print(f"{job_id}: {state.describe()}", markup=False)
 
 

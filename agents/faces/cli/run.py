@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from eyas.agents.faces.cli.console import console, notice, print_json
+from eyas.agents.faces.cli.console import console, json_result, notice, print_json
 from eyas.agents.faces.cli.detach import DetachOption, detach_driver, same_command
 from eyas.agents.faces.cli.options import (
     ConfigOption,
@@ -226,6 +226,7 @@ def approve_command(
     retry: Annotated[bool, typer.Option(help="at a failure gate: relaunch the failed jobs (they resume)")] = False,
     abort: Annotated[bool, typer.Option(help="at a failure gate: end the run")] = False,
     reason: Annotated[str, typer.Option(help="why; kept in the report")] = "",
+    json_output: JsonOption = False,
 ) -> None:
     """Answer the gate a run waits at, from any terminal. A run waiting in another terminal continues at once;
     a stopped one continues with `eyas resume RUN`."""
@@ -242,14 +243,18 @@ def approve_command(
         if retry or abort:
             raise typer.BadParameter("--retry and --abort answer failure gates; this is an approval gate")
         action = "reject" if reject else "approve"
-    record_gate_answer(run, GateAnswer(action=action, reason=reason, who="cli"))
-    where = "the waiting eyas process continues now" if run.is_driven() else f"continue with `eyas resume {run_id}`"
-    console.print(f"{action} recorded for the {view.get('phase')} gate of {run_id}; {where}")
+    with json_result(json_output) as result:
+        record_gate_answer(run, GateAnswer(action=action, reason=reason, who="cli"))
+        driven = run.is_driven()
+        where = "the waiting eyas process continues now" if driven else f"continue with `eyas resume {run_id}`"
+        console.print(f"{action} recorded for the {view.get('phase')} gate of {run_id}; {where}")
+        result.update(run_id=run_id, gate=view.get("phase"), kind=view.get("kind") or "approval", action=action,
+                      reason=reason, continues="now" if driven else "on resume")  # fmt: skip
 
 
 def status_command(
     run_id: Annotated[str, typer.Argument(help="the run")],
-    json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    json_output: JsonOption = False,
 ) -> None:
     """Where a run is: its phase, the gate it waits at, each job with its progress, and the decisions so far."""
     from eyas.graph.life.runner import read_run
