@@ -253,7 +253,7 @@ def jobs_cancel(ctx: typer.Context, job_id: str, json_output: JsonOption = False
     console.print(f"{job_id}: {state.describe()}", markup=False)
 
 
-@app.command("demo")
+@app.command("demo", epilog=exit_codes_help(OK, USAGE, GATE))
 def demo(
     samples: Annotated[int, demo_size_option("samples")] = DEMO.samples,
     epochs: Annotated[int, demo_size_option("epochs")] = DEMO.epochs,
