@@ -17,7 +17,7 @@ from typing import Any
 
 from eyas.graph.run_damage import damage
 from eyas.graph.state import GateAnswer
-from eyas.tools.errors import EyasError
+from eyas.tools.errors import EyasError, NotFound
 from eyas.tools.private_files import open_private, private_dir, write_private
 
 RUN_ID_RULE = "1 to 64 characters: ASCII letters, digits, '.', '_' and '-', the first a letter or digit"
@@ -220,7 +220,7 @@ def open_run(run_id: str, root: Path | None = None) -> RunDir:
     """The run's folder, once it is there and readable: a damaged one is refused with the file at fault and the fix."""
     run = run_dir(run_id, root)
     if not run.meta_path.exists():
-        raise EyasError(f"There is no run '{run_id}' in {run.root.parent}; `eyas runs` lists the runs there.")
+        raise NotFound(f"There is no run '{run_id}' in {run.root.parent}; `eyas runs` lists the runs there.")
     found = damage(run)
     if found is not None:
         raise EyasError(found.text())

@@ -1,8 +1,15 @@
-"""Errors that reach the operator: each names the problem and the fix in one readable paragraph."""
+"""Errors that reach the operator: each names the problem and the fix in one readable paragraph, and carries the
+status `eyas` exits with (tools/exit_codes.py)."""
+
+from typing import ClassVar
+
+from eyas.tools.exit_codes import ExitCode
 
 
 class EyasError(Exception):
     """Base of every error eyas reports to the operator (printed without a traceback)."""
+
+    exit_code: ClassVar[ExitCode] = ExitCode.USAGE
 
 
 class ConfigError(EyasError):
@@ -14,7 +21,7 @@ class HostError(EyasError):
 
 
 class HostUnreachable(HostError):
-    pass
+    exit_code = ExitCode.UNREACHABLE
 
 
 class HostKeyUnknown(HostError):
@@ -31,6 +38,12 @@ class CommandTimeout(HostError):
 
 class RemoteFileNotFound(HostError):
     pass
+
+
+class NotFound(EyasError):
+    """What the command was asked to act on (a run, a transcript) is not there."""
+
+    exit_code = ExitCode.NOT_FOUND
 
 
 class JobError(EyasError):

@@ -7,6 +7,7 @@ documentation are read by the real probes on LocalHost; the offline test uses th
 
 from __future__ import annotations
 
+import json
 import operator
 import re
 import sqlite3
@@ -253,7 +254,9 @@ def test_advice_is_checked_against_the_installed_vllm_and_speculators(tmp_path: 
     assert f"vllm {report.host.versions['vllm']}" in markdown
 
 
-def test_the_research_command_writes_a_recorded_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_research_command_writes_a_recorded_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`eyas research` end to end (scripted model, real ddgs offline, eyas's venv as the host's Python)."""
     monkeypatch.setenv("EYAS_RUNS_DIR", str(tmp_path / "runs"))
     question = "How does LangGraph checkpoint a graph with a SqliteSaver?"
@@ -279,8 +282,10 @@ api_key_env = "EYAS_TEST_NO_AGENT_KEY"
         )
         notes = tmp_path / "NOTES.md"
         notes.write_text("Our runs keep a SqliteSaver: LangGraph checkpoints every step of the graph.\n")
-        research_command(BRIEF, host=None, config=config, questions=1, steps=0, docs=[notes])
+        research_command(BRIEF, host=None, config=config, questions=1, steps=0, docs=[notes], json_output=True)
     (run,) = (tmp_path / "runs").iterdir()
+    said = json.loads(capsys.readouterr().out)  # --json: the result alone on stdout, the progress on stderr
+    assert (said["run_id"], said["report"], said["questions"]) == (run.name, str(run / "research.md"), [question])
     markdown = (run / "research.md").read_text()
     assert f"### 1. {question}" in markdown and f"(file://{notes}) (local)" in markdown  # --docs, searched offline
     events = read_transcript(run / "transcript.jsonl").events

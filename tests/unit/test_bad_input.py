@@ -335,7 +335,7 @@ TRANSCRIPT_CASES = [
          files={"d/x": ""}),
     Case("transcript", "directory-replay", ["replay", "d"], 2, ("is a folder", "pass the transcript.jsonl in it"),
          files={"d/x": ""}),
-    Case("transcript", "missing", ["show", "absent.jsonl"], 2, ("No transcript at", "runs/<run_id>/transcript.jsonl")),
+    Case("transcript", "missing", ["show", "absent.jsonl"], 6, ("No transcript at", "runs/<run_id>/transcript.jsonl")),
     Case("transcript", "null-line", ["show", "t.jsonl"], 2, ("line 2 is null, not an event", CORRUPT_FIX),
          files={"t.jsonl": three_with_middle("null")}),
     Case("transcript", "array-line", ["show", "t.jsonl"], 2, ("line 2 is list, not an event", CORRUPT_FIX),

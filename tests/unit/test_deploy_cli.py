@@ -30,6 +30,7 @@ from eyas.graph.life.session import run_meta
 from eyas.graph.pipeline import build_graph
 from eyas.graph.runs import RunDir
 from eyas.tools.config_source import ConfigSource
+from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.service.deploy import DeployResult
 from eyas.tools.settings.sizes import DEMO
@@ -220,6 +221,17 @@ def test_a_dry_run_prints_the_exact_change_and_touches_nothing(faster: Productio
     ran = eyas("rollback", RUN, "--dry-run")
     assert ran.code == 0 and "nothing to roll back, nothing restarted" in ran.output, ran.output
 
+    # --json: the same plan for a script, alone on stdout (what is said along the way goes to stderr).
+    planned = eyas("deploy", RUN, "--dry-run", "--probe-requests", "2", "--json")
+    assert planned.code == 0, planned.output
+    plan = json.loads(planned.stdout)
+    assert (plan["run_id"], plan["dry_run"], plan["k"]) == (RUN, True, DEMO.num_speculative_tokens)
+    assert plan["argv_before"] == PRODUCTION_ARGV and plan["argv_after"] == deployed_argv(faster)
+    assert plan["drop_in"] == str(faster.drop_in) and plan["rollback_steps"][0].startswith("rm -f -- ")
+    nothing = json.loads(eyas("rollback", RUN, "--dry-run", "--json").stdout)
+    assert (nothing["deployed"], nothing["argv"]) == (False, PRODUCTION_ARGV)
+    assert not faster.drop_in.exists() and faster.running_argv() is None and faster.vllm.completions == 0
+
 
 def test_a_script_without_yes_is_refused_before_anything_is_touched(faster: Production) -> None:
     for command in ("deploy", "rollback"):
@@ -254,16 +266,20 @@ def test_at_a_terminal_only_yes_restarts_and_rollback_asks_too(faster: Productio
     assert f"    ExecStart={shlex.join(deployed_argv(faster))}" in planned.output.splitlines()
     assert faster.drop_in.exists()
 
-    rolled = eyas("rollback", RUN, "--yes")
+    rolled = eyas("rollback", RUN, "--yes", "--json")
     assert rolled.code == 0, rolled.output
     assert f"production is back to {shlex.join(PRODUCTION_ARGV)}" in rolled.output
+    result = json.loads(rolled.stdout)["result"]
+    assert result["argv_before"] == PRODUCTION_ARGV and result["reason"] == "rolled back by hand"
     assert not faster.drop_in.exists() and faster.running_argv() == PRODUCTION_ARGV
 
 
 def test_a_drafter_that_makes_production_slower_is_rolled_back_by_default(slower: Production) -> None:
-    ran = eyas("deploy", RUN, "--yes", "--probe-requests", "2")
-    assert ran.code == 4, ran.output
+    ran = eyas("deploy", RUN, "--yes", "--probe-requests", "2", "--json")
+    assert ran.code == ExitCode.ROLLED_BACK, ran.output
     result = DeployResult.model_validate_json((slower.run.root / "deploy.json").read_text())
+    said = json.loads(ran.stdout)  # the result a script reads: the same as the run keeps
+    assert (said["kept"], said["result"]["reason"]) == (False, result.reason)
     assert not result.kept and result.speedup is not None and result.speedup < 0.6, result
     assert result.after is not None and result.after.mean_acceptance_length == 3.0  # accepted, but slower
     assert result.reason.startswith(f"speedup {result.speedup:.2f}x is under the threshold 1x (")

@@ -69,11 +69,11 @@ def test_a_run_that_cannot_open_its_host_leaves_no_run_behind(runs: Path, monkey
 
     monkeypatch.setattr(session, "open_host", unreachable)
     first = eyas("run", "--config", "c.toml", "--run-id", "half")
-    assert first.code == 2 and "Cannot reach 127.0.0.1:1" in first.output, first.output
+    assert first.code == 5 and "Cannot reach 127.0.0.1:1" in first.output, first.output  # the unreachable status
     assert not (runs / "half" / "run.json").exists()
     assert "half" not in eyas("runs").output
     again = eyas("run", "--config", "c.toml", "--run-id", "half")  # the id is still free
-    assert again.code == 2 and "Cannot reach" in again.output and "exists already" not in again.output
+    assert again.code == 5 and "Cannot reach" in again.output and "exists already" not in again.output
 
 
 def test_listing_runs_changes_nothing_and_tells_a_run_without_checkpoint(runs: Path) -> None:

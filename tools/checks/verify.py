@@ -17,7 +17,7 @@ from eyas.tools.checks.packages import check_packages
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
 from eyas.tools.checks.server_flags import check_server_flags
 from eyas.tools.checks.service import check_service
-from eyas.tools.errors import EyasError
+from eyas.tools.errors import EyasError, HostUnreachable
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.recording.task_scope import submit_in_task
 
@@ -48,6 +48,11 @@ class VerifyReport(BaseModel):
         statuses = {result.status for result in self.results}
         return next((status for status in (Status.FAIL, Status.WARN) if status in statuses), Status.OK)
 
+    @property
+    def unreachable(self) -> bool:
+        """Whether a check could not reach its host."""
+        return any(result.facts.get("unreachable") for result in self.results)
+
     def result(self, name: str) -> CheckResult:
         return next(result for result in self.results if result.name == name)
 
@@ -57,8 +62,10 @@ def _timed(name: str, check: Check, ctx: CheckContext, clock: Clock) -> CheckRes
     try:
         result = check(ctx)
     except EyasError as exc:
-        # A host that cannot be reached is a finding about the host, reported like any other.
-        result = CheckResult(name=name, status=Status.FAIL, message=str(exc))
+        # A host that cannot be reached is a finding about the host, reported like any other (and marked, so that
+        # `eyas verify` can exit with its own status).
+        facts = {"unreachable": True} if isinstance(exc, HostUnreachable) else {}
+        result = CheckResult(name=name, status=Status.FAIL, message=str(exc), facts=facts)
     except Exception as exc:
         # A check that breaks on an answer it did not foresee must not take the other checks' findings with it.
         message = f"The {name} check broke on what it read ({type(exc).__name__}: {exc}); the other checks still ran."

@@ -18,7 +18,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from eyas.tools import errors
-from eyas.tools.errors import EyasError
+from eyas.tools.errors import EyasError, NotFound
 from eyas.tools.hosts.http import HttpError
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.settings.sizes import SizeValue
@@ -29,6 +29,10 @@ _BASE_FIELDS = frozenset({"v", "seq", "kind", "task", "t", "prev"})
 
 class TranscriptError(EyasError):
     """A transcript that cannot be read as one (not a torn last line: that is skipped)."""
+
+
+class TranscriptMissing(TranscriptError, NotFound):
+    """No file where the transcript was looked for."""
 
 
 def canonical(value: Any) -> str:

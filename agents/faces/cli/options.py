@@ -25,7 +25,7 @@ ConfigOption = Annotated[
     ),
 ]
 
-JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+JsonOption = Annotated[bool, typer.Option("--json", help="print the result as JSON, alone on stdout")]
 
 
 def use_config(flag: Path | None) -> tuple[EyasConfig, ConfigSource]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
@@ -10,10 +9,11 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from eyas.agents.faces.cli.console import console, errors
+from eyas.agents.faces.cli.console import console, errors, print_json
 from eyas.agents.faces.cli.options import ConfigOption, chosen_sizes, size_option, use_config
 from eyas.tools.checks.drafter import check_drafter
 from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
@@ -124,7 +124,7 @@ def plan_command(
     week. With the server down, the model is read from target.model_dir and the rates are assumed from its weights
     and the GPUs (the sources say so). Refuses sizes the server's max_model_len cannot take. Give every figure to
     plan for a host that cannot be reached. When the hidden states do not fit the disk, --extraction-mode auto plans
-    hybrid or online training (the states fetched from an extraction server every epoch). Exits 1 when the plan does
+    hybrid or online training (the states fetched from an extraction server every epoch). Says no when the plan does
     not fit, and names the ways out (fewer or shorter samples, online training, another path)."""
     try:
         free_bytes = parse_size(free_disk) if free_disk else None
@@ -184,13 +184,13 @@ def plan_command(
     mode = choose_mode(sizes.extraction_mode, measured.inputs, plan, None)
     works = mode.fits and supply.enough is not False
     if json_output:
-        print(json.dumps(plan_json(measured, plan, supply, mode), indent=2))
+        print_json(plan_json(measured, plan, supply, mode))
     else:
         console.print(plan_table(measured, plan, supply, mode))
         style = "green" if works else "bold red"
         said = f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}{measured.down_note}"
         console.print(f"[{style}]{escape(said)}[/]", highlight=False)
-    raise typer.Exit(0 if works else 1)
+    raise typer.Exit(ExitCode.OK if works else ExitCode.NO)
 
 
 # The flag that gives each figure of the host, to name it when its value is refused.
@@ -234,7 +234,7 @@ def refuse_unusable_drafter(cfg: EyasConfig) -> None:
         result = check_drafter(ctx)
     if result.status is Status.FAIL:
         errors.print(f"[bold red]{escape(result.message)}[/]", highlight=False)
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.NO)
 
 
 def plan_json(measured: Measured, plan: Plan, supply: PromptSupply, mode: HiddenStatesMode) -> dict[str, object]:

@@ -8,20 +8,19 @@ and replay stops that try there and continues from the checkpoint the resume sta
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import BaseModel, ValidationError, field_validator
-from pydantic_core import to_jsonable_python
 from rich.markup import escape
 
-from eyas.agents.faces.cli.console import console
+from eyas.agents.faces.cli.console import console, print_json
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RUN_ID_RULE, is_run_id, run_dir
 from eyas.tools.errors import EyasError
+from eyas.tools.exit_codes import ExitCode
 from eyas.tools.recording.boundary import ReplayError
 from eyas.tools.recording.replay import CrashBoundary, ReplayReport, ReplaySession
 from eyas.tools.recording.transcript import ResumeEvent, RunEvent
@@ -162,24 +161,21 @@ def replay_command(
     json_output: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
     """Replay a recorded run or chat offline: no network, host or LLM (a chat's typed lines come from the
-    transcript, turn by turn). Exits 0 when the code made exactly the recorded
-    decisions, 1 at the first divergence (shown as a diff of recorded versus live) or when the transcript's hash
-    chain names an altered or removed event."""
+    transcript, turn by turn). Succeeds when the code made exactly the recorded decisions; says no at the first
+    divergence (shown as a diff of recorded versus live) or when the transcript's hash chain names an altered or
+    removed event."""
     report, state = replay(transcript)
     if json_output:
-        print(
-            json.dumps(
-                {
-                    "events_total": report.events_total,
-                    "events_replayed": report.events_replayed,
-                    "divergence": to_jsonable_python(report.divergence),
-                    "unconsumed": len(report.unconsumed),
-                    "warnings": report.warnings,
-                    "chain": report.chain.model_dump(exclude_none=True),
-                    "final_state": to_jsonable_python(state),
-                },
-                indent=2,
-            )
+        print_json(
+            {
+                "events_total": report.events_total,
+                "events_replayed": report.events_replayed,
+                "divergence": report.divergence,
+                "unconsumed": len(report.unconsumed),
+                "warnings": report.warnings,
+                "chain": report.chain.model_dump(exclude_none=True),
+                "final_state": state,
+            }
         )
     else:
         for warning in report.warnings:
@@ -197,4 +193,4 @@ def replay_command(
             console.print(f"[green]no divergence[/]; the conversation has {len(state['messages'])} messages")
         elif report.chain.intact:
             console.print(f"[green]no divergence[/]; final phase {escape(str(state.get('phase')))}")
-    raise typer.Exit(0 if report.ok else 1)
+    raise typer.Exit(ExitCode.OK if report.ok else ExitCode.NO)

@@ -8,13 +8,15 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from eyas.agents.faces.cli.console import console
+from eyas.agents.faces.cli.console import console, json_result
+from eyas.agents.faces.cli.options import JsonOption
 from eyas.graph.runs import open_run
 
 
 def report_command(
     run_id: Annotated[str, typer.Argument(help="the run (see `eyas runs`)")],
     open_page: Annotated[bool, typer.Option("--open", help="open the page in the default browser")] = False,
+    json_output: JsonOption = False,
 ) -> None:
     """Write runs/<run>/report.html: one page that works offline (charts inline, nothing fetched), readable on a
     phone and printable. Built from the run's checkpointed state when it has one, else from its transcript; a
@@ -25,7 +27,9 @@ def report_command(
 
     run = open_run(run_id)
     view = read_run(run)
-    path = write_html_report(run.root, view.state if view.started else None)
-    console.print(f"report: {escape(str(path))}")
-    if open_page:
-        webbrowser.open(path.as_uri())
+    with json_result(json_output) as result:
+        path = write_html_report(run.root, view.state if view.started else None)
+        console.print(f"report: {escape(str(path))}")
+        result.update(run_id=run.run_id, html=str(path), markdown=str(run.report) if run.report.exists() else None)
+        if open_page:
+            webbrowser.open(path.as_uri())

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from eyas.agents.faces.cli.console import console
-from eyas.agents.faces.cli.options import ConfigOption, use_config
+from eyas.agents.faces.cli.console import console, json_result
+from eyas.agents.faces.cli.options import ConfigOption, JsonOption, use_config
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.web.search import WebSearch
@@ -29,12 +29,21 @@ def research_command(
     docs: Annotated[
         list[Path] | None, typer.Option("--docs", help="a local text/markdown file searched too (repeatable)")
     ] = None,
+    json_output: JsonOption = False,
 ) -> None:
     """Research a brief with parallel researchers: a supervisor splits it into questions, each researcher
     searches the web (or, offline, the documentation installed on the host), reads pages and the host's own
     vllm/speculators --help, and a synthesizer writes one report with numbered citations to
     runs/<run_id>/research.md, noting where sources disagree and which flags exist in the installed versions.
     The agent LLM is [agent] from the config, else the embedded SmolLM2 server (weak, but offline)."""
+    with json_result(json_output) as result:
+        result.update(_research(brief, host, config, questions, steps, docs))
+
+
+def _research(
+    brief: str, host: str | None, config: Path | None, questions: int, steps: int, docs: list[Path] | None
+) -> dict[str, Any]:
+    """The research run, said as it goes; what a script reads of it."""
     # The agents and the graph's modules (langgraph, ~0.5 s) load here, not at start-up of every eyas process.
     from eyas.agents.llm import open_llm
     from eyas.agents.research import ResearchDeps, run_research
@@ -78,3 +87,5 @@ def research_command(
     )
     for note in report.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    return {"run_id": run.run_id, "report": report.path, "questions": report.questions, "sources": report.sources,
+            "web": report.web, "usage": usage, "notes": report.notes}  # fmt: skip

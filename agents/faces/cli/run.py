@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from eyas.agents.faces.cli.console import console, notice, print_json
+from eyas.agents.faces.cli.console import console, json_result, notice, print_json
 from eyas.agents.faces.cli.detach import DetachOption, detach_driver, same_command
 from eyas.agents.faces.cli.options import (
     ConfigOption,
@@ -29,6 +29,7 @@ from eyas.graph.runs import RUN_ID_RULE, RunDir, open_run, runs_root
 from eyas.graph.state import Action, GateAnswer, run_plan
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.errors import EyasError
+from eyas.tools.exit_codes import ExitCode
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import POLL_INTERVAL_S, Sizes
@@ -36,8 +37,6 @@ from eyas.tools.settings.sizes import POLL_INTERVAL_S, Sizes
 # The graph's modules (langgraph, ~0.5 s) load in the commands that use them, not at start-up of every eyas process.
 if TYPE_CHECKING:
     from eyas.graph.life.runner import Outcome
-
-STOPPED_AT_GATE = 3
 
 
 def start_run(
@@ -111,7 +110,7 @@ def evaluation_table(evaluation: Evaluation) -> Table:
 
 
 def finish(outcome: Outcome) -> None:
-    raise typer.Exit(0 if outcome.finished else STOPPED_AT_GATE)
+    raise typer.Exit(ExitCode.OK if outcome.finished else ExitCode.GATE)
 
 
 def run_command(
@@ -162,8 +161,7 @@ def run_command(
     command: typer.Context,
 ) -> None:
     """Start a pipeline run: research, verify, plan, then generation, extraction, training and evaluation,
-    each behind an approval gate. Checkpointed after every step: after any crash, `eyas resume RUN`.
-    Exits 3 when the run stops at a gate that needs an answer (`eyas approve RUN`)."""
+    each behind an approval gate. Checkpointed after every step: after any crash, `eyas resume RUN`."""
     from eyas.graph.dry_run import dry_run as dry_run_walk
     from eyas.graph.life.session import new_run
 
@@ -230,6 +228,7 @@ def approve_command(
     retry: Annotated[bool, typer.Option(help="at a failure gate: relaunch the failed jobs (they resume)")] = False,
     abort: Annotated[bool, typer.Option(help="at a failure gate: end the run")] = False,
     reason: Annotated[str, typer.Option(help="why; kept in the report")] = "",
+    json_output: JsonOption = False,
 ) -> None:
     """Answer the gate a run waits at, from any terminal. A run waiting in another terminal continues at once;
     a stopped one continues with `eyas resume RUN`."""
@@ -246,14 +245,18 @@ def approve_command(
         if retry or abort:
             raise typer.BadParameter("--retry and --abort answer failure gates; this is an approval gate")
         action = "reject" if reject else "approve"
-    record_gate_answer(run, GateAnswer(action=action, reason=reason, who="cli"))
-    where = "the waiting eyas process continues now" if run.is_driven() else f"continue with `eyas resume {run_id}`"
-    console.print(f"{action} recorded for the {view.get('phase')} gate of {run_id}; {where}")
+    with json_result(json_output) as result:
+        record_gate_answer(run, GateAnswer(action=action, reason=reason, who="cli"))
+        driven = run.is_driven()
+        where = "the waiting eyas process continues now" if driven else f"continue with `eyas resume {run_id}`"
+        console.print(f"{action} recorded for the {view.get('phase')} gate of {run_id}; {where}")
+        result.update(run_id=run_id, gate=view.get("phase"), kind=view.get("kind") or "approval", action=action,
+                      reason=reason, continues="now" if driven else "on resume")  # fmt: skip
 
 
 def status_command(
     run_id: Annotated[str, typer.Argument(help="the run")],
-    json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    json_output: JsonOption = False,
 ) -> None:
     """Where a run is: its phase, the gate it waits at, each job with its progress, and the decisions so far."""
     from eyas.graph.life.runner import read_run

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from eyas.agents.faces.cli.console import console, errors
 from eyas.tools.errors import EyasError
+from eyas.tools.exit_codes import ExitCode
 from eyas.tools.recording.transcript import (
     ApprovalEvent,
     ClockEvent,
@@ -60,8 +61,8 @@ def show_command(
         bool,
         typer.Option(
             "--verify",
-            help="only check the hash chain: name the first altered or removed event (exit 1), or say the "
-            "transcript is intact or unchained (exit 0)",
+            help=f"only check the hash chain: name the first altered or removed event (exit {ExitCode.NO.value}), or "
+            f"say the transcript is intact or unchained (exit {ExitCode.OK.value})",
         ),
     ] = False,
 ) -> None:
@@ -72,7 +73,7 @@ def show_command(
     verdict = loaded.chain.describe(str(transcript))
     if verify:
         console.print(escape(verdict), style=None if loaded.chain.intact else "bold red", highlight=False)
-        raise typer.Exit(0 if loaded.chain.intact else 1)
+        raise typer.Exit(ExitCode.OK if loaded.chain.intact else ExitCode.NO)
     if not loaded.chain.intact:
         errors.print(f"[bold red]warning:[/] {escape(verdict)}", highlight=False, soft_wrap=True)
     if not loaded.events and not loaded.skipped:

@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from eyas.agents.faces.cli.console import Steps, console
+from eyas.agents.faces.cli.console import Steps, console, json_result
+from eyas.agents.faces.cli.options import JsonOption
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.prepare import prepare
@@ -62,16 +63,21 @@ def up_command(eager: EagerOption = False) -> None:
 
 
 @app.command("down")
-def down_command() -> None:
+def down_command(json_output: JsonOption = False) -> None:
     """Stop the embedded server (its whole process group)."""
-    state = down(EmbeddedTarget.from_env(), LocalHost())
-    console.print(f"target server: {state.describe()}", markup=False)
+    target = EmbeddedTarget.from_env()
+    with json_result(json_output) as result:
+        state = down(target, LocalHost())
+        console.print(f"target server: {state.describe()}", markup=False)
+        result.update(base_url=target.base_url, server=state.model_dump(mode="json"))
 
 
 @app.command("status")
-def status_command() -> None:
+def status_command(json_output: JsonOption = False) -> None:
     """Show whether the embedded server job runs."""
     target = EmbeddedTarget.from_env()
-    state = server_state(target, LocalHost())
-    pid = f" (pid {state.pid})" if state.pid is not None else ""
-    console.print(f"target server: {state.describe()}{pid} at {target.base_url}", markup=False)
+    with json_result(json_output) as result:
+        state = server_state(target, LocalHost())
+        pid = f" (pid {state.pid})" if state.pid is not None else ""
+        console.print(f"target server: {state.describe()}{pid} at {target.base_url}", markup=False)
+        result.update(base_url=target.base_url, server=state.model_dump(mode="json"))

@@ -7,17 +7,17 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from eyas.agents.faces.cli.console import console
+from eyas.agents.faces.cli.console import console, json_result
 from eyas.agents.faces.cli.options import positive_seconds
 from eyas.graph.life.heartbeat import HEARTBEAT_INTERVAL_S
 from eyas.graph.life.watch import MAX_RESTARTS, SETTLED, Watcher
 from eyas.graph.run_damage import Damage, read_undamaged
 from eyas.graph.runs import RunDir, list_runs, run_dir, runs_root
-from eyas.tools.errors import EyasError
+from eyas.tools.errors import NotFound
 from eyas.tools.private_files import private_dir
 
 UNIT_NAME = "eyas-watch.service"
@@ -40,6 +40,9 @@ def watch_command(
         str | None, typer.Option(help="told what needs a person (default: the notify_command of each run's policy)")
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="look once and exit (for cron)")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="with --once: print what it found of each run as JSON")
+    ] = False,
     install_unit: Annotated[
         bool,
         typer.Option(
@@ -65,18 +68,31 @@ def watch_command(
             f"follow it with: journalctl --user -u {UNIT_NAME} -f"
         )
         return
-    watcher = Watcher(say=_say, notify_command=notify_command, max_restarts=max_restarts)
+    if json_output and not once:
+        raise typer.BadParameter("--json goes with --once (a watch that keeps looking says what it does as it goes)")
+    with json_result(json_output) as result:
+        watch_runs(Watcher(say=_say, notify_command=notify_command, max_restarts=max_restarts), run_id, interval,
+                   once, result)  # fmt: skip
+
+
+def watch_runs(watcher: Watcher, run_id: str | None, interval: float, once: bool, result: dict[str, Any]) -> None:
+    """Look at the runs every `interval` seconds; `result["runs"]` holds what the last look found of each."""
     only = watched_run(run_id) if run_id else None
     _say(f"watching {only.run_id if only else f'the runs in {runs_root()}'} every {interval:g} s")
     told: set[str] = set()  # each damage is said once, not at every look
     while True:
+        look: list[dict[str, str]] = []
+        result["runs"] = look
         for run in [only] if only else _watchable():
             found = read_undamaged(run, watcher.tend)  # a damaged run never stops the watch of the others
             if isinstance(found, Damage):
+                look.append({"run": run.run_id, "damage": found.text()})
                 if found.text() not in told:
                     told.add(found.text())
                     _say(f"{found.text()} eyas watch leaves it alone until then.")
                 continue
+            look.append({"run": run.run_id, "condition": found.condition.value, "detail": found.detail,
+                         "driver": found.driver_id})  # fmt: skip
             if only is not None and found.condition in SETTLED:
                 _say(f"run {run.run_id}: {found.condition.value} ({found.detail}); nothing more to watch")
                 return
@@ -89,7 +105,7 @@ def watched_run(run_id: str) -> RunDir:
     """The run's folder; a run just started with --detach may not have written its run.json yet."""
     run = run_dir(run_id)
     if not run.root.is_dir():
-        raise EyasError(f"There is no run '{run_id}' in {run.root.parent}; `eyas runs` lists the runs there.")
+        raise NotFound(f"There is no run '{run_id}' in {run.root.parent}; `eyas runs` lists the runs there.")
     return run
 
 
