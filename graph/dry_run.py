@@ -2,7 +2,8 @@
 overnight run. It verifies and plans as a run would (reading the host, starting nothing), then builds each
 phase's jobs with the phases' own code and prints, in the pipeline's order, every host command it would run (a
 phase's setup, such as the prompt split, then its jobs), the GPUs each needs, what happens to production (as the
-pipeline decides it: graph/downtime.py), and the vLLM argv of every server eyas would start, ending with the deploy
+pipeline decides it: graph/downtime.py, with each downtime window stopped once and started once: graph/window.py),
+and the vLLM argv of every server eyas would start, ending with the deploy
 step behind its gate (production's argv with the drafter, the restart and the rollback). Nothing is written to the
 host, and no run folder is made; paths on the host are those of a run named `dry-run`."""
 

@@ -175,6 +175,18 @@ def test_eyas_plan_and_the_dry_run_with_production_down(tmp_path: Path, down: Pa
     assert plan["max_model_len"] == {"tokens": 131072, "source": "production's --max-model-len (its unit)"}
     assert plan["sources"]["extraction"].startswith("assumed, not measured: prefill at")
     assert "The server could not be asked" in plan["verdict"]
+    # What the GPU phases mean for production, by the run's own plan code: one downtime window, whose load counts
+    # once, on the evaluation, after which production starts again.
+    production, mode = plan["production"], plan["extraction_mode"]
+    (planned_window,) = production["downtime_windows"]
+    assert planned_window["phases"] == ["extract", "train", "evaluate"] and planned_window["load_s"] == LOAD_S
+    downs = {name: production["phases"][name]["downtime_hours"] for name in planned_window["phases"]}
+    assert downs["extract"] == pytest.approx(mode["extract_hours"]) and downs["train"] == pytest.approx(
+        mode["train_hours"]
+    )
+    assert downs["evaluate"] > LOAD_S / 3600 and planned_window["downtime_hours"] == pytest.approx(sum(downs.values()))
+    table = eyas("plan", "--config", str(config), "--free-disk", "2.9TB", *OPERATOR, env=env).stdout
+    assert "production downtime" in table and "22 min load counted once" in " ".join(table.split())
 
     walked = eyas("run", "--dry-run", "--json", "--config", str(config), *OPERATOR, env=env)
     assert walked.code == 0 and "Traceback" not in walked.output, walked.output
@@ -191,7 +203,7 @@ def test_eyas_plan_and_the_dry_run_with_production_down(tmp_path: Path, down: Pa
     # One window: the load counted once, on the evaluation, after which production starts again.
     assert phases["evaluate"]["production"]["downtime_hours"] >= LOAD_S / 3600
     (window,) = walk["plan"]["downtime_windows"]
-    assert window["phases"] == ["extract", "train", "evaluate"] and window["load_s"] == LOAD_S
+    assert window["phases"] == planned_window["phases"] and window["load_s"] == LOAD_S
     hours = sum(phases[name]["phase_hours"] for name in window["phases"])
     assert window["downtime_hours"] == pytest.approx(hours + LOAD_S / 3600)
     assert walk["plan"]["production_load"] == {"load_s": float(LOAD_S), "source": "target.load_time_s in the config"}
