@@ -41,21 +41,18 @@ def window_approval(state: RunState, gate: str) -> Decision | None:
     """The approval, at an earlier gate, of the window that holds this gate's phases: the latest decision at the
     window's first gate, when it approved a window with them. None when this gate must ask for itself."""
     plan = run_plan(state)
-    inside = [phase for phase in GATE_PHASES.get(gate, ()) if (window := window_of(plan, phase)) is not None]
-    if not inside:
+    phases = GATE_PHASES.get(gate, ())
+    window = next((found for phase in phases if (found := window_of(plan, phase)) is not None), None)
+    if window is None or GATE_OF[window.first] == gate:
         return None
-    window = window_of(plan, inside[0])
-    assert window is not None
-    first = GATE_OF[window.first]
-    if first == gate:
-        return None
-    asked = [decision for decision in state.get("decisions", []) if decision["gate"] == first]
-    if not asked or asked[-1]["action"] != "approve" or not set(inside) <= set(asked[-1].get("window", [])):
+    inside = {phase for phase in phases if phase in span(window)}
+    asked = [decision for decision in state.get("decisions", []) if decision["gate"] == GATE_OF[window.first]]
+    if not asked or asked[-1]["action"] != "approve" or not inside <= set(asked[-1].get("window", [])):
         return None
     return asked[-1]
 
 
-def approved_with_window(approval: Decision, gate: str) -> str:
+def approved_with_window(approval: Decision) -> str:
     """The reason a later gate records when the window's approval covers it."""
     phases = ", ".join(approval.get("window", []))
     said = f": {approval['reason']}" if approval["reason"] else ""

@@ -229,9 +229,11 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
         return view
     verdict = judge(ctx.policy, phase, estimate, verification, supply)
     blocked = [f"cannot run here: {reason}" for reason in view.blocked]
-    later = [judge(ctx.policy, gate, later_estimate(state, gate), verification) for gate in later_gates(view)]
-    refused = [f"{gate} gate (in the window): {v.summary}" for gate, v in zip(later_gates(view), later, strict=True)
-               if not v.approve]  # fmt: skip
+    refused = [
+        f"the {gate} gate (in the window): {later.summary}"
+        for gate in later_gates(view)
+        if not (later := judge(ctx.policy, gate, later_estimate(state, gate), verification)).approve
+    ]
     approve = verdict.approve and not blocked and not refused
     policy = GatePolicy(approve=approve, reasons="; ".join([*blocked, verdict.summary, *refused]))
     return view.model_copy(update={"policy": policy})
@@ -246,7 +248,7 @@ def window_parts(phase: str, state: RunState) -> dict[str, Any]:
     approval = window_approval(state, phase)
     if approval is None:
         return {}
-    reason = approved_with_window(approval, phase)
+    reason = approved_with_window(approval)
     return {"window_approval": WindowApproval(gate=approval["gate"], who=approval["who"], reason=reason)}
 
 

@@ -15,6 +15,7 @@ from langgraph.runtime import Runtime
 from test_rehearsal_plan import rehearsal_host
 
 from eyas.agents.faces.gate_text import gate_sections
+from eyas.agents.faces.report_html.record import fold_state
 from eyas.graph.dry_run import dry_run_lines, walk_phases
 from eyas.graph.gates.gate import apply_answer, make_gate
 from eyas.graph.gates.view import gate_view
@@ -24,6 +25,7 @@ from eyas.graph.pipeline import PHASES
 from eyas.graph.policy import Policy
 from eyas.graph.state import GateAnswer, RunState, run_plan, run_sizes
 from eyas.graph.window import GATE_OF, PHASE_ORDER, stays_down
+from eyas.tools.recording.transcript import NodeEvent
 from eyas.tools.settings.units import parse_size
 
 LOAD_H = 1320 / 3600  # the rehearsal config's target.load_time_s
@@ -89,6 +91,13 @@ def test_the_extraction_gate_approves_the_window_and_the_training_gate_passes_wi
     ctx.policy = Policy(**{**budgets, "max_production_downtime_hours": window.downtime_hours}, allow_warnings=True)
     approved = gate_view("extract", state, ctx, []).policy
     assert approved is not None and approved.approve, approved
+    # Its approval answers the training gate too, so the policy weighs that gate's own budgets there and then.
+    train_hours = run_plan(state).phase("train").phase_hours
+    assert train_hours is not None and train_hours > 1
+    ctx.policy = Policy(**{**budgets, "max_production_downtime_hours": 10_000}, max_phase_hours=1)
+    short = gate_view("extract", state, ctx, []).policy
+    assert short is not None and not short.approve
+    assert f"the train gate (in the window): phase estimate {train_hours:.2f} h over the budget of 1 h" in short.reasons
     ctx.policy = None
 
     # Before the window is approved, production comes back after extraction: the training gate would wait.
@@ -108,6 +117,9 @@ def test_the_extraction_gate_approves_the_window_and_the_training_gate_passes_wi
     )
     later = gate_view("train", decided, ctx, [])
     assert later.window_approval is not None and later.window_approval.reason == decision["reason"]
+    # The report, folded from the transcript (the gate's recorded view), shows the same decision.
+    shown = NodeEvent(seq=1, task="t", t=1.0, node="gate_train", phase="end", output=later.model_dump(mode="json"))
+    assert fold_state([shown])["decisions"] == [decision]
 
     # A rejection (or an edit) at the extraction gate approves no window: nothing stays down.
     rejected = apply_answer("extract", run_sizes(state), GateAnswer(action="reject"), window=view.window_phases())
