@@ -2,9 +2,11 @@
 
 When the plan says a GPU phase cannot share the host (`plan["phases"][phase]["production"]["action"] ==
 "stop"`), the phase's launch stops the production service after its gate was approved, and the phase's monitor
-starts it again when the phase ends or fails, waiting for the deep health check. While it is stopped a record
-sits in the run folder (owner-only), written before the stop, so a run that dies meanwhile says so; the report
-(after a reject or an abort) and `eyas resume` (before anything else) start production from that record.
+starts it again when the phase fails, or when it ends and the next phase is not in the same approved downtime window
+(graph/window.py: back-to-back phases that stop production share one stop and one restart), waiting for the deep
+health check. While it is stopped a record sits in the run folder (owner-only), written before the stop, so a run
+that dies meanwhile says so; the next phase of a window finds it and does not stop again; the report (after a reject
+or an abort) and `eyas resume` (before anything else) start production from that record.
 Each stop ends as one line of production.jsonl: when it stopped, when it was healthy again, the downtime.
 The deploy phase (graph/phases/deploy/node.py) writes the same record, with the drop-in it adds, before it touches
 production: restoring from such a record is a rollback (the drop-in removed, a restart, the old argv checked), so
@@ -22,6 +24,7 @@ from langgraph.runtime import Runtime
 from eyas.graph.context import Node, RunContext
 from eyas.graph.runs import RunDir
 from eyas.graph.state import RunState, run_plan
+from eyas.graph.window import span, stays_down, window_of
 from eyas.tools.private_files import open_private, write_private
 from eyas.tools.service.base import Service
 from eyas.tools.service.choose import production_service
@@ -46,21 +49,31 @@ def stop_for_phase(ctx: RunContext, state: RunState, phase: str) -> None:
     if production_action(state, phase) != "stop" or record.exists():
         return
     service = production_service(ctx.config, ctx.host, ctx.http, ctx.clock)
+    window = window_of(run_plan(state), phase)
     # The record first: a controller that dies during the stop still knows production must come back.
-    write_record(ctx, service, phase)
+    write_record(ctx, service, phase, window=span(window) if window is not None else None)
     ctx.on_note(f"production: stopping {service.name} ({service.backend}) for the {phase} phase")
     service.stop()
     ctx.on_note(f"production: {service.name} stopped; the {phase} phase has the host")
 
 
-def write_record(ctx: RunContext, service: Service, phase: str, deploying: DeployResult | None = None) -> None:
-    """The record that production is, or may be, down because of this run; a deploy's names what it adds."""
+def write_record(
+    ctx: RunContext,
+    service: Service,
+    phase: str,
+    deploying: DeployResult | None = None,
+    window: list[str] | None = None,
+) -> None:
+    """The record that production is, or may be, down because of this run; a deploy's names what it adds, a
+    window's stop the phases it is for."""
     stopped: dict[str, Any] = {
         "phase": phase,
         "service": service.name,
         "backend": service.backend,
         "stopped_at": ctx.clock.now(),
     }
+    if window is not None and len(window) > 1:
+        stopped["window"] = window
     if deploying is not None:
         stopped["deploying"] = deploying.model_dump()
     write_private(ctx.run.root / RECORD, json.dumps(stopped) + "\n")
@@ -128,12 +141,17 @@ def stopping_production(phase: str, launch: Node) -> Node:
     return node
 
 
-def restoring_production(name: str, monitor: Node, why: str = "the phase ended") -> Node:
-    """The phase's monitor (or the report), followed by starting production again if the run stopped it."""
+def restoring_production(name: str, monitor: Node, why: str = "the phase ended", phase: str | None = None) -> Node:
+    """The phase's monitor (or the report), followed by starting production again if the run stopped it, unless
+    `phase` ended well and the next phase is in the same approved downtime window."""
 
     def node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         update = monitor(state, runtime)
         ctx = runtime.context
+        following = None if update.get("failure") or phase is None else stays_down(state, phase)
+        if following is not None and (ctx.run.root / RECORD).exists():
+            ctx.on_note(f"production: stays stopped for the {following} phase (the same downtime window)")
+            return {**update, "production": summary(ctx.run)}
         restored = restore(ctx, "the phase failed" if update.get("failure") else why)
         if restored is not None or (ctx.run.root / LOG).exists():
             update = {**update, "production": summary(ctx.run)}

@@ -2,7 +2,8 @@
 overnight run. It verifies and plans as a run would (reading the host, starting nothing), then builds each
 phase's jobs with the phases' own code and prints, in the pipeline's order, every host command it would run (a
 phase's setup, such as the prompt split, then its jobs), the GPUs each needs, what happens to production (as the
-pipeline decides it: graph/downtime.py), and the vLLM argv of every server eyas would start, ending with the deploy
+pipeline decides it: graph/downtime.py, with each downtime window stopped once and started once: graph/window.py),
+and the vLLM argv of every server eyas would start, ending with the deploy
 step behind its gate (production's argv with the drafter, the restart and the rollback). Nothing is written to the
 host, and no run folder is made; paths on the host are those of a run named `dry-run`."""
 
@@ -16,8 +17,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
-from eyas.graph.downtime import production_action, stop_start_commands
-from eyas.graph.gates.production import phase_servers
+from eyas.graph.downtime import production_action
+from eyas.graph.gates.production import phase_servers, stop_commands
 from eyas.graph.phases.data import node as data
 from eyas.graph.phases.deploy.node import deploy_view
 from eyas.graph.phases.plan import node as plan
@@ -25,10 +26,12 @@ from eyas.graph.phases.verify import node as verify
 from eyas.graph.pipeline import PHASES
 from eyas.graph.runs import RunDir
 from eyas.graph.state import RunPlan, RunState, run_plan
+from eyas.graph.window import span, window_of
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
+from eyas.tools.planning.downtime_window import DowntimeWindow
 from eyas.tools.planning.estimate import supply_verdict
 from eyas.tools.planning.gpu_budget import gpu_phrase
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
@@ -70,13 +73,15 @@ def walk_phases(ctx: RunContext, state: RunState) -> dict[str, Any]:
     """The walk of a verified and planned state: every phase's jobs, production and servers, then the deploy."""
     phases = [_phase(ctx, state, phase.name, phase.build) for phase in PHASES]  # the pipeline's own, in its order
     phases.append(_deploy(ctx, state))
+    planned = run_plan(state)
+    windows = [window.model_dump(mode="json") for window in planned.downtime_windows()]
     return {
         "run_id": RUN_ID,
         "host": ctx.host.name,
         "sizes": state["sizes"],
         "verification": state.get("verification", {}),
         "gpus": state.get("gpus", {}),
-        "plan": run_plan(state).model_dump(mode="json", exclude={"phases"}),
+        "plan": {**planned.model_dump(mode="json", exclude={"phases"}), "downtime_windows": windows},
         "phases": phases,
     }
 
@@ -111,10 +116,16 @@ def _plan(ctx: RunContext, state: RunState, runtime: Runtime[RunContext]) -> dic
 
 def _production(state: RunState, name: str) -> dict[str, Any]:
     """What happens to production while the phase runs, as the pipeline decides it (graph/downtime.py): the plan's
-    entry for the phase, and production kept up for a phase the plan gives none (vocab, on the CPU)."""
+    entry for the phase, production left stopped for a phase the plan gives none inside a downtime window (vocab,
+    on the CPU, between extraction and training), else kept up for it."""
     impact = run_plan(state).production(name)
     if impact is not None:
         return impact.model_dump()
+    window = window_of(run_plan(state), name)
+    if window is not None:
+        phases = ", ".join(span(window))
+        reason = f"the plan gives {name} no GPU; it runs inside the downtime window ({phases}), production stopped"
+        return {"action": "stopped", "gpus": [], "reason": reason}
     action = production_action(state, name)
     return {"action": action, "gpus": [], "reason": f"the plan gives {name} no GPU, so production stays up meanwhile"}
 
@@ -124,8 +135,7 @@ def _phase(ctx: RunContext, state: RunState, name: str, build: Any) -> dict[str,
     production = _production(state, name)
     entry: dict[str, Any] = {"phase": name, "phase_hours": planned.phase(name).phase_hours}
     if production.get("action") == "stop":
-        stop, start = stop_start_commands(ctx)
-        production["commands"] = [stop, start]
+        production["commands"] = stop_commands(ctx, state, name)
     entry["production"] = production
     entry["gpus"] = production.get("gpus", [])
     path = with_backend(planned.paths, planned.extraction).get(name)
@@ -181,6 +191,8 @@ def dry_run_lines(walk: dict[str, Any]) -> list[str]:
     load = walk["plan"].get("production_load") or {}
     if load:
         lines.append(f"production loads in {load['load_s'] / 60:.0f} min ({load['source']})")
+    for window in walk["plan"].get("downtime_windows", []):
+        lines.append(f"downtime window: {DowntimeWindow.model_validate(window).line()}")
     for phase in walk["phases"]:
         production = phase.get("production") or {}
         hours = production.get("downtime_hours")

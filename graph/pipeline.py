@@ -8,7 +8,8 @@
 A failed or lost job stops at the failure gate (retry relaunches the phase, whose workloads resume;
 abort ends the run with its report). A rejected gate ends the run; an edited gate re-plans. A run that
 starts from existing generated data skips straight to the extraction gate. A phase the plan says cannot share
-the host with production stops it at launch and starts it again when its monitor ends (graph/downtime.py).
+the host with production stops it at launch and starts it again when its monitor ends (graph/downtime.py), unless
+the next phase is in the same downtime window, approved at the window's first gate (graph/window.py).
 The deploy gate asks before the drafter goes into production; a reject (or a policy's deploy = "skip") leaves
 production untouched and goes to the report (graph/phases/deploy/node.py).
 """
@@ -141,7 +142,10 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None, *, context_sche
             phase.name, make_launch(phase.name, phase.build, phase.artifact, SETUP.get(phase.name), phase.together)
         )
         add(phase.launch, recorded(phase.launch, launch))
-        add(phase.monitor, recorded(phase.monitor, restoring_production(phase.monitor, make_monitor(phase.name))))
+        add(
+            phase.monitor,
+            recorded(phase.monitor, restoring_production(phase.monitor, make_monitor(phase.name), phase=phase.name)),
+        )
         if phase.gate:
             add(phase.gate, make_gate(GATE_TOPIC[phase.gate], phase.build))
             graph.add_conditional_edges(

@@ -37,7 +37,9 @@ class Policy(BaseModel):
         False, description="approve a phase that must stop the production server (its GPUs are needed)"
     )
     max_production_downtime_hours: float | None = Field(
-        None, gt=0, description="longest production downtime (phase hours + load time) approved unattended"
+        None,
+        gt=0,
+        description="longest production downtime (a downtime window's phase hours + one load) approved unattended",
     )
     deploy: DeployMode = Field(
         "ask", description="after the evaluation: ask a person before deploying, approve by the thresholds, or skip"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, NotRequired, get_args
 
 from pydantic import (
     BaseModel,
@@ -24,8 +24,9 @@ from pydantic import (
 from typing_extensions import TypedDict  # pydantic (and so LangGraph Studio) needs it on Python < 3.12
 
 from eyas.tools.planning.backend import BackendChoice
+from eyas.tools.planning.downtime_window import DowntimeWindow, downtime_windows
 from eyas.tools.planning.estimate import Alternative, PromptSupply
-from eyas.tools.planning.gpu_budget import ProductionImpact
+from eyas.tools.planning.gpu_budget import GPU_PHASES, ProductionImpact
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
 from eyas.tools.planning.paths import PhasePath
 from eyas.tools.recording.redact import Redactor
@@ -99,6 +100,11 @@ class RunPlan(Record):
         """What the plan says happens to production during `phase` (None: nothing planned)."""
         return self.phase(phase).production
 
+    def downtime_windows(self) -> list[DowntimeWindow]:
+        """The GPU phases that stop production back to back, each group stopped once and started once."""
+        load = self.production_load.load_s if self.production_load is not None else None
+        return downtime_windows({phase: self.production(phase) for phase in GPU_PHASES}, load)
+
 
 class Failure(TypedDict):
     phase: str
@@ -113,6 +119,7 @@ class Decision(TypedDict):
     action: Action
     reason: str
     who: str  # operator | policy | cli | operator (chat)
+    window: NotRequired[list[str]]  # an approval that approved a downtime window: its phases (graph/window.py)
 
 
 DeployStatus = Literal["kept", "rolled_back", "rejected", "skipped", "failed"]

@@ -47,6 +47,7 @@ def gate_sections(view: GateView) -> list[Section]:
         Section("Verification", checks),
         Section("Exact commands", [Line("will run", command) for command in view.commands], code=True),
         Section("Ray cluster", [Line("ray", line) for line in cluster_lines(view.cluster)]),
+        Section("Downtime window", _window(view)),
         Section("Production", [Line("production", line) for line in production_lines(view.production)], code=True),
         Section(
             "Paths and research", [Line(label, text, alarm=label == "BLOCKED") for label, text in paths_lines(view)]
@@ -104,6 +105,14 @@ def _prompts(view: GateView) -> list[Line]:
         return []
     short = supply.enough is False
     return [Line("TOO FEW PROMPTS" if short else "prompts", supply_verdict(supply), alarm=short)]
+
+
+def _window(view: GateView) -> list[Line]:
+    """The downtime window an approval of this gate approves, or the earlier approval that answers this gate."""
+    if view.window is not None:
+        return [Line("downtime window", f"{view.window.line()}; approving this gate approves every phase in it")]
+    approved = view.window_approval
+    return [Line("approved", approved.reason)] if approved is not None else []
 
 
 def _deploy(view: GateView) -> list[Line]:

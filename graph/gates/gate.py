@@ -1,5 +1,6 @@
 """Approval gates. A gate node only asks: LangGraph re-runs an interrupted node from its start on resume,
-so anything with an effect (launching, notifying) happens elsewhere."""
+so anything with an effect (launching, notifying) happens elsewhere. A gate inside a downtime window that its first
+gate approved passes without asking, its decision naming that approval (graph/window.py)."""
 
 from __future__ import annotations
 
@@ -24,22 +25,34 @@ def make_gate(phase: str, build: SpecBuilder) -> Node:
     def gate(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         shown = runtime.context.boundary.node(f"gate_{phase}", view_node, state, runtime)
         view = GateView.model_validate(shown)
+        approved = view.window_approval
+        if approved is not None:
+            answer = GateAnswer(action="approve", reason=approved.reason, who=approved.who)
+            return apply_answer(phase, run_sizes(state), answer, blocked=view.blocked)
+        window = view.window_phases()
         if view.policy is not None and view.policy.approve:
-            return {"decisions": [Decision(gate=phase, action="approve", reason=view.policy.reasons, who="policy")]}
-        return apply_answer(phase, run_sizes(state), interrupt(shown), blocked=view.blocked)
+            decision = Decision(gate=phase, action="approve", reason=view.policy.reasons, who="policy")
+            return {"decisions": [{**decision, "window": window} if window else decision]}
+        return apply_answer(phase, run_sizes(state), interrupt(shown), blocked=view.blocked, window=window)
 
     gate.__name__ = f"gate_{phase}"
     return gate
 
 
-def apply_answer(phase: str, sizes: Sizes, resumed: object, *, blocked: list[str] | None = None) -> dict[str, Any]:
+def apply_answer(
+    phase: str, sizes: Sizes, resumed: object, *, blocked: list[str] | None = None, window: list[str] | None = None
+) -> dict[str, Any]:
     """The state update for the answer the gate was resumed with. An edit changes the sizes it names and is
     validated with the rest, so a run never continues with sizes that `eyas run` would have refused. An approval
-    of a phase whose path cannot work here (`blocked`) ends the run instead: it is never launched."""
+    of a phase whose path cannot work here (`blocked`) ends the run instead: it is never launched. An approval of a
+    gate that opens a downtime window approves the window's phases (`window`) with it."""
     answer = GateAnswer.model_validate(resumed)
     if answer.action not in APPROVAL_ACTIONS:
         raise ValueError(f"A gate answer must be one of {', '.join(APPROVAL_ACTIONS)}, got {answer.action!r}.")
-    update: dict[str, Any] = {"decisions": [answer.decision(phase)]}
+    decision = answer.decision(phase)
+    if answer.action == "approve" and window and not blocked:
+        decision["window"] = window
+    update: dict[str, Any] = {"decisions": [decision]}
     if answer.action == "edit":
         update["sizes"] = Sizes.model_validate({**sizes.model_dump(), **(answer.sizes or {})}).model_dump()
     if answer.action == "reject":

@@ -1,5 +1,6 @@
-"""What a gate shows about production for the phases it asks about: keep, stop or reuse it, the expected
-downtime, the exact commands that stop and start it, and the argv of every vLLM server the phases start."""
+"""What a gate shows about production for the phases it asks about (and, at the first gate of a downtime window,
+for every phase of the window: graph/window.py): keep, stop or reuse it, the expected downtime, the exact commands
+that stop and start it, and the argv of every vLLM server the phases start."""
 
 from __future__ import annotations
 
@@ -20,10 +21,8 @@ from eyas.graph.phases.servers import (
     production_launch,
 )
 from eyas.graph.state import RunState, run_plan
+from eyas.graph.window import GATE_PHASES, opened_at, span, window_of
 from eyas.tools.checks.server_flags import EVALUATE_OWN, EXTRACT_OWN
-
-# The phases each gate asks about: the training gate approves vocab, training and the evaluation after it.
-GATE_PHASES = {"data": ("data",), "extract": ("extract",), "train": ("train", "evaluate")}
 
 
 def phase_servers(phase: str, ctx: RunContext, state: RunState) -> dict[str, Any] | None:
@@ -41,17 +40,33 @@ def phase_servers(phase: str, ctx: RunContext, state: RunState) -> dict[str, Any
     return None
 
 
+def covered_phases(phase: str, state: RunState) -> list[str]:
+    """The phases the gate asks about, and at a window's first gate every phase of the window after them."""
+    covered = list(GATE_PHASES.get(phase, (phase,)))
+    window = opened_at(run_plan(state), phase)
+    return covered + [later for later in span(window) if later not in covered] if window is not None else covered
+
+
+def stop_commands(ctx: RunContext, state: RunState, phase: str) -> list[str]:
+    """Around a phase that stops production: the stop before it and the start after it, the stop only before a
+    window's first phase and the start only after its last."""
+    window = window_of(run_plan(state), phase)
+    stop, start = stop_start_commands(ctx)
+    before = [stop] if window is None or window.first == phase else []
+    after = [start + "; then wait for the deep health check"] if window is None or window.last == phase else []
+    return [*before, f"(the {phase} phase's jobs)", *after]
+
+
 def production_view(phase: str, state: RunState, ctx: RunContext) -> dict[str, Any]:
     """Per phase the gate covers: the plan's production entry, the stop/start commands when it stops, the servers
     (each entry as GateView reads it into a ProductionEntry)."""
     plan = run_plan(state)
     view: dict[str, Any] = {}
-    for covered in GATE_PHASES.get(phase, (phase,)):
+    for covered in covered_phases(phase, state):
         impact = plan.production(covered)
         entry = impact.model_dump() if impact is not None else {}
         if entry.get("action") == "stop":
-            stop, start = stop_start_commands(ctx)
-            entry["commands"] = [stop, f"(the {covered} phase's jobs)", start + "; then wait for the deep health check"]
+            entry["commands"] = stop_commands(ctx, state, covered)
         servers = phase_servers(covered, ctx, state)
         if servers is not None:
             entry["servers"] = servers

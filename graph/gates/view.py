@@ -24,9 +24,11 @@ from eyas.graph.gates.paths import paths_view
 from eyas.graph.gates.production import production_estimate, production_view
 from eyas.graph.policy import PhaseEstimate, judge
 from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, Record, RunState, run_plan, run_sizes
+from eyas.graph.window import GATE_OF, approved_with_window, opened_at, span, window_approval
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.resources import job_resources
 from eyas.tools.planning.backend import BackendChoice
+from eyas.tools.planning.downtime_window import DowntimeWindow
 from eyas.tools.planning.estimate import PromptSupply
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
 from eyas.tools.planning.paths import PhasePath
@@ -103,11 +105,20 @@ class GatePolicy(Record):
     reasons: str
 
 
+class WindowApproval(Record):
+    """A gate inside a downtime window whose first gate approved the window: it passes with this decision."""
+
+    gate: str  # the window's first gate, where it was approved
+    who: str
+    reason: str
+
+
 class GateView(Record):
     """What the operator sees before a phase: estimates, verification, the exact commands on which host, what
     happens to production, where the jobs go, whether the phases' paths work here, where training's hidden states
     come from (the extraction and training gates), the prompt supply (the data gate: the source's prompts against
-    those asked), and the policy's verdict."""
+    those asked), the downtime window this gate opens (graph/window.py) or the approval of the window it is in,
+    and the policy's verdict."""
 
     kind: Literal["gate"]
     phase: str
@@ -127,7 +138,13 @@ class GateView(Record):
     blocked_later: list[str] = Field(default_factory=list, description="why a later phase cannot run here")
     research: ResearchSummary | None = None
     deploy: dict[str, Any] | None = Field(None, description="the deploy gate's change (graph/phases/deploy/node.py)")
+    window: DowntimeWindow | None = Field(None, description="the downtime window approved with this gate")
+    window_approval: WindowApproval | None = None
     policy: GatePolicy | None = None
+
+    def window_phases(self) -> list[str] | None:
+        """The pipeline phases an approval of this gate keeps production down through, if it opens a window."""
+        return span(self.window) if self.window is not None else None
 
     @property
     def actions(self) -> tuple[Action, ...]:
@@ -197,6 +214,7 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
     supply = plan.prompt_supply if phase == "data" else None
     if supply is not None:
         parts["prompt_supply"] = supply
+    parts.update(window_parts(phase, state))
     view = GateView(
         kind="gate",
         phase=phase,
@@ -207,9 +225,41 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
         commands=[shlex.join(spec.argv) for spec in specs],
         **parts,
     )
-    if ctx.policy is None:
+    if ctx.policy is None or view.window_approval is not None:
         return view
     verdict = judge(ctx.policy, phase, estimate, verification, supply)
     blocked = [f"cannot run here: {reason}" for reason in view.blocked]
-    policy = GatePolicy(approve=verdict.approve and not blocked, reasons="; ".join([*blocked, verdict.summary]))
+    refused = [
+        f"the {gate} gate (in the window): {later.summary}"
+        for gate in later_gates(view)
+        if not (later := judge(ctx.policy, gate, later_estimate(state, gate), verification)).approve
+    ]
+    approve = verdict.approve and not blocked and not refused
+    policy = GatePolicy(approve=approve, reasons="; ".join([*blocked, verdict.summary, *refused]))
     return view.model_copy(update={"policy": policy})
+
+
+def window_parts(phase: str, state: RunState) -> dict[str, Any]:
+    """The downtime window this gate opens (approving the gate approves it), or the earlier approval of the window
+    this gate is in (the gate then passes without asking)."""
+    window = opened_at(run_plan(state), phase)
+    if window is not None:
+        return {"window": window}
+    approval = window_approval(state, phase)
+    if approval is None:
+        return {}
+    reason = approved_with_window(approval)
+    return {"window_approval": WindowApproval(gate=approval["gate"], who=approval["who"], reason=reason)}
+
+
+def later_gates(view: GateView) -> list[str]:
+    """The gates after this one that its window's approval answers."""
+    gates = [GATE_OF[phase] for phase in view.window_phases() or []]
+    return [gate for gate in dict.fromkeys(gates) if gate != view.phase]
+
+
+def later_estimate(state: RunState, gate: str) -> GateEstimate:
+    """A later gate's own figures, as the policy weighs them when the window's first gate approves it too (the
+    production downtime is the window's, weighed at the first gate)."""
+    planned = run_plan(state).phase(gate)
+    return GateEstimate(phase_hours=planned.phase_hours, disk_bytes=planned.disk_bytes)

@@ -1,6 +1,8 @@
 """Everything eyas stops, it restarts: a pipeline run whose plan says production must stop for extraction, with
 eyas killed (SIGKILL) while production is stopped. Real eyas processes, real jobs and a real vLLM that plays
-production; only the service manager is a stand-in (no systemd as PID 1 here: tools/service/standin.py)."""
+production; only the service manager is a stand-in (no systemd as PID 1 here: tools/service/standin.py). And one
+downtime window (graph/window.py): extraction, vocab, training and the evaluation stop production once, and a
+failure inside the window starts it again before the failure gate waits."""
 
 from __future__ import annotations
 
@@ -12,14 +14,16 @@ import stat
 from pathlib import Path
 
 import pytest
+from langgraph.runtime import Runtime
 
 from extraction import CONVERSATIONS
-from eyas.graph.context import RunContext
-from eyas.graph.downtime import LOG, RECORD
+from eyas.graph.context import Node, RunContext
+from eyas.graph.downtime import LOG, RECORD, restoring_production, stopping_production
 from eyas.graph.life.runner import checkpointer, drive, thread
 from eyas.graph.life.session import run_meta
 from eyas.graph.pipeline import build_graph
 from eyas.graph.runs import RunDir
+from eyas.graph.state import RunState
 from eyas.tools.checks.result import Status
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
@@ -110,3 +114,61 @@ def test_killed_while_production_is_stopped_resume_restarts_it_first(
     report = (run / "report.md").read_text()
     assert "## Production downtime" in report
     assert f"| extract | {unit.name} (stand-in) | {stop['downtime_s']:.0f} s |" in report
+
+
+WINDOW = ["extract", "vocab", "train", "evaluate"]
+
+
+def test_one_window_stops_production_once_and_a_failure_inside_it_restarts_it_first(
+    production_target: EmbeddedTarget, tmp_path: Path
+) -> None:
+    """The pipeline's own launch and monitor wrappers (graph/downtime.py) around each phase of the window, as the
+    graph runs them. Each phase's jobs are a stand-in (the launch notes whether production is up, the monitor says
+    the phase ended or, for the evaluation, failed): real jobs would take the whole pipeline, CPU training and two
+    evaluation servers, and the window is decided between a phase's launch and its monitor, not by its jobs."""
+    unit = service(production_target)
+    run = RunDir(tmp_path / "window").create()
+    ctx = RunContext(
+        config=production_target.config(), host=LocalHost(), http=HttpClient(), clock=SYSTEM_CLOCK, run=run
+    )
+    stop = {**STOP, "downtime_hours": 0.01, "reason": "a test: the phase needs production's GPUs"}
+    plan = {"phases": {phase: {"phase_hours": 0.01, "production": stop} for phase in ("extract", "train", "evaluate")},
+            "production_load": {"load_s": 60.0, "source": "a test"}}  # fmt: skip
+    approved = {"gate": "extract", "action": "approve", "reason": "one window", "who": "operator", "window": WINDOW}
+    state: RunState = {"run_id": "window", "plan": plan, "decisions": [approved]}
+    runtime = Runtime(context=ctx)
+    up_at_launch: list[bool] = []
+
+    def launch(state: RunState, runtime: Runtime[RunContext]) -> dict[str, object]:
+        up_at_launch.append(unit.status().active)
+        return {}
+
+    def monitor(phase: str, fails: bool = False) -> Node:
+        failed = {"phase": phase, "job_id": f"window.{phase}", "status": "failed"}
+        return lambda state, runtime: {"failure": failed} if fails else {}
+
+    def run_phase(phase: str, fails: bool = False) -> dict[str, object]:
+        stopping_production(phase, launch)(state, runtime)
+        return restoring_production(f"monitor_{phase}", monitor(phase, fails), phase=phase)(state, runtime)
+
+    assert unit.health().status is Status.OK
+    for phase in ("extract", "vocab"):
+        assert run_phase(phase)["production"] == {"stopped_now": True, "stops": []}  # down for the next phase
+        assert (run.root / RECORD).exists() and not unit.status().active, phase
+    # Training fails: production comes back in its monitor, before the failure gate (the next node) waits, though the
+    # evaluation after it is in the same window.
+    run_phase("train", fails=True)
+    assert not (run.root / RECORD).exists() and unit.health().status is Status.OK
+    [stop] = [json.loads(line) for line in (run.root / LOG).read_text().splitlines()]  # one stop, one start
+    assert stop["phase"] == "extract" and stop["window"] == WINDOW and stop["restarted_because"] == "the phase failed"
+    assert stop["downtime_s"] > stop["load_s"] > 0
+
+    # The retry relaunches training, which stops production again; it stays down through the evaluation and comes
+    # back once, after it.
+    run_phase("train")
+    assert (run.root / RECORD).exists() and not unit.status().active
+    run_phase("evaluate")
+    assert not (run.root / RECORD).exists() and unit.health().status is Status.OK
+    assert up_at_launch == [False] * 5
+    stops = [json.loads(line) for line in (run.root / LOG).read_text().splitlines()]
+    assert len(stops) == 2 and stops[1]["phase"] == "train" and stops[1]["restarted_because"] == "the phase ended"

@@ -141,10 +141,15 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     assert extraction_job["env"]["NCCL_P2P_LEVEL"] == "SYS"
     assert {"AZURE_OPENAI_KEY", "LICENSE_CODE", "HF_HUB_NOTE"} <= set(extraction_job["secrets"])  # by file, named only
 
-    # What happens to production is what the pipeline does (graph/downtime.py): vocab.py runs on the CPU under the
-    # training gate, with production up, between the extraction's restart and the training's stop.
-    assert phases["vocab"]["production"]["action"] == "keep" and phases["vocab"]["gpus"] == []
+    # What happens to production is what the pipeline does (graph/downtime.py, graph/window.py): extraction, training
+    # and the evaluation all stop it, so they are one downtime window, stopped once before extraction and started once
+    # after the evaluation; vocab.py runs on the CPU between them with production still down.
+    assert phases["vocab"]["production"]["action"] == "stopped" and phases["vocab"]["gpus"] == []
     assert phases["train"]["production"]["action"] == "stop"
+    assert phases["train"]["production"]["commands"] == ["(the train phase's jobs)"]
+    assert phases["evaluate"]["production"]["commands"][-1].startswith("stand-in for systemd (no systemd here): run")
+    (window,) = walk["plan"]["downtime_windows"]
+    assert window["phases"] == ["extract", "train", "evaluate"] and window["load_s"] == 1320
 
 
 def test_a_token_in_the_notify_command_is_refused_unshown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,7 +211,15 @@ def test_the_dry_run_text_shows_verification_and_every_command_in_the_pipelines_
     order = [line.split(":")[0] for line in lines if line.startswith("== ")]
     assert order == ["== data", "== extract", "== vocab", "== train", "== evaluate", "== deploy"]
 
-    # vocab: production stays up, as the pipeline keeps it.
+    # vocab: production stays stopped, as the pipeline leaves it inside the window from extraction to the evaluation.
     vocab = first("== vocab: ")
-    assert lines[vocab] == "== vocab: production keep; no GPU"
-    assert lines[vocab + 1] == "   the plan gives vocab no GPU, so production stays up meanwhile"
+    assert lines[vocab] == "== vocab: production stopped; no GPU"
+    assert lines[vocab + 1] == (
+        "   the plan gives vocab no GPU; it runs inside the downtime window (extract, vocab, train, evaluate), "
+        "production stopped"
+    )
+    # The window, once: its phases and production's load counted once (the hours are unknown: no weights here).
+    assert (
+        "downtime window: production down an unknown time for extract, train, evaluate, production's 22 min load "
+        "counted once: stopped once before extract, started once after evaluate"
+    ) in lines

@@ -44,8 +44,11 @@ def context(tmp_path: Path, policy: Policy | None) -> RunContext:
 STATE: RunState = {
     "sizes": DEFAULT_SIZES.model_dump(),
     "gpus": {"count": 8},
-    "plan": {"phases": {"train": {"phase_hours": 2.0, "production": stop(2.4)},
-                        "evaluate": {"phase_hours": 1.0, "production": stop(1.4)}}},
+    # As the plan counts one downtime window: production stays stopped from training to the evaluation and loads
+    # (0.4 h) once, after it.
+    "plan": {"phases": {"train": {"phase_hours": 2.0, "production": stop(2.0)},
+                        "evaluate": {"phase_hours": 1.0, "production": stop(1.4)}},
+             "production_load": {"load_s": 1440.0, "source": "a test"}},
 }  # fmt: skip
 
 
@@ -53,8 +56,11 @@ def test_training_gate_shows_production_for_training_and_evaluation(tmp_path: Pa
     view = gate_view("train", STATE, context(tmp_path, Policy()), [])
     assert set(view.production) == {"train", "evaluate"}
     assert isinstance(view.estimate, PhaseEstimate)
-    assert view.estimate.production_action == "stop" and view.estimate.downtime_hours == 3.8
-    assert view.production["train"].commands[0] == "systemctl stop vllm.service"
+    assert view.estimate.production_action == "stop" and view.estimate.downtime_hours == 3.4
+    assert view.window is not None and view.window.downtime_hours == 3.4 and view.window.phases == ["train", "evaluate"]
+    # Stopped once, before training; started once, after the evaluation.
+    assert view.production["train"].commands == ["systemctl stop vllm.service", "(the train phase's jobs)"]
+    assert view.production["evaluate"].commands[0] == "(the evaluate phase's jobs)"
     servers = view.production["evaluate"].servers
     assert servers is not None
     baseline = servers.servers["baseline"]
@@ -62,8 +68,8 @@ def test_training_gate_shows_production_for_training_and_evaluation(tmp_path: Pa
     assert view.policy is not None and not view.policy.approve
     assert "does not allow_production_stop" in view.policy.reasons
     lines = production_lines(view.production)
-    assert "train: stop, down for 2.40 h; GPUs 0-7: r" in lines
-    assert "train: $ systemctl start vllm.service; then wait for the deep health check" in lines
+    assert "train: stop, down for 2.00 h; GPUs 0-7: r" in lines
+    assert "evaluate: $ systemctl start vllm.service; then wait for the deep health check" in lines
     assert any(line.startswith("evaluate server speculative-k3: ") and "--tensor-parallel-size 8" in line
                for line in lines)  # fmt: skip
 
@@ -75,4 +81,4 @@ def test_a_policy_that_allows_the_stop_within_budget_approves(tmp_path: Path) ->
     tight = Policy(allow_production_stop=True, max_production_downtime_hours=3)
     verdict = gate_view("train", STATE, context(tmp_path, tight), []).policy
     assert verdict is not None and not verdict.approve
-    assert "production downtime 3.80 h is over the budget of 3 h" in verdict.reasons
+    assert "production downtime 3.40 h is over the budget of 3 h" in verdict.reasons

@@ -116,13 +116,20 @@ def test_the_plan_with_production_down_has_hours_a_disk_verdict_and_the_downtime
         assert plan.phase(phase).phase_hours is not None, phase
     assert plan.sources["throughput"].startswith("assumed, not measured") and "594 GB" in plan.sources["throughput"]
 
-    # Production's downtime for each GPU phase: its hours plus the load it takes to come back.
+    # Production's downtime for each GPU phase: its hours, and the load it takes to come back once, after the last
+    # phase of their one downtime window.
     extract_impact, train_impact = plan.production("extract"), plan.production("train")
     assert extract_impact is not None and extract_impact.action == "stop"
-    assert extract_impact.downtime_hours == pytest.approx(mode.extract_hours + LOAD_S / 3600)
-    assert train_impact is not None and train_impact.downtime_hours == pytest.approx(mode.train_hours + LOAD_S / 3600)
+    assert extract_impact.downtime_hours == pytest.approx(mode.extract_hours)
+    assert train_impact is not None and train_impact.downtime_hours == pytest.approx(mode.train_hours)
     evaluate_impact = plan.production("evaluate")
-    assert evaluate_impact is not None and evaluate_impact.downtime_hours is not None
+    evaluate_hours = plan.phase("evaluate").phase_hours
+    assert evaluate_impact is not None and evaluate_hours is not None
+    assert evaluate_impact.downtime_hours == pytest.approx(evaluate_hours + LOAD_S / 3600)
+    (window,) = plan.downtime_windows()
+    assert window.downtime_hours == pytest.approx(
+        mode.extract_hours + mode.train_hours + evaluate_hours + LOAD_S / 3600
+    )
     # The prefill-based pass: the kept samples' extraction and the fetched ones' prefill every epoch, at the rate a
     # forward pass takes, not the decoding rate (at which this plan would budget 16 hours of downtime for it).
     data_hours, kept = plan.phase("data").phase_hours, mode.offline_samples
@@ -168,6 +175,18 @@ def test_eyas_plan_and_the_dry_run_with_production_down(tmp_path: Path, down: Pa
     assert plan["max_model_len"] == {"tokens": 131072, "source": "production's --max-model-len (its unit)"}
     assert plan["sources"]["extraction"].startswith("assumed, not measured: prefill at")
     assert "The server could not be asked" in plan["verdict"]
+    # What the GPU phases mean for production, by the run's own plan code: one downtime window, whose load counts
+    # once, on the evaluation, after which production starts again.
+    production, mode = plan["production"], plan["extraction_mode"]
+    (planned_window,) = production["downtime_windows"]
+    assert planned_window["phases"] == ["extract", "train", "evaluate"] and planned_window["load_s"] == LOAD_S
+    downs = {name: production["phases"][name]["downtime_hours"] for name in planned_window["phases"]}
+    assert downs["extract"] == pytest.approx(mode["extract_hours"]) and downs["train"] == pytest.approx(
+        mode["train_hours"]
+    )
+    assert downs["evaluate"] > LOAD_S / 3600 and planned_window["downtime_hours"] == pytest.approx(sum(downs.values()))
+    table = eyas("plan", "--config", str(config), "--free-disk", "2.9TB", *OPERATOR, env=env).stdout
+    assert "production downtime" in table and "22 min load counted once" in " ".join(table.split())
 
     walked = eyas("run", "--dry-run", "--json", "--config", str(config), *OPERATOR, env=env)
     assert walked.code == 0 and "Traceback" not in walked.output, walked.output
@@ -178,10 +197,15 @@ def test_eyas_plan_and_the_dry_run_with_production_down(tmp_path: Path, down: Pa
     phases = {phase["phase"]: phase for phase in walk["phases"]}
     for name in ("data", "extract", "train", "evaluate"):
         assert phases[name]["phase_hours"] is not None, name
-    for name in ("extract", "evaluate"):
+    for name in ("extract", "train", "evaluate"):
         production = phases[name]["production"]
         assert production["action"] == "stop" and production["downtime_hours"] is not None, production
-        assert production["downtime_hours"] >= LOAD_S / 3600
+    # One window: the load counted once, on the evaluation, after which production starts again.
+    assert phases["evaluate"]["production"]["downtime_hours"] >= LOAD_S / 3600
+    (window,) = walk["plan"]["downtime_windows"]
+    assert window["phases"] == planned_window["phases"] and window["load_s"] == LOAD_S
+    hours = sum(phases[name]["phase_hours"] for name in window["phases"])
+    assert window["downtime_hours"] == pytest.approx(hours + LOAD_S / 3600)
     assert walk["plan"]["production_load"] == {"load_s": float(LOAD_S), "source": "target.load_time_s in the config"}
     assert not (tmp_path / "runs").exists()  # nothing launched, no run folder
 

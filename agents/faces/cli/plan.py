@@ -11,6 +11,7 @@ from rich.table import Table
 
 from eyas.agents.faces.cli.console import console, errors, print_json
 from eyas.agents.faces.cli.options import ConfigOption, chosen_sizes, size_option, use_config
+from eyas.agents.faces.cli.plan_downtime import downtime_row, production_downtime
 from eyas.tools.checks.drafter import check_drafter
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.exit_codes import ExitCode
@@ -124,8 +125,10 @@ def plan_command(
     week. With the server down, the model is read from target.model_dir and the rates are assumed from its weights
     and the GPUs (the sources say so). Refuses sizes the server's max_model_len cannot take. Give every figure to
     plan for a host that cannot be reached. When the hidden states do not fit the disk, --extraction-mode auto plans
-    hybrid or online training (the states fetched from an extraction server every epoch). Says no when the plan does
-    not fit, and names the ways out (fewer or shorter samples, online training, another path)."""
+    hybrid or online training (the states fetched from an extraction server every epoch). From the host's GPUs it
+    says what the GPU phases mean for production: each downtime window (back-to-back phases stopped once and
+    started once), its hours with production's load counted once. Says no when the plan does not fit, and names the
+    ways out (fewer or shorter samples, online training, another path)."""
     try:
         free_bytes = parse_size(free_disk) if free_disk else None
     except ValueError as exc:
@@ -174,19 +177,29 @@ def plan_command(
         )  # fmt: skip
         return measured, count_prompts(checks, figures)
 
+    def planned(measured: Measured) -> tuple[Plan, HiddenStatesMode]:
+        plan = estimate(measured.inputs)
+        # Whether this host's vLLM has extract_hidden_states is verify's to say (`eyas run` knows): not known here.
+        return plan, choose_mode(sizes.extraction_mode, measured.inputs, plan, None)
+
+    production = None  # what the phases mean for production: only the host's GPUs say
     if figures.complete and not generated:
         measured, supply = measure(None)  # nothing to ask the host: it need not be reachable
+        plan, mode = planned(measured)
     else:
         with open_host(cfg.target.host, cfg.host()) as host:
             measured, supply = measure(host)
-    plan = estimate(measured.inputs)
-    # Whether this host's vLLM has extract_hidden_states is verify's to say (`eyas run` knows): not known here.
-    mode = choose_mode(sizes.extraction_mode, measured.inputs, plan, None)
+            plan, mode = planned(measured)
+            production = production_downtime(cfg, host, sizes, measured, plan, mode)
     works = mode.fits and supply.enough is not False
     if json_output:
-        print_json(plan_json(measured, plan, supply, mode))
+        shown = plan_json(measured, plan, supply, mode)
+        print_json(shown if production is None else {**shown, "production": production})
     else:
-        console.print(plan_table(measured, plan, supply, mode))
+        table = plan_table(measured, plan, supply, mode)
+        if production is not None:
+            table.add_row("production downtime", escape(downtime_row(production)), "")
+        console.print(table)
         style = "green" if works else "bold red"
         said = f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}{measured.down_note}"
         console.print(f"[{style}]{escape(said)}[/]", highlight=False)

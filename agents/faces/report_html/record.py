@@ -94,7 +94,8 @@ def _read_json(path: Path, missing: list[str]) -> dict[str, Any]:
 
 def fold_state(events: list[Event]) -> dict[str, Any]:
     """The state the run reached, from what its nodes returned and how its gates were answered: node outputs
-    merge in order (decisions add up, as in RunState); a gate approved by the policy shows it in its view."""
+    merge in order (decisions add up, as in RunState); a gate approved by the policy, or with its downtime window,
+    shows it in its view."""
     state: dict[str, Any] = {}
     decisions: list[dict[str, Any]] = []
     for event in events:
@@ -114,6 +115,11 @@ def fold_state(events: list[Event]) -> dict[str, Any]:
 
 
 def _policy_decision(view: dict[str, Any]) -> list[dict[str, Any]]:
+    """A gate that passed without asking: approved by the policy, or with its downtime window at an earlier gate."""
+    approved = view.get("window_approval")
+    if isinstance(approved, dict):
+        return [{"gate": view.get("phase"), "action": "approve", "reason": approved.get("reason", ""),
+                 "who": approved.get("who", "")}]  # fmt: skip
     policy = view.get("policy")
     if isinstance(policy, dict) and policy.get("approve"):
         return [{"gate": view.get("phase"), "action": "approve", "reason": policy.get("reasons", ""), "who": "policy"}]

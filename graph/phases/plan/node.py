@@ -20,6 +20,7 @@ from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.checks.service import read_unit
 from eyas.tools.launch.inherited import inherit_launch
 from eyas.tools.planning.backend import BackendChoice, choose_backend
+from eyas.tools.planning.downtime_window import one_window
 from eyas.tools.planning.estimate import ModelDims, PromptSupply, estimate, supply_verdict
 from eyas.tools.planning.gpu_budget import (
     GpuBudgetInputs,
@@ -215,7 +216,7 @@ def production_plan(
     evaluate_h = evaluation_hours(state, load_s, tok_s)
     layout = inputs.production.model_copy(update={"load_s": load_s, "load_source": source})
     inputs = inputs.model_copy(update={"production": layout, "phase_hours": {**hours, "evaluate": evaluate_h}})
-    impacts = budget(inputs)
+    impacts = one_window(budget(inputs), load_s)
     for phase, impact in impacts.items():
         ctx.on_note(f"plan {phase}: production {impact.action}: {impact.reason}")
     requested = run_sizes(state).extraction_backend

@@ -1,0 +1,61 @@
+"""`eyas plan`'s production downtime: what each GPU phase means for production on this host, and the downtime
+windows (tools/planning/downtime_window.py), worked out by the run's own plan code (graph/phases/plan/node.py's
+production_plan) from the host's GPUs as verify reads them, so `eyas plan` and `eyas run` cannot disagree."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from eyas.graph.context import RunContext
+from eyas.graph.phases.plan.node import production_plan
+from eyas.graph.phases.verify.node import gpu_summary
+from eyas.graph.runs import RunDir
+from eyas.graph.state import RunState
+from eyas.tools.checks.gpus import check_gpus
+from eyas.tools.checks.result import CheckContext
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
+from eyas.tools.hosts.host import Host
+from eyas.tools.hosts.http import HttpClient
+from eyas.tools.planning.downtime_window import DowntimeWindow, downtime_windows
+from eyas.tools.planning.estimate import Plan
+from eyas.tools.planning.gpu_budget import ProductionImpact
+from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
+from eyas.tools.planning.measure import Measured
+from eyas.tools.settings.config import EyasConfig
+from eyas.tools.settings.sizes import Sizes
+
+
+def production_downtime(
+    cfg: EyasConfig, host: Host, sizes: Sizes, measured: Measured, plan: Plan, mode: HiddenStatesMode
+) -> dict[str, Any]:
+    """Per GPU phase production's keep, stop or reuse, its load time, and the downtime windows, as JSON."""
+    checks = CheckContext(
+        host=host, host_config=cfg.host(), target=cfg.target, http=HttpClient(), data_path=cfg.host().workdir
+    )
+    state: RunState = {"sizes": sizes.model_dump(), "gpus": gpu_summary(check_gpus(checks).facts)}
+    hours: dict[str, float | None] = {
+        "data": plan.generation_hours,
+        "extract": mode.extract_hours,
+        "train": mode.train_hours,
+    }
+    tok_s = measured.single_tok_s or measured.inputs.generation_tok_s
+    with tempfile.TemporaryDirectory(prefix="eyas-plan-") as scratch:  # a run's context; nothing is written there
+        ctx = RunContext(config=cfg, host=host, http=HttpClient(), clock=SYSTEM_CLOCK, run=RunDir(Path(scratch)))
+        production = production_plan(ctx, state, measured.inputs.model, hours, tok_s, mode, measured.weight_bytes)
+    impacts = {phase: ProductionImpact.model_validate(impact) for phase, impact in production["phases"].items()}
+    windows = downtime_windows(impacts, production["load"]["load_s"])
+    return {
+        "phases": production["phases"],
+        "load": production["load"],
+        "downtime_windows": [window.model_dump(mode="json") for window in windows],
+    }
+
+
+def downtime_row(production: dict[str, Any]) -> str:
+    """The plan table's row: each window in words, or that production keeps running."""
+    windows = [DowntimeWindow.model_validate(window) for window in production["downtime_windows"]]
+    if not windows:
+        return "production keeps running: no phase needs it stopped"
+    return "; ".join(window.line() for window in windows)
