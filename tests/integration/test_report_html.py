@@ -67,6 +67,23 @@ def test_example_report_renders_in_chromium(example_run: Path, browser: Browser,
         box = chart.locator("svg").bounding_box()
         assert box is not None and box["width"] > 300 and box["height"] > 100
 
+    # The first line says what happened: the example's deploy gate was rejected, after the drafter was measured.
+    outcome = page.locator("#outcome").inner_text()
+    assert outcome.startswith("stopped at the deploy gate: rejected: an example leaves the server as it is. ")
+    assert "The drafter measured mean acceptance length 1.03 at k=3" in outcome
+    meta = json.loads((example_run / "run.json").read_text())
+    said = {key: page.locator(f'#what-ran [data-key="{key}"]').inner_text() for key in ("eyas", "host packages",
+            "prompts", "drafter", "training")}  # fmt: skip
+    assert said["eyas"] == f"{meta['eyas']['version']}, commit {meta['eyas']['commit']}"
+    assert said["host packages"].startswith("vllm 0.32.0, speculators 0.9.0, torch 2.13.0")
+    assert said["prompts"].startswith("sharegpt: 24 trained on, 16 held out")
+    assert said["drafter"].startswith("/root/.cache/eyas/work/runs/full-pipeline/drafter")
+    assert "optimizer adamw on cpu" in said["training"]  # the staged line of the job's log
+    sizes = page.locator("#what-ran table").nth(1).inner_text()
+    for name, value in meta["sizes"].items():
+        text = f"{value:,}" if isinstance(value, int) else value
+        assert f"{name}\t{text}\t" in sizes
+
     evaluation = recorded_evaluation(example_run)
     cells = page.locator("#drafter-result [data-key]")
     shown = {cell.get_attribute("data-key"): cell for cell in cells.all()}
@@ -142,7 +159,7 @@ def test_failed_run(example_run: Path) -> None:
         ],
     )
     html = render_html(example_run)
-    assert "failed: job full-pipeline.train exited 1: CUDA out of memory &lt;b&gt;at step 3&lt;/b&gt;" in html
+    assert "failed in train: job full-pipeline.train exited 1: CUDA out of memory &lt;b&gt;at step 3&lt;/b&gt;" in html
     assert "<b>at step 3</b>" not in html
     assert "report: OSError: disk full" in html
     assert "Not in this run: an evaluation" in html

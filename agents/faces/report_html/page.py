@@ -8,6 +8,8 @@ from typing import Any
 from eyas.agents.faces.report_html import sections
 from eyas.agents.faces.report_html.record import RunRecord, load_record
 from eyas.agents.faces.report_html.sections import h
+from eyas.agents.faces.report_html.what_ran import what_ran
+from eyas.graph.phases.report.headline import headline
 from eyas.tools.private_files import write_private
 
 STYLE = """
@@ -29,6 +31,7 @@ figcaption { font-size: 0.85rem; color: #57606a; }
 
 SECTIONS = (
     ("summary", "Summary", sections.summary),
+    ("what-ran", "What ran", what_ran),
     ("timeline", "Timeline", sections.timeline),
     ("generation", "Generation", sections.generation),
     ("extraction", "Extraction", sections.extraction),
@@ -60,6 +63,7 @@ def render_html(run_root: Path, state: dict[str, Any] | None = None) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>eyas run {h(record.run_id)}</title><style>{STYLE}</style></head>"
         f"<body><header><h1>eyas run {h(record.run_id)}</h1>"
+        f'<p id="outcome"><strong>{h(headline(record.state, record.deploy))}</strong></p>'
         f"<p>The markdown report is beside this page: report.md.</p>{navigation()}</header>"
         f"{report_body(record)}</body></html>\n"
     )

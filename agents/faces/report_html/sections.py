@@ -12,6 +12,7 @@ from eyas.agents.faces.report_html.charts import Chart, Series, bar_chart, gantt
 from eyas.agents.faces.report_html.plan_accuracy import format_minutes, format_ratio, phase_times
 from eyas.agents.faces.report_html.record import RunRecord
 from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
+from eyas.graph.phases.report.headline import headline
 from eyas.graph.phases.report.node import EVALUATION_KEYS, online_caption, online_rows
 from eyas.graph.state import run_plan
 
@@ -74,7 +75,7 @@ def summary(record: RunRecord) -> str:
     target = record.config.get("target", {})
     rows = [
         ("run", h(record.run_id)),
-        ("outcome", h(outcome(state))),
+        ("outcome", h(headline(state, record.deploy))),
         ("target", h(f"{target.get('model', '?')} at {target.get('base_url', '?')}") if target else "—"),
         ("total time", h(hours_text(record.ended - record.started) if record.started and record.ended else "—")),
         ("GPU-hours", h(gpu_hours(record))),
@@ -98,15 +99,6 @@ def summary(record: RunRecord) -> str:
     else:
         body += missing("a drafter result: the run ended before its evaluation")
     return section("summary", "Summary", body)
-
-
-def outcome(state: dict[str, Any]) -> str:
-    failure = state.get("failure")
-    if failure:
-        return f"failed: job {failure.get('job_id')} {failure.get('status')}: {failure.get('diagnosis')}"
-    if state.get("stopped"):
-        return f"stopped: {state['stopped']}"
-    return "finished" if state.get("evaluation") else f"not finished (last phase: {state.get('phase', 'none')})"
 
 
 def hours_text(seconds: float) -> str:
