@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage
 
+from deploy_results import rolled_back
 from eyas.agents.faces.cli.replay import replay
 from eyas.agents.faces.report_html.page import render_html, write_html_report
 from eyas.graph.life.runner import Outcome, notify
@@ -95,7 +96,7 @@ def test_example_report_renders_in_chromium(example_run: Path, browser: Browser,
 
     page.screenshot(path=str(tmp_path / "report-desktop.png"), full_page=True)
     page.set_viewport_size(PHONE)
-    assert page.evaluate("document.body.scrollWidth") <= PHONE["width"]  # tables scroll inside their own box
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # tables scroll in their box
     page.screenshot(path=str(tmp_path / "report-phone.png"), full_page=True)
     page.emulate_media(media="print")
     page.pdf(path=str(tmp_path / "report.pdf"))
@@ -105,6 +106,22 @@ def test_example_report_renders_in_chromium(example_run: Path, browser: Browser,
     assert requested == [path.as_uri()]  # nothing fetched: no CDN, no font, no script
     for shot in ("report-desktop.png", "report-phone.png", "report.pdf"):
         assert (tmp_path / shot).stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("width", [1280, PHONE["width"]])
+def test_the_page_never_scrolls_sideways(example_run: Path, browser: Browser, width: int) -> None:
+    result = rolled_back(example_run)
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(write_html_report(example_run).as_uri())
+    assert page.locator("#outcome").inner_text() == f"rolled back: {result.reason}"
+    drop_in = page.locator("#production pre")
+    assert drop_in.inner_text() == result.drop_in_text  # wrapped on screen, never cut
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), page.evaluate(
+        "document.documentElement.scrollWidth"
+    )
+    box = drop_in.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= width
+    page.close()
 
 
 def test_example_report_says_what_it_lacks(example_run: Path) -> None:

@@ -15,6 +15,11 @@ from eyas.tools.private_files import write_private
 STYLE = """
 :root { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2328; line-height: 1.45; }
 body { max-width: 60rem; margin: 0 auto; padding: 1rem; }
+/* Never wider than the window, on a phone too: long lines and paths wrap, tables scroll inside their own box. */
+pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f8fa; padding: 0.5rem; font-size: 0.8rem; }
+p, li, h1, h2, h3, figcaption, code, .research, table.facts td + td { overflow-wrap: anywhere; }
+img, svg { max-width: 100%; }
+#outcome { font-size: 1.05rem; }
 h1 { font-size: 1.5rem; margin-bottom: 0.2rem; } h2 { border-bottom: 1px solid #d0d7de; padding-bottom: 0.2rem; }
 nav a { margin-right: 0.8rem; white-space: nowrap; }
 .scroll { overflow-x: auto; } table { border-collapse: collapse; margin: 0.5rem 0; font-size: 0.9rem; }

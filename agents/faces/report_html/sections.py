@@ -46,11 +46,13 @@ def figure(chart: Chart, caption: str) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A table of cells already escaped (or built from escaped parts)."""
+    """A table of cells already escaped (or built from escaped parts); without headers, a table of facts, whose long
+    values (paths, commits) wrap rather than widen it."""
     head = "".join(f"<th>{h(header)}</th>" for header in headers)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
     thead = f"<thead><tr>{head}</tr></thead>" if headers else ""
-    return f'<div class="scroll"><table>{thead}<tbody>{body}</tbody></table></div>'
+    kind = "" if headers else ' class="facts"'
+    return f'<div class="scroll"><table{kind}>{thead}<tbody>{body}</tbody></table></div>'
 
 
 def section(anchor: str, title: str, body: str) -> str:
