@@ -58,12 +58,25 @@ def test_example_report_renders_in_chromium(example_run: Path, browser: Browser,
 
     charts = page.locator("figure.chart")
     names = charts.evaluate_all("figures => figures.map(f => f.querySelector('svg').getAttribute('aria-label'))")
-    assert {"timeline", "gen-done", "gen-tps", "ext-done", "ext-bytes", "train-loss", "train-acc", "eval-pos"} <= set(
-        names
-    )
+    assert {"timeline", "train-loss", "train-tps", "train-acc", "train-lr", "eval-pos", "eval-tps"} == set(names)
+    # The example's generation and extraction each printed one progress line: a value in words, not a one-point chart.
+    readings = page.locator("p.reading").evaluate_all("ps => ps.map(p => p.dataset.name)")
+    assert readings == ["gen-done", "gen-tps", "ext-done"]
+    assert page.locator('p.reading[data-name="gen-done"]').inner_text().startswith("Requests done: done 24, failed")
+    # Each legend lies outside its plot: no swatch sits on a bar or a line of its colour.
+    legends = page.evaluate("""() => Array.from(document.querySelectorAll('figure.chart svg')).flatMap(svg => {
+        const legend = svg.querySelector('g[id^="legend"]');
+        if (!legend) return [];
+        const plot = svg.querySelector('g[id^="axes"] > g[id^="patch"]').getBoundingClientRect();
+        const box = legend.getBoundingClientRect();
+        return [[svg.getAttribute('aria-label'), box.left >= plot.right || box.right <= plot.left ||
+                 box.top >= plot.bottom || box.bottom <= plot.top]];
+    })""")
+    assert {"timeline", "train-loss", "train-tps", "eval-tps"} <= {name for name, _ in legends}
+    assert [name for name, apart in legends if not apart] == []
     for index in range(charts.count()):
         chart = charts.nth(index)
-        assert int(chart.get_attribute("data-points") or 0) > 0
+        assert int(chart.get_attribute("data-points") or 0) > 1
         assert chart.locator("svg path").count() > 5  # axes, ticks and the data drawn
         box = chart.locator("svg").bounding_box()
         assert box is not None and box["width"] > 300 and box["height"] > 100
@@ -129,6 +142,8 @@ def test_example_report_says_what_it_lacks(example_run: Path) -> None:
     assert "Not in this run: a research summary" in html  # recorded without an [agent]
     assert "Not in this run: confidence intervals" not in html
     assert "Not in this run: the drafter&#x27;s metrics.jsonl curves" not in html
+    # Planned against actual, once: times and bytes in one table.
+    assert html.count("<th>planned / took</th>") == 1 and html.count("<th>planned bytes</th>") == 1
 
 
 def end_of(run: Path, node: str) -> int:
@@ -159,7 +174,7 @@ def test_run_stopped_at_a_gate(example_run: Path) -> None:
     assert "Not in this run: a drafter result: the run ended before its evaluation" in html
     assert "Not in this run: extraction progress" in html
     assert "Not in this run: training curves" in html
-    assert 'aria-label="gen-done"' in html  # what ran is still drawn
+    assert 'data-name="gen-done"' in html  # what ran is still shown
 
 
 def test_failed_run(example_run: Path) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from eyas.agents.faces.report_html import sections
+from eyas.agents.faces.report_html.plan_accuracy import plan_against_actual
 from eyas.agents.faces.report_html.record import RunRecord, load_record
 from eyas.agents.faces.report_html.sections import h
 from eyas.agents.faces.report_html.what_ran import what_ran
@@ -43,7 +44,7 @@ SECTIONS = (
     ("training", "Training", sections.training),
     ("evaluation", "Evaluation", sections.evaluation),
     ("production", "Production", sections.production),
-    ("plan", "Plan", sections.plan_against_actual),
+    ("plan", "Plan", plan_against_actual),
     ("verification", "Verification", sections.verification),
     ("decisions", "Decisions", sections.decisions),
     ("research", "Research", sections.research),
