@@ -201,6 +201,10 @@ def test_replayed_transcript(example_run: Path) -> None:
     _, state = replay(example_run / "transcript.jsonl")
     html = render_html(example_run, state)
     assert "eyas run full-pipeline" in html and 'aria-label="timeline"' in html
+    # A run recorded before its input carried eyas's build: run.json's is shown.
+    state.pop("eyas", None)
+    version = json.loads((example_run / "run.json").read_text())["eyas"]["version"]
+    assert f'<span data-key="eyas">{version}, commit ' in render_html(example_run, state)
 
 
 def test_missing_transcript_and_hostile_text(tmp_path: Path) -> None:

@@ -99,3 +99,12 @@ def test_what_was_not_recorded_says_so(tmp_path: Path) -> None:
     for line in unrecorded:
         assert line in report, report
     assert "drafter_files" not in update
+
+
+def test_a_drafter_folder_that_is_gone_is_said_unlisted(tmp_path: Path) -> None:
+    ctx = context(tmp_path)
+    ctx.run.root.mkdir(parents=True)
+    drafter = ctx.artifact("drafter")  # never made: the host lists nothing
+    state = RunState(run_id="r1", jobs={"train": ["r1.train"]}, artifacts={"drafter": drafter})
+    update = report_node(state, Runtime(context=ctx))
+    assert "drafter_files" not in update and f"- **drafter:** {drafter} (its files were not listed)" in update["report"]

@@ -10,8 +10,10 @@ from eyas.graph.phases.report.what_ran import size_rows, what_ran_rows
 
 def what_ran(record: RunRecord) -> str:
     staged = next((row for row in record.job_progress("train") if row.get("phase") == "staged"), None)
+    # A run started before its input carried eyas's build has it in run.json only.
+    state = {**record.state, "eyas": record.state.get("eyas") or record.meta.get("eyas")}
     rows = [(f"<b>{h(label)}</b>", f'<span data-key="{h(label)}">{h(text)}</span>')
-            for label, text in what_ran_rows(record.state, staged)]  # fmt: skip
+            for label, text in what_ran_rows(state, staged)]  # fmt: skip
     body = table((), rows)
     sizes = size_rows(record.state)
     if sizes:

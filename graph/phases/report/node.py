@@ -314,9 +314,9 @@ def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
     metrics_path = f"{ctx.artifact('drafter')}/metrics.jsonl"
     if "train" in state.get("jobs", {}) and ctx.host.exists(metrics_path):
         update["training"] = training_curves(ctx.host.read_text(metrics_path))
-    drafter = ctx.artifact("drafter")
-    if "train" in state.get("jobs", {}) and ctx.host.exists(drafter):
-        update["drafter_files"] = list_files(ctx.host, drafter)
+    files = list_files(ctx.host, ctx.artifact("drafter")) if "train" in state.get("jobs", {}) else []
+    if files:
+        update["drafter_files"] = files
     online = read_online_summary(ctx, state)
     if online is not None:
         update["online"] = online
