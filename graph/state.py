@@ -179,6 +179,7 @@ class GateAnswer(BaseModel):
 
 class RunState(TypedDict, total=False):
     run_id: str
+    eyas: dict[str, str | None]  # which eyas started the run (run.json's): version and git commit
     phase: str
     sizes: dict[str, SizeValue]  # Sizes.model_dump()
     verification: dict[str, dict[str, str]]  # check -> {status, message}
@@ -196,6 +197,7 @@ class RunState(TypedDict, total=False):
     prompts: dict[str, Any]  # the prompt split's summary: source, training and held-out counts
     training: dict[str, list[dict[str, Any]]]  # the drafter's curves: {"train": rows, "val": rows}
     online: dict[str, Any]  # train.py's online_summary.json (online or hybrid runs): per epoch, fetched and bytes
+    drafter_files: list[dict[str, Any]]  # the trained drafter's files on the host: name and bytes
     evaluation: dict[str, Any]
     research: str | None
     report: str

@@ -73,7 +73,9 @@ def run_source(meta: dict[str, Any]) -> ConfigSource:
 
 def initial_state(run: RunDir, config: EyasConfig, meta: dict[str, Any]) -> dict[str, Any]:
     artifacts = {"conversations": config.pipeline.conversations} if config.pipeline.conversations else {}
-    return {"run_id": run.run_id, "sizes": meta["sizes"], "artifacts": artifacts, "decisions": []}
+    # Which eyas runs it, in the run's input: the report states it, and a replay reads it from the transcript.
+    return {"run_id": run.run_id, "eyas": meta.get("eyas"), "sizes": meta["sizes"], "artifacts": artifacts,
+            "decisions": []}  # fmt: skip
 
 
 @contextmanager

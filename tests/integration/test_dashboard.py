@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from dashboard_server import TOKEN, Dashboard, dashboard, form_value
+from deploy_results import rolled_back
 from eyas.agents.faces.dashboard.views import gate_panel
 from eyas.graph.crash_points import CRASH_AT
 from eyas.graph.gates.view import read_view
@@ -66,6 +67,7 @@ def log_in(page: Page, served: Dashboard, problems: list[str]) -> None:
 
 def test_log_in_and_approve_in_the_browser(gated: tuple[RunDir, Dashboard], browser: Browser) -> None:
     run, served = gated
+    rolled_back(run.root)  # a deploy.json from an earlier deploy (`eyas deploy`), for the page's width below
     page = browser.new_page()
     problems: list[str] = []
     log_in(page, served, problems)
@@ -78,6 +80,11 @@ def test_log_in_and_approve_in_the_browser(gated: tuple[RunDir, Dashboard], brow
     expect(gate).to_contain_text("up and generating")  # the verification
     expect(page.locator("#research")).to_contain_text(HOSTILE)  # shown as text, never run
     gate_id = page.locator("#live").get_attribute("data-gate")
+    # The run page shares report.html's style: it wraps on a phone too, a deploy's 330-character drop-in line with it.
+    expect(page.locator("#production pre")).to_contain_text("--speculative-config")
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
 
     # The live part follows the run's files: a job's log, as the driver's next poll reads it, appears by itself.
     poll = {"v": 1, "seq": 1, "kind": "command", "task": "monitor_data", "t": time.time(), "host": "local",

@@ -44,7 +44,9 @@ def test_a_policy_that_skips_the_deploy_ends_the_run_with_its_evaluation(tmp_pat
     state = outcome.state
     assert state["evaluation"]["mean_acceptance_length"] == 1.4 and "stopped" not in state
     assert state["deploy"]["status"] == "skipped" and 'deploy = "skip"' in state["deploy"]["reason"]
-    assert "**Outcome:** finished" in state["report"] and "**Drafter not deployed (skipped):**" in state["report"]
+    assert '**Outcome:** not deployed: the policy\'s deploy = "skip"' in state["report"]
+    assert "The drafter measured mean acceptance length 1.40 at k=3, speedup 1.10x" in state["report"]
+    assert "**Drafter not deployed (skipped):**" in state["report"]
 
 
 def test_an_approved_deploy_to_a_service_eyas_cannot_read_fails_before_touching_it(tmp_path: Path) -> None:
@@ -58,3 +60,4 @@ def test_an_approved_deploy_to_a_service_eyas_cannot_read_fails_before_touching_
     assert outcome.finished and deploy["status"] == "failed" and "production untouched" in deploy["reason"]
     assert not (tmp_path / "runs" / "evaluated" / "production-stopped.json").exists()
     assert "**Drafter not deployed (failed):**" in outcome.state["report"]
+    assert "**Outcome:** failed in deploy: not deployed, production untouched" in outcome.state["report"]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage
 
+from deploy_results import rolled_back
 from eyas.agents.faces.cli.replay import replay
 from eyas.agents.faces.report_html.page import render_html, write_html_report
 from eyas.graph.life.runner import Outcome, notify
@@ -57,15 +58,45 @@ def test_example_report_renders_in_chromium(example_run: Path, browser: Browser,
 
     charts = page.locator("figure.chart")
     names = charts.evaluate_all("figures => figures.map(f => f.querySelector('svg').getAttribute('aria-label'))")
-    assert {"timeline", "gen-done", "gen-tps", "ext-done", "ext-bytes", "train-loss", "train-acc", "eval-pos"} <= set(
-        names
-    )
+    assert {"timeline", "train-loss", "train-tps", "train-acc", "train-lr", "eval-pos", "eval-tps"} == set(names)
+    # The example's generation and extraction each printed one progress line: a value in words, not a one-point chart.
+    readings = page.locator("p.reading").evaluate_all("ps => ps.map(p => p.dataset.name)")
+    assert readings == ["gen-done", "gen-tps", "ext-done"]
+    assert page.locator('p.reading[data-name="gen-done"]').inner_text().startswith("Requests done: done 24, failed")
+    # Each legend lies outside its plot: no swatch sits on a bar or a line of its colour.
+    legends = page.evaluate("""() => Array.from(document.querySelectorAll('figure.chart svg')).flatMap(svg => {
+        const legend = svg.querySelector('g[id^="legend"]');
+        if (!legend) return [];
+        const plot = svg.querySelector('g[id^="axes"] > g[id^="patch"]').getBoundingClientRect();
+        const box = legend.getBoundingClientRect();
+        return [[svg.getAttribute('aria-label'), box.left >= plot.right || box.right <= plot.left ||
+                 box.top >= plot.bottom || box.bottom <= plot.top]];
+    })""")
+    assert {"timeline", "train-loss", "train-tps", "eval-tps"} <= {name for name, _ in legends}
+    assert [name for name, apart in legends if not apart] == []
     for index in range(charts.count()):
         chart = charts.nth(index)
-        assert int(chart.get_attribute("data-points") or 0) > 0
+        assert int(chart.get_attribute("data-points") or 0) > 1
         assert chart.locator("svg path").count() > 5  # axes, ticks and the data drawn
         box = chart.locator("svg").bounding_box()
         assert box is not None and box["width"] > 300 and box["height"] > 100
+
+    # The first line says what happened: the example's deploy gate was rejected, after the drafter was measured.
+    outcome = page.locator("#outcome").inner_text()
+    assert outcome.startswith("stopped at the deploy gate: rejected: an example leaves the server as it is. ")
+    assert "The drafter measured mean acceptance length 1.03 at k=3" in outcome
+    meta = json.loads((example_run / "run.json").read_text())
+    said = {key: page.locator(f'#what-ran [data-key="{key}"]').inner_text() for key in ("eyas", "host packages",
+            "prompts", "drafter", "training")}  # fmt: skip
+    assert said["eyas"] == f"{meta['eyas']['version']}, commit {meta['eyas']['commit']}"
+    assert said["host packages"].startswith("vllm 0.32.0, speculators 0.9.0, torch 2.13.0")
+    assert said["prompts"].startswith("sharegpt: 24 trained on, 16 held out")
+    assert said["drafter"].startswith("/root/.cache/eyas/work/runs/full-pipeline/drafter")
+    assert "optimizer adamw on cpu" in said["training"]  # the staged line of the job's log
+    sizes = page.locator("#what-ran table").nth(1).inner_text()
+    for name, value in meta["sizes"].items():
+        text = f"{value:,}" if isinstance(value, int) else value
+        assert f"{name}\t{text}\t" in sizes
 
     evaluation = recorded_evaluation(example_run)
     cells = page.locator("#drafter-result [data-key]")
@@ -78,7 +109,7 @@ def test_example_report_renders_in_chromium(example_run: Path, browser: Browser,
 
     page.screenshot(path=str(tmp_path / "report-desktop.png"), full_page=True)
     page.set_viewport_size(PHONE)
-    assert page.evaluate("document.body.scrollWidth") <= PHONE["width"]  # tables scroll inside their own box
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # tables scroll in their box
     page.screenshot(path=str(tmp_path / "report-phone.png"), full_page=True)
     page.emulate_media(media="print")
     page.pdf(path=str(tmp_path / "report.pdf"))
@@ -90,11 +121,29 @@ def test_example_report_renders_in_chromium(example_run: Path, browser: Browser,
         assert (tmp_path / shot).stat().st_size > 10_000
 
 
+@pytest.mark.parametrize("width", [1280, PHONE["width"]])
+def test_the_page_never_scrolls_sideways(example_run: Path, browser: Browser, width: int) -> None:
+    result = rolled_back(example_run)
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(write_html_report(example_run).as_uri())
+    assert page.locator("#outcome").inner_text() == f"rolled back: {result.reason}"
+    drop_in = page.locator("#production pre")
+    assert drop_in.inner_text() == result.drop_in_text  # wrapped on screen, never cut
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), page.evaluate(
+        "document.documentElement.scrollWidth"
+    )
+    box = drop_in.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= width
+    page.close()
+
+
 def test_example_report_says_what_it_lacks(example_run: Path) -> None:
     html = render_html(example_run)
     assert "Not in this run: a research summary" in html  # recorded without an [agent]
     assert "Not in this run: confidence intervals" not in html
     assert "Not in this run: the drafter&#x27;s metrics.jsonl curves" not in html
+    # Planned against actual, once: times and bytes in one table.
+    assert html.count("<th>planned / took</th>") == 1 and html.count("<th>planned bytes</th>") == 1
 
 
 def end_of(run: Path, node: str) -> int:
@@ -125,7 +174,7 @@ def test_run_stopped_at_a_gate(example_run: Path) -> None:
     assert "Not in this run: a drafter result: the run ended before its evaluation" in html
     assert "Not in this run: extraction progress" in html
     assert "Not in this run: training curves" in html
-    assert 'aria-label="gen-done"' in html  # what ran is still drawn
+    assert 'data-name="gen-done"' in html  # what ran is still shown
 
 
 def test_failed_run(example_run: Path) -> None:
@@ -142,7 +191,7 @@ def test_failed_run(example_run: Path) -> None:
         ],
     )
     html = render_html(example_run)
-    assert "failed: job full-pipeline.train exited 1: CUDA out of memory &lt;b&gt;at step 3&lt;/b&gt;" in html
+    assert "failed in train: job full-pipeline.train exited 1: CUDA out of memory &lt;b&gt;at step 3&lt;/b&gt;" in html
     assert "<b>at step 3</b>" not in html
     assert "report: OSError: disk full" in html
     assert "Not in this run: an evaluation" in html
@@ -152,6 +201,10 @@ def test_replayed_transcript(example_run: Path) -> None:
     _, state = replay(example_run / "transcript.jsonl")
     html = render_html(example_run, state)
     assert "eyas run full-pipeline" in html and 'aria-label="timeline"' in html
+    # A run recorded before its input carried eyas's build: run.json's is shown.
+    state.pop("eyas", None)
+    version = json.loads((example_run / "run.json").read_text())["eyas"]["version"]
+    assert f'<span data-key="eyas">{version}, commit ' in render_html(example_run, state)
 
 
 def test_missing_transcript_and_hostile_text(tmp_path: Path) -> None:

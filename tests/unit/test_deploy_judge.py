@@ -92,8 +92,11 @@ def test_the_reports_show_production_before_and_with_the_drafter(tmp_path: Path)
     (tmp_path / "deploy.json").write_text(result.model_dump_json())
     page = render_html(tmp_path)
     assert "Drafter rolled back:</strong> mean acceptance length 1.06" in page and "eyas-drafter.conf" in page
-    markdown = with_deploy(with_deploy("# eyas run x\n\n## Gates\n", result.model_dump()), result.model_dump())
+    assert "<td>rolled back: mean acceptance length 1.06 is under the threshold 1.2</td>" in page  # the outcome
+    first = "# eyas run x\n\n**Outcome:** stopped at the deploy gate: rejected: later\n\n## Gates\n"
+    markdown = with_deploy(with_deploy(first, result.model_dump()), result.model_dump())
     assert markdown.count("## Deploy") == 1 and "| with the drafter | 3.900 | 1.060 |" in markdown
+    assert "**Outcome:** rolled back: mean acceptance length 1.06 is under the threshold 1.2\n" in markdown
     assert "| before | 4.800 | n/a | n/a |" in markdown and "None" not in markdown  # no drafter, no acceptance yet
 
 

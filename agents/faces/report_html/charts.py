@@ -27,6 +27,30 @@ class Series:
     y: Sequence[float | None]
     band: tuple[Sequence[float], Sequence[float]] | None = None  # a lower and an upper bound per point
     dashed: bool = False
+    smoothed: bool = False  # drawn faint as measured, with its moving average (ema) over it
+
+
+def ema(values: Sequence[float | None]) -> list[float | None]:
+    """The exponential moving average of a noisy curve (a gap stays a gap), debiased as TensorBoard's is so that it
+    starts at the first value rather than at 0. It averages over about a tenth of the points (2 to 50)."""
+    span = min(50, max(2, len(values) // 10))
+    weight = 1 - 2 / (span + 1)
+    average, steps = 0.0, 0
+    smoothed: list[float | None] = []
+    for value in values:
+        if value is None:
+            smoothed.append(None)
+            continue
+        average, steps = weight * average + (1 - weight) * value, steps + 1
+        smoothed.append(average / (1 - weight**steps))
+    return smoothed
+
+
+def spans_decades(series: Sequence[Series]) -> bool:
+    """Whether the curves' positive values span more than 10x: then a log axis shows the late steps, which a
+    linear one squashes under an early spike."""
+    values = [value for one in series for value in one.y if value is not None and value > 0]
+    return bool(values) and max(values) > 10 * min(values)
 
 
 @dataclass(frozen=True)
@@ -60,21 +84,35 @@ def _figure(height: float = 3.0) -> Figure:
     return figure
 
 
-def line_chart(name: str, title: str, xlabel: str, ylabel: str, series: Sequence[Series]) -> Chart:
-    """Lines over a shared x axis, each with its band when it has one; gaps (None) stay gaps."""
+def line_chart(
+    name: str, title: str, xlabel: str, ylabel: str, series: Sequence[Series], *, log_when_wide: bool = False
+) -> Chart:
+    """Lines over a shared x axis, each with its band when it has one; gaps (None) stay gaps. A smoothed series is
+    drawn faint as measured, its moving average over it; `log_when_wide`: a log y axis when the values span 10x."""
     figure = _figure()
     axes = figure.add_subplot()
     points = 0
     for index, one in enumerate(series):
         colour = PALETTE[index % len(PALETTE)]
-        ys = [float("nan") if value is None else value for value in one.y]
-        axes.plot(one.x, ys, label=one.label, color=colour, marker="o" if len(ys) < 25 else None, markersize=3,
-                  linestyle="--" if one.dashed else "-")  # fmt: skip
+        ys = _gaps(one.y)
+        marker = "o" if len(ys) < 25 and not one.smoothed else None
+        axes.plot(one.x, ys, label=f"{one.label}, as measured" if one.smoothed else one.label, color=colour,
+                  marker=marker, markersize=3, linestyle="--" if one.dashed else "-",
+                  alpha=0.3 if one.smoothed else 1.0, linewidth=1.0 if one.smoothed else 1.5)  # fmt: skip
+        if one.smoothed:
+            axes.plot(one.x, _gaps(ema(one.y)), label=f"{one.label}, moving average", color=colour, linewidth=2)
         if one.band is not None:
             axes.fill_between(one.x, one.band[0], one.band[1], color=colour, alpha=0.18, linewidth=0)
         points += sum(value is not None for value in one.y)
-    _decorate(axes, title, xlabel, ylabel, legend=len(series) > 1)
+    if log_when_wide and spans_decades(series):
+        axes.set_yscale("log")
+        ylabel += " (log scale)"
+    _decorate(axes, title, xlabel, ylabel, legend=len(series) > 1 or any(one.smoothed for one in series))
     return Chart(to_svg(figure, name), points)
+
+
+def _gaps(values: Sequence[float | None]) -> list[float]:
+    return [float("nan") if value is None else value for value in values]
 
 
 def bar_chart(
@@ -98,6 +136,7 @@ def bar_chart(
                     [max(hi - v, 0.0) for v, hi in zip(values, bounds[1], strict=True)]]  # fmt: skip
         axes.bar(xs, values, width, label=label, color=PALETTE[index % len(PALETTE)], yerr=yerr, capsize=3)
     axes.set_xticks(range(len(categories)), list(categories))
+    axes.set_xlim(-0.6, len(categories) - 0.4)  # a lone category keeps bars of the width several would have
     _decorate(axes, title, "", ylabel, legend=len(groups) > 1)
     return Chart(to_svg(figure, name), sum(len(values) for values in groups.values()))
 
@@ -112,9 +151,9 @@ def gantt(name: str, spans: Sequence[Span], origin: float) -> Chart:
         axes.broken_barh([(start, length)], (rows.index(span.row) - 0.35, 0.7), color=SPAN_COLOURS[span.kind])
     axes.set_yticks(range(len(rows)), rows)
     axes.invert_yaxis()
-    handles = [axes.bar([0], [0], color=colour, label=kind, width=0) for kind, colour in SPAN_COLOURS.items()]
-    axes.legend(handles=handles, loc="lower right", fontsize=8, frameon=False, ncols=4)
-    _decorate(axes, "Phases, gates and waits", "minutes since the run started", "", legend=False)
+    for kind, colour in SPAN_COLOURS.items():
+        axes.bar([0], [0], color=colour, label=kind, width=0)  # the legend's swatches
+    _decorate(axes, "Phases, gates and waits", "minutes since the run started", "", legend=True)
     return Chart(to_svg(figure, name), len(spans))
 
 
@@ -125,4 +164,5 @@ def _decorate(axes: matplotlib.axes.Axes, title: str, xlabel: str, ylabel: str, 
     axes.grid(True, alpha=0.3)
     axes.spines[["top", "right"]].set_visible(False)
     if legend:
-        axes.legend(fontsize=8, frameon=False)
+        # Outside the plot, to its right: never over a bar or a line, and never a swatch on a bar of its colour.
+        axes.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)

@@ -6,13 +6,21 @@ from pathlib import Path
 from typing import Any
 
 from eyas.agents.faces.report_html import sections
+from eyas.agents.faces.report_html.plan_accuracy import plan_against_actual
 from eyas.agents.faces.report_html.record import RunRecord, load_record
 from eyas.agents.faces.report_html.sections import h
+from eyas.agents.faces.report_html.what_ran import what_ran
+from eyas.graph.phases.report.headline import headline
 from eyas.tools.private_files import write_private
 
 STYLE = """
 :root { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2328; line-height: 1.45; }
 body { max-width: 60rem; margin: 0 auto; padding: 1rem; }
+/* Never wider than the window, on a phone too: long lines and paths wrap, tables scroll inside their own box. */
+pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f8fa; padding: 0.5rem; font-size: 0.8rem; }
+p, li, h1, h2, h3, figcaption, code, .research, table.facts td + td { overflow-wrap: anywhere; }
+img, svg { max-width: 100%; }
+#outcome { font-size: 1.05rem; }
 h1 { font-size: 1.5rem; margin-bottom: 0.2rem; } h2 { border-bottom: 1px solid #d0d7de; padding-bottom: 0.2rem; }
 nav a { margin-right: 0.8rem; white-space: nowrap; }
 .scroll { overflow-x: auto; } table { border-collapse: collapse; margin: 0.5rem 0; font-size: 0.9rem; }
@@ -29,13 +37,14 @@ figcaption { font-size: 0.85rem; color: #57606a; }
 
 SECTIONS = (
     ("summary", "Summary", sections.summary),
+    ("what-ran", "What ran", what_ran),
     ("timeline", "Timeline", sections.timeline),
     ("generation", "Generation", sections.generation),
     ("extraction", "Extraction", sections.extraction),
     ("training", "Training", sections.training),
     ("evaluation", "Evaluation", sections.evaluation),
     ("production", "Production", sections.production),
-    ("plan", "Plan", sections.plan_against_actual),
+    ("plan", "Plan", plan_against_actual),
     ("verification", "Verification", sections.verification),
     ("decisions", "Decisions", sections.decisions),
     ("research", "Research", sections.research),
@@ -60,6 +69,7 @@ def render_html(run_root: Path, state: dict[str, Any] | None = None) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>eyas run {h(record.run_id)}</title><style>{STYLE}</style></head>"
         f"<body><header><h1>eyas run {h(record.run_id)}</h1>"
+        f'<p id="outcome"><strong>{h(headline(record.state, record.deploy))}</strong></p>'
         f"<p>The markdown report is beside this page: report.md.</p>{navigation()}</header>"
         f"{report_body(record)}</body></html>\n"
     )

@@ -2,8 +2,8 @@
 
 The plan gives hours per phase before anything starts; the transcript times every launch and monitor node.
 A phase's actual time is the sum of its nodes' spans (vocab counts with training, as the plan counts it),
-so a gate's wait for an answer is not part of it. The report shows the table, and tests/bench/bench_plan.py
-prints it as ratios for the demo.
+so a gate's wait for an answer is not part of it. The report shows the table once, with the bytes planned and
+written beside the times, and tests/bench/bench_plan.py prints it as ratios for the demo.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from eyas.agents.faces.report_html.record import RunRecord
+from eyas.agents.faces.report_html.sections import h, last_value, megabytes, missing, section, table
 from eyas.graph.state import run_plan
 
 # The plan's phases and the timeline rows each one covers.
@@ -55,3 +56,19 @@ def format_minutes(seconds: float | None) -> str:
 
 def format_ratio(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio:.2f}"
+
+
+def plan_against_actual(record: RunRecord) -> str:
+    """The report's Plan section: each phase's planned and actual time and bytes, in one table."""
+    plan = run_plan(record.state)
+    if not plan.phases:
+        return section("plan", "Plan against actual", missing("a plan"))
+    written = {"extract": last_value(record.job_progress("extract"), "bytes")}
+    rows = [
+        (h(t.phase), h(format_minutes(t.planned_s)), h(format_minutes(t.actual_s) if t.actual_s else "not run"),
+         h(format_ratio(t.ratio)), h(megabytes(plan.phase(t.phase).disk_bytes)),
+         h(megabytes(written[t.phase]) if written.get(t.phase) else "not measured"))
+        for t in phase_times(record)
+    ]  # fmt: skip
+    headers = ("phase", "planned", "took", "planned / took", "planned bytes", "written bytes")
+    return section("plan", "Plan against actual", table(headers, rows))

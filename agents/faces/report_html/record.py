@@ -100,7 +100,8 @@ def fold_state(events: list[Event]) -> dict[str, Any]:
     decisions: list[dict[str, Any]] = []
     for event in events:
         if isinstance(event, RunEvent):
-            state.update(run_id=(event.input or {}).get("run_id"), sizes=event.meta.get("sizes"))
+            state.update(run_id=(event.input or {}).get("run_id"), sizes=event.meta.get("sizes"),
+                         eyas=event.meta.get("eyas"))  # fmt: skip
         elif isinstance(event, ApprovalEvent) and event.decision:
             decisions.append({"gate": event.gate, "action": event.decision, "reason": event.reason, "who": event.who})
         elif isinstance(event, NodeEvent) and event.phase == "end" and isinstance(event.output, dict):

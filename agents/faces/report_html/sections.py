@@ -9,9 +9,9 @@ from html import escape
 from typing import Any
 
 from eyas.agents.faces.report_html.charts import Chart, Series, bar_chart, gantt, line_chart
-from eyas.agents.faces.report_html.plan_accuracy import format_minutes, format_ratio, phase_times
 from eyas.agents.faces.report_html.record import RunRecord
 from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
+from eyas.graph.phases.report.headline import headline
 from eyas.graph.phases.report.node import EVALUATION_KEYS, online_caption, online_rows
 from eyas.graph.state import run_plan
 
@@ -45,11 +45,13 @@ def figure(chart: Chart, caption: str) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A table of cells already escaped (or built from escaped parts)."""
+    """A table of cells already escaped (or built from escaped parts); without headers, a table of facts, whose long
+    values (paths, commits) wrap rather than widen it."""
     head = "".join(f"<th>{h(header)}</th>" for header in headers)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
     thead = f"<thead><tr>{head}</tr></thead>" if headers else ""
-    return f'<div class="scroll"><table>{thead}<tbody>{body}</tbody></table></div>'
+    kind = "" if headers else ' class="facts"'
+    return f'<div class="scroll"><table{kind}>{thead}<tbody>{body}</tbody></table></div>'
 
 
 def section(anchor: str, title: str, body: str) -> str:
@@ -74,7 +76,7 @@ def summary(record: RunRecord) -> str:
     target = record.config.get("target", {})
     rows = [
         ("run", h(record.run_id)),
-        ("outcome", h(outcome(state))),
+        ("outcome", h(headline(state, record.deploy))),
         ("target", h(f"{target.get('model', '?')} at {target.get('base_url', '?')}") if target else "—"),
         ("total time", h(hours_text(record.ended - record.started) if record.started and record.ended else "—")),
         ("GPU-hours", h(gpu_hours(record))),
@@ -98,15 +100,6 @@ def summary(record: RunRecord) -> str:
     else:
         body += missing("a drafter result: the run ended before its evaluation")
     return section("summary", "Summary", body)
-
-
-def outcome(state: dict[str, Any]) -> str:
-    failure = state.get("failure")
-    if failure:
-        return f"failed: job {failure.get('job_id')} {failure.get('status')}: {failure.get('diagnosis')}"
-    if state.get("stopped"):
-        return f"stopped: {state['stopped']}"
-    return "finished" if state.get("evaluation") else f"not finished (last phase: {state.get('phase', 'none')})"
 
 
 def hours_text(seconds: float) -> str:
@@ -158,12 +151,6 @@ def timeline(record: RunRecord) -> str:
         return section("timeline", "Timeline", missing("a timeline: the transcript holds no node"))
     body = figure(gantt("timeline", record.spans, record.started), "Phases (blue), gates (grey), waits for an "
                   "answer (yellow) and failures (red)")  # fmt: skip
-    planned = [
-        (h(t.phase), h(format_minutes(t.planned_s)), h(format_minutes(t.actual_s)), h(format_ratio(t.ratio)))
-        for t in phase_times(record)
-    ]
-    if planned:
-        body += "<h3>Planned and actual time</h3>" + table(("phase", "planned", "took", "planned / took"), planned)
     waits = [span for span in record.spans if span.kind == "wait"]
     rows = [(h(span.row), h(span.label), h(f"{(span.end - span.start) / 60:.1f} min")) for span in waits]
     body += table(("gate", "answer", "waited"), rows) if rows else "<p>No gate waited for an answer.</p>"
@@ -187,10 +174,15 @@ def minutes(rows: list[dict[str, Any]], origin: float) -> list[float]:
     return [(float(row["time"]) - origin) / 60 for row in rows]
 
 
-def progress_chart(name: str, title: str, rows: list[dict[str, Any]], keys: Sequence[tuple[str, str]],
-                   origin: float, ylabel: str) -> Chart:  # fmt: skip
+def progress_figure(name: str, title: str, rows: list[dict[str, Any]], keys: Sequence[tuple[str, str]],
+                    origin: float, ylabel: str, caption: str) -> str:  # fmt: skip
+    """A job's progress over time; a job that printed one progress line is one point, said in words instead."""
+    if len(rows) < 2:
+        values = ", ".join(f"{label} {fmt(rows[0].get(key))}" for key, label in keys) if rows else "none"
+        when = f" at {minutes(rows, origin)[0]:.1f} min" if rows else ""
+        return f'<p class="reading" data-name="{h(name)}">{h(title)}: {h(values)}{h(when)} (one progress line).</p>'
     series = [Series(label, minutes(rows, origin), [row.get(key) for row in rows]) for key, label in keys]
-    return line_chart(name, title, "minutes since the run started", ylabel, series)
+    return figure(line_chart(name, title, "minutes since the run started", ylabel, series), caption)
 
 
 def generation(record: RunRecord) -> str:
@@ -198,10 +190,10 @@ def generation(record: RunRecord) -> str:
     if not rows or record.started is None:
         return section("generation", "Generation", missing("generation progress (no job log was read)"))
     origin = record.started
-    body = figure(progress_chart("gen-done", "Requests done", rows, (("done", "done"), ("failed", "failed")),
-                                 origin, "requests"), "Requests done and failed over time")  # fmt: skip
-    body += figure(progress_chart("gen-tps", "Generation throughput", rows, (("tokens_per_s", "tokens/s"),),
-                                  origin, "tokens/s"), "Tokens per second over time")  # fmt: skip
+    body = progress_figure("gen-done", "Requests done", rows, (("done", "done"), ("failed", "failed")), origin,
+                           "requests", "Requests done and failed over time")  # fmt: skip
+    body += progress_figure("gen-tps", "Generation throughput", rows, (("tokens_per_s", "tokens/s"),), origin,
+                            "tokens/s", "Tokens per second over time")  # fmt: skip
     body += f"<p>{h(rows[-1].get('done'))} of {h(rows[-1].get('total'))} requests done, "
     body += f"{h(last_value(rows, 'failed') or 0)} failed.</p>"
     return section("generation", "Generation", body)
@@ -211,14 +203,12 @@ def extraction(record: RunRecord) -> str:
     rows = [row for row in record.job_progress("extract") if "done" in row and "time" in row]
     if not rows or record.started is None:
         return section("extraction", "Extraction", missing("extraction progress (no job log was read)"))
-    body = figure(progress_chart("ext-done", "Samples extracted", rows, (("done", "samples"),), record.started,
-                                 "samples"), "Samples over time")  # fmt: skip
+    body = progress_figure("ext-done", "Samples extracted", rows, (("done", "samples"),), record.started,
+                           "samples", "Samples over time")  # fmt: skip
     planned = run_plan(record.state).phase("extract").disk_bytes
     written = last_value(rows, "bytes")
     if written is not None and planned:
-        bars = bar_chart("ext-bytes", "Hidden states: bytes", ["hidden states"],
-                         {"planned": [planned / 1e6], "written": [written / 1e6]}, "MB")  # fmt: skip
-        body += figure(bars, f"Written {megabytes(written)} against {megabytes(planned)} predicted")
+        body += f"<p>Hidden states: {h(megabytes(written))} written against {h(megabytes(planned))} planned.</p>"
     else:
         body += missing("the bytes written or the planner's prediction")
     return section("extraction", "Extraction", body)
@@ -238,9 +228,14 @@ def training(record: RunRecord) -> str:
     steps = [float(row["done"]) for row in rows]
     body += figure(
         line_chart(
-            "train-loss", "Training loss", "step", "loss", [Series("loss", steps, [row["loss"] for row in rows])]
+            "train-loss",
+            "Training loss",
+            "step",
+            "loss",
+            [Series("loss", steps, [row["loss"] for row in rows], smoothed=True)],
+            log_when_wide=True,
         ),
-        "Loss per step (job log)",
+        "Loss per step (job log; faint: as measured; solid: its moving average)",
     )
     body += figure(accuracy_chart("train-acc", steps, [row.get("acc") or [] for row in rows]),
                    "Accuracy per step and TTT position (job log)")  # fmt: skip
@@ -270,11 +265,18 @@ def online_table(summary: dict[str, Any] | None) -> str:
 def training_curves(curves: dict[str, list[dict[str, Any]]]) -> str:
     train, val = curves["train"], curves.get("val", [])
     steps = [float(row["step"]) for row in train]
-    loss = [Series("training", steps, [row.get("loss") for row in train])]
+    loss = [Series("training", steps, [row.get("loss") for row in train], smoothed=True)]
     if val:
         loss.append(Series("validation", [float(row["step"]) for row in val], [row.get("loss") for row in val],
                            dashed=True))  # fmt: skip
-    body = figure(line_chart("train-loss", "Loss", "step", "loss", loss), "Loss per step, validation per epoch")
+    body = figure(line_chart("train-loss", "Loss", "step", "loss", loss, log_when_wide=True),
+                  "Loss per step (faint: as measured; solid: its moving average), validation per epoch")  # fmt: skip
+    if any(row.get("tokens_per_s") for row in train):
+        speed = [Series("tokens/s", steps, [row.get("tokens_per_s") for row in train], smoothed=True)]
+        body += figure(line_chart("train-tps", "Training throughput", "step", "tokens/s", speed),
+                       "Tokens per second per step (faint: as measured; solid: its moving average)")  # fmt: skip
+    else:
+        body += missing("training throughput per step")
     body += figure(accuracy_chart("train-acc", steps, [row.get("acc") or [] for row in train]),
                    "Training accuracy per TTT position")  # fmt: skip
     if any(row.get("lr") is not None for row in train):
@@ -363,21 +365,6 @@ def _padded(values: list[float], length: int) -> list[float]:
 
 
 # -- plan, verification, decisions, research ------------------------------------------------------------------
-
-
-def plan_against_actual(record: RunRecord) -> str:
-    phases = run_plan(record.state).phases
-    if not phases:
-        return section("plan", "Plan against actual", missing("a plan"))
-    written = {"extract": last_value(record.job_progress("extract"), "bytes")}
-    rows = []
-    for phase, planned in phases.items():
-        actual = phase_seconds(record, phase)
-        rows.append((h(phase), h(fmt(planned.phase_hours)), h(fmt(actual / 3600) if actual else "not run"),
-                     h(megabytes(planned.disk_bytes)), h(megabytes(written.get(phase)) if written.get(phase)
-                     else "not measured")))  # fmt: skip
-    body = table(("phase", "planned hours", "actual hours", "planned bytes", "written bytes"), rows)
-    return section("plan", "Plan against actual", body)
 
 
 def verification(record: RunRecord) -> str:

@@ -13,6 +13,8 @@ from eyas.graph.context import RunContext
 from eyas.graph.downtime import LOG, restore, summary
 from eyas.graph.phases.deploy.node import DEPLOY_FILE
 from eyas.graph.phases.evaluate.record import run_evaluation
+from eyas.graph.phases.report.headline import headline
+from eyas.graph.phases.report.what_ran import list_files, size_rows, what_ran_rows
 from eyas.graph.phases.servers import online_training
 from eyas.graph.state import DeployOutcome, RunState
 from eyas.tools.settings.units import format_size
@@ -57,13 +59,12 @@ def md_code(value: str) -> str:
 
 def render_report(state: RunState, ctx: RunContext) -> str:
     lines = [f"# eyas run {state.get('run_id', ctx.run.run_id)}", ""]
-    outcome = state.get("stopped") or ("finished" if state.get("evaluation") else "ended early")
-    lines += [f"**Outcome:** {md_text(outcome)}", f"**Host:** {ctx.host.name}; target {ctx.config.target.base_url}", ""]
-    if state.get("sizes"):
-        lines += ["**Sizes:** " + ", ".join(f"{k}={v}" for k, v in state["sizes"].items()), ""]
-    if state.get("prompts"):
-        lines += [prompts_line(state["prompts"]), ""]
-    lines += ["## Verification", "", "| check | status | finding |", "|---|---|---|"]
+    saved = ctx.run.root / DEPLOY_FILE
+    deployed = json.loads(saved.read_text()) if saved.exists() else None
+    lines += [outcome_line(headline(state, deployed)), ""]
+    lines += [f"**Host:** {md_text(ctx.host.name)}; target {md_text(ctx.config.target.base_url)}", ""]
+    lines += what_ran_lines(state)
+    lines += ["", "## Verification", "", "| check | status | finding |", "|---|---|---|"]
     lines += [f"| {md_text(name)} | {md_text(c['status'])} | {md_text(c['message'])} |"
               for name, c in state.get("verification", {}).items()]  # fmt: skip
     plan = state.get("plan", {})
@@ -97,8 +98,7 @@ def render_report(state: RunState, ctx: RunContext) -> str:
     lines += [f"- {name}: {md_text(path)}" for name, path in state.get("artifacts", {}).items()]
     if state.get("deploy"):
         # Last, as `eyas deploy` and `eyas rollback` replace it (with_deploy).
-        saved = ctx.run.root / DEPLOY_FILE
-        lines += ["", *deploy_section(state["deploy"], json.loads(saved.read_text()) if saved.exists() else None)]
+        lines += ["", *deploy_section(state["deploy"], deployed)]
     return "\n".join(lines) + "\n"
 
 
@@ -111,11 +111,20 @@ def gate_lines(decisions: list[Any]) -> list[str]:
     ]
 
 
-def prompts_line(split: dict[str, Any]) -> str:
-    return (
-        f"**Prompts:** {md_text(split['source'])}: {split['train']:,} for training, {split['held_out']:,} held out "
-        f"({split['held_out_percent']:g}% of conversations, by a hash of their id; never trained on)"
-    )
+OUTCOME = "**Outcome:** "
+
+
+def outcome_line(text: str) -> str:
+    return OUTCOME + md_text(text)
+
+
+def what_ran_lines(state: RunState) -> list[str]:
+    """Every size with its meaning, then the prompts, training, drafter and versions (graph/phases/report/what_ran)."""
+    lines = ["## What ran", "", "| size | value | meaning |", "|---|---|---|"]
+    lines += [f"| {name} | {md_text(value)} | {md_text(meaning)} |" for name, value, meaning in size_rows(state)]
+    lines += [""]
+    lines += [f"- **{label}:** {md_text(text)}" for label, text in what_ran_rows(state)]
+    return lines
 
 
 def _fmt(value: Any) -> str:
@@ -290,6 +299,8 @@ def deploy_section(outcome: DeployOutcome, result: dict[str, Any] | None) -> lis
 def with_deploy(report: str, deploy: dict[str, Any]) -> str:
     """The report with its deploy section replaced by this one (a later deploy or rollback supersedes it)."""
     kept = report.split(f"\n{DEPLOY_HEADING}\n", 1)[0].rstrip("\n")
+    kept = "\n".join(outcome_line(headline({}, deploy)) if line.startswith(OUTCOME) else line
+                     for line in kept.split("\n"))  # fmt: skip
     return kept + "\n\n" + "\n".join(deploy_lines(deploy)) + "\n"
 
 
@@ -303,6 +314,9 @@ def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
     metrics_path = f"{ctx.artifact('drafter')}/metrics.jsonl"
     if "train" in state.get("jobs", {}) and ctx.host.exists(metrics_path):
         update["training"] = training_curves(ctx.host.read_text(metrics_path))
+    files = list_files(ctx.host, ctx.artifact("drafter")) if "train" in state.get("jobs", {}) else []
+    if files:
+        update["drafter_files"] = files
     online = read_online_summary(ctx, state)
     if online is not None:
         update["online"] = online

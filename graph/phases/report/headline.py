@@ -1,0 +1,79 @@
+"""The report's first line: what happened to the run, in words a reader acts on (deployed, rolled back and why,
+stopped at which gate, failed where), never "finished" for a drafter production turned away."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from eyas.graph.phases.evaluate.record import run_evaluation
+
+_REJECTED = re.compile(r"rejected at the (\S+) gate: (.*)", re.DOTALL)
+_BLOCKED = re.compile(r"the (\S+) phase was approved but cannot run")
+
+
+def headline(state: Mapping[str, Any], deployed: Mapping[str, Any] | None = None) -> str:
+    """The run's outcome from its state and, when there is one, deploy.json (`deployed`): what `eyas deploy` or
+    `eyas rollback` did last supersedes the deploy phase's own outcome."""
+    failure = state.get("failure")
+    if failure:
+        where = failure.get("phase") or "a job"
+        return f"failed in {where}: job {failure.get('job_id')} {failure.get('status')}: {failure.get('diagnosis')}"
+    if deployed is not None and deployed.get("reason") != "not deployed yet":
+        if deployed.get("kept"):
+            return f"deployed (drafter kept: {deployed.get('reason')})"
+        return f"rolled back: {deployed.get('reason')}"
+    outcome = state.get("deploy")
+    if outcome:
+        # Kept or rolled back, production's own figures say it; otherwise the held-out evaluation's do.
+        measured = "" if outcome.get("status") in ("kept", "rolled_back", "failed") else _measured(state)
+        return _deploy_outcome(outcome) + measured
+    stopped = state.get("stopped")
+    if stopped:
+        return _stopped(str(stopped)) + _measured(state)
+    decisions = state.get("decisions") or []
+    if decisions and decisions[-1].get("action") == "reject":  # a state folded from a transcript has only these
+        gate, reason = decisions[-1].get("gate"), decisions[-1].get("reason") or "no reason given"
+        return _stopped(f"rejected at the {gate} gate: {reason}") + _measured(state)
+    if state.get("evaluation"):
+        return "trained and measured, not deployed" + _measured(state)
+    if state.get("phase") == "report":
+        return "ended with no evaluation, no stop and no failure on record"
+    return f"not finished (last phase: {state.get('phase') or 'none'})"
+
+
+def _deploy_outcome(outcome: Mapping[str, Any]) -> str:
+    status, reason = outcome.get("status"), str(outcome.get("reason", ""))
+    if status == "kept":
+        return f"deployed (drafter kept: {reason})"
+    if status == "rolled_back":
+        return f"rolled back: {reason}"
+    if status == "rejected":
+        return _stopped(reason)
+    if status == "failed":
+        return f"failed in deploy: {reason}"
+    return f"not deployed: {reason}"
+
+
+def _stopped(stopped: str) -> str:
+    rejected = _REJECTED.match(stopped)
+    if rejected:
+        return f"stopped at the {rejected.group(1)} gate: rejected: {rejected.group(2)}"
+    blocked = _BLOCKED.match(stopped)
+    if blocked:
+        return f"stopped at the {blocked.group(1)} gate: {stopped}"
+    return f"stopped: {stopped}"
+
+
+def _measured(state: Mapping[str, Any]) -> str:
+    """What the drafter measured on held-out prompts, when it was measured, as the headline's second half."""
+    evaluation = run_evaluation(state)
+    if evaluation is None:
+        return ""
+    figures = []
+    if evaluation.mean_acceptance_length is not None:
+        figures.append(f"mean acceptance length {evaluation.mean_acceptance_length:.2f} at k={evaluation.k}")
+    if evaluation.speedup is not None:
+        figures.append(f"speedup {evaluation.speedup:.2f}x")
+    return f". The drafter measured {', '.join(figures)} on held-out prompts" if figures else ""
