@@ -57,6 +57,7 @@ def test_plan_offers_the_sizes_it_plans_with_and_agrees_with_run() -> None:
         "draft_vocab_size",
         "prompt_source",
         "extraction_mode",  # the plan chooses offline, hybrid or online from it
+        "online_window",  # online training's disk bound
     }
     assert plan == {name: option_defaults("run")[name] for name in plan}
 

@@ -11,7 +11,6 @@ from rich.table import Table
 
 from eyas.agents.faces.cli.console import console, errors, print_json
 from eyas.agents.faces.cli.options import ConfigOption, chosen_sizes, size_option, use_config
-from eyas.agents.faces.cli.plan_downtime import downtime_row, production_downtime
 from eyas.tools.checks.drafter import check_drafter
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.exit_codes import ExitCode
@@ -129,6 +128,9 @@ def plan_command(
     says what the GPU phases mean for production: each downtime window (back-to-back phases stopped once and
     started once), its hours with production's load counted once. Says no when the plan does not fit, and names the
     ways out (fewer or shorter samples, online training, another path)."""
+    # The graph's modules (langgraph) load here, not at start-up of every eyas process.
+    from eyas.agents.faces.cli.plan_downtime import downtime_row, production_downtime
+
     try:
         free_bytes = parse_size(free_disk) if free_disk else None
     except ValueError as exc:
