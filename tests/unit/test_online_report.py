@@ -17,19 +17,15 @@ from langgraph.runtime import Runtime
 from eyas.agents.faces.report_html.page import render_html
 from eyas.graph.context import RunContext
 from eyas.graph.phases.report.node import ONLINE_SUMMARY, report_node
-from eyas.graph.runs import RunDir
 from eyas.graph.state import RunState
-from eyas.tools.hosts.clock import SYSTEM_CLOCK
-from eyas.tools.hosts.http import HttpClient
-from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.planning.estimate import ModelDims, PlanInputs, estimate
 from eyas.tools.planning.hidden_states_mode import choose_mode
-from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 from eyas.tools.settings.units import format_size, parse_size
 
 sys.path.insert(0, str(WORKLOADS_DIR))  # workloads import their siblings by plain name, as on the host
 
+from local_run import local_context
 from online_fetch import OnlineSummary
 
 BOUND = 3_758_694_400
@@ -43,16 +39,6 @@ SUMMARY = {
          "high_water_bytes": 3_700_000_000},
     ],
 }  # fmt: skip
-
-
-def context(tmp_path: Path) -> RunContext:
-    config = EyasConfig(
-        hosts={LOCAL: HostConfig(address=LOCAL, python=sys.executable, workdir=str(tmp_path / "work"))},
-        target=TargetConfig(base_url="http://127.0.0.1:9", model="m", model_dir="/models/m"),
-    )
-    return RunContext(
-        config=config, host=LocalHost(), http=HttpClient(), clock=SYSTEM_CLOCK, run=RunDir(tmp_path / "r1")
-    )
 
 
 def planned(requested: str) -> dict[str, Any]:
@@ -71,7 +57,7 @@ def reported(ctx: RunContext, plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_an_online_run_reports_each_epoch_against_the_bound(tmp_path: Path) -> None:
-    ctx = context(tmp_path)
+    ctx = local_context(tmp_path)
     drafter = Path(ctx.artifact("drafter"))
     drafter.mkdir(parents=True)
     (drafter / ONLINE_SUMMARY).write_text(json.dumps(SUMMARY))
@@ -93,7 +79,7 @@ def test_an_online_run_reports_each_epoch_against_the_bound(tmp_path: Path) -> N
 
 
 def test_an_offline_run_or_a_missing_summary_shows_nothing_online(tmp_path: Path) -> None:
-    ctx = context(tmp_path)
+    ctx = local_context(tmp_path)
     absent = reported(ctx, planned("online"))
     assert "online" not in absent and "Online hidden states" not in absent["report"]
     drafter = Path(ctx.artifact("drafter"))
@@ -106,7 +92,7 @@ def test_an_offline_run_or_a_missing_summary_shows_nothing_online(tmp_path: Path
 
 
 def test_a_cuda_run_says_speculators_fetched_and_eyas_counted_nothing(tmp_path: Path) -> None:
-    ctx = context(tmp_path)
+    ctx = local_context(tmp_path)
     drafter = Path(ctx.artifact("drafter"))
     drafter.mkdir(parents=True)
     # What train.run_cuda writes (speculators_online_summary): the window, the bound and the workers, no epochs.

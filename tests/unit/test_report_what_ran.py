@@ -6,7 +6,6 @@ host (a file's name) is shown, never interpreted."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +14,9 @@ from langgraph.runtime import Runtime
 from eyas.agents.faces.report_html.page import render_html
 from eyas.graph.context import RunContext
 from eyas.graph.phases.report.node import report_node
-from eyas.graph.runs import RunDir
 from eyas.graph.state import RunState
-from eyas.tools.hosts.clock import SYSTEM_CLOCK
-from eyas.tools.hosts.http import HttpClient
-from eyas.tools.hosts.local import LocalHost
-from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 from eyas.tools.settings.sizes import DEMO
+from local_run import local_context
 
 HOSTILE = "notes|<b>x.txt"
 EYAS = {"version": "0.2.0", "commit": "63707942aac94b712200db2815e67ad7cb7773ff+dirty"}
@@ -29,19 +24,9 @@ VERSIONS = {"vllm": "0.32.0", "speculators": "0.9.0", "transformers": "5.19.0", 
 PROMPTS = {"source": "sharegpt", "held_out_percent": 5.0, "scanned": 563, "train": 24, "held_out": 16, "skipped": 308}
 
 
-def context(tmp_path: Path) -> RunContext:
-    config = EyasConfig(
-        hosts={LOCAL: HostConfig(address=LOCAL, python=sys.executable, workdir=str(tmp_path / "work"))},
-        target=TargetConfig(base_url="http://127.0.0.1:9", model="m", model_dir="/models/m"),
-    )
-    return RunContext(
-        config=config, host=LocalHost(), http=HttpClient(), clock=SYSTEM_CLOCK, run=RunDir(tmp_path / "r1")
-    )
-
-
 def trained(tmp_path: Path) -> tuple[RunContext, dict[str, Any]]:
     """A run whose training ended: its drafter's folder on the host with its files and metrics."""
-    ctx = context(tmp_path)
+    ctx = local_context(tmp_path)
     ctx.run.root.mkdir(parents=True)
     drafter = Path(ctx.artifact("drafter"))
     drafter.mkdir(parents=True)
@@ -83,7 +68,7 @@ def test_the_markdown_report_says_what_ran(tmp_path: Path) -> None:
 
 
 def test_what_was_not_recorded_says_so(tmp_path: Path) -> None:
-    ctx = context(tmp_path)
+    ctx = local_context(tmp_path)
     ctx.run.root.mkdir(parents=True)
     update = report_node(RunState(run_id="r1", stopped="rejected at the data gate: later"), Runtime(context=ctx))
     report = update["report"]
@@ -102,7 +87,7 @@ def test_what_was_not_recorded_says_so(tmp_path: Path) -> None:
 
 
 def test_a_drafter_folder_that_is_gone_is_said_unlisted(tmp_path: Path) -> None:
-    ctx = context(tmp_path)
+    ctx = local_context(tmp_path)
     ctx.run.root.mkdir(parents=True)
     drafter = ctx.artifact("drafter")  # never made: the host lists nothing
     state = RunState(run_id="r1", jobs={"train": ["r1.train"]}, artifacts={"drafter": drafter})
