@@ -35,7 +35,7 @@ from eyas.tools.planning.downtime_window import DowntimeWindow
 from eyas.tools.planning.estimate import supply_verdict
 from eyas.tools.planning.gpu_budget import gpu_phrase
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
-from eyas.tools.planning.measure import MeasureError, read_model_dims
+from eyas.tools.planning.model_config import MeasureError, read_model_dims
 from eyas.tools.planning.paths import with_backend
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import Sizes

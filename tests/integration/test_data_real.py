@@ -23,7 +23,8 @@ from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobState, JobStatus
 from eyas.tools.planning.estimate import FILE_HEADER_BYTES, estimate
-from eyas.tools.planning.measure import Figures, measure_inputs
+from eyas.tools.planning.figures import Figures
+from eyas.tools.planning.measure import measure_inputs
 from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 from eyas.tools.settings.sizes import PROMPT_SET
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget

@@ -40,7 +40,7 @@ from eyas.tools.checks.verify import verify
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.planning.measure import read_model_dims
+from eyas.tools.planning.model_config import read_model_dims
 from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 from eyas.tools.settings.sizes import DEMO, Sizes
 from gpu_host import without_a_gpu

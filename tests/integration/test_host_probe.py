@@ -11,8 +11,9 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.planning.estimate import PlanInputs, estimate
+from eyas.tools.planning.figures import Figures
 from eyas.tools.planning.host_probe import SpeedRequest, Speeds, probe_speeds, sample_bucket
-from eyas.tools.planning.measure import Figures, measure_inputs
+from eyas.tools.planning.measure import measure_inputs
 from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from model_shapes import SMOLLM2

@@ -13,8 +13,8 @@ from eyas.tools.checks.result import CheckContext
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.planning.estimate import supply_verdict
-from eyas.tools.planning.measure import (
-    Figures,
+from eyas.tools.planning.figures import Figures
+from eyas.tools.planning.prompt_count import (
     count_prompts,
     first_turns,
     measure_prompt_tokens,

@@ -18,7 +18,7 @@ from eyas.tools.checks.remote_code import trust_remote_code
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.launch.unit_file import parse_unit_file
-from eyas.tools.planning.measure import read_model_dims
+from eyas.tools.planning.model_config import read_model_dims
 from eyas.tools.settings.config import LOCAL, HostConfig
 from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.target.embedded import EmbeddedTarget

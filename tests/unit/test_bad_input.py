@@ -422,7 +422,7 @@ SIZE_CASES = [
          EXTRACTION_MODE_SAYS),
 ]  # fmt: skip
 
-# -- `eyas plan`'s figures of the host: each has bounds (tools/planning/measure.py `Figures`), nan and inf refused --
+# -- `eyas plan`'s figures of the host: each has bounds (tools/planning/figures.py `Figures`), nan and inf refused --
 
 # Every figure given, so that nothing is measured and no host is needed; a case replaces one of them.
 ALL_FIGURES = {"--hidden-size": "4096", "--num-layers": "32", "--vocab-size": "128000", "--free-disk": "3TB",

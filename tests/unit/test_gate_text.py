@@ -23,7 +23,8 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import JobSpec
-from eyas.tools.planning.measure import Figures, count_prompts, planned_sizes
+from eyas.tools.planning.figures import Figures, planned_sizes
+from eyas.tools.planning.prompt_count import count_prompts
 from eyas.tools.recording.transcript import ApprovalEvent, NodeEvent
 from eyas.tools.recording.transcript_reader import read_transcript
 from eyas.tools.settings.config import load_config

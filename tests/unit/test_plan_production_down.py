@@ -21,7 +21,10 @@ from eyas.graph.state import run_plan
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.planning.estimate import GPU_DECODE_BYTES_PER_S, GPU_TRAINING_FLOPS, estimate
-from eyas.tools.planning.measure import Figures, MeasureError, ServerDown, measure_inputs, planned_sizes
+from eyas.tools.planning.figures import Figures, planned_sizes
+from eyas.tools.planning.measure import measure_inputs
+from eyas.tools.planning.model_config import MeasureError
+from eyas.tools.planning.served import ServerDown
 from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.settings.units import parse_size
 from in_process import eyas

@@ -39,8 +39,10 @@ from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.planning.estimate import DISK_RESERVE_BYTES
+from eyas.tools.planning.figures import Figures, planned_sizes
 from eyas.tools.planning.gpu_budget import MIB, WORKSPACE_SHARE
-from eyas.tools.planning.measure import Figures, count_prompts, measure_inputs, planned_sizes
+from eyas.tools.planning.measure import measure_inputs
+from eyas.tools.planning.prompt_count import count_prompts
 from eyas.tools.service.base import ServiceError
 from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 from eyas.tools.settings.sizes import Sizes

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.planning.measure import Context, context_problem
 from eyas.tools.planning.model_config import read_model_dims
+from eyas.tools.planning.served import Context, context_problem
 from eyas.tools.settings.sizes import MIN_PROMPT_TOKENS
 from in_process import Ran, eyas
 from model_shapes import KIMI_K25_CONFIG

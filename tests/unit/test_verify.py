@@ -21,7 +21,8 @@ from eyas.tools.checks.service import check_service
 from eyas.tools.checks.verify import verify
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.planning.measure import Figures, runs_remote_code
+from eyas.tools.planning.figures import Figures
+from eyas.tools.planning.measure import runs_remote_code
 from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 from stub_http import completion_body, models_body, stub_server
 

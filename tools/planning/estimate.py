@@ -29,7 +29,7 @@ figure given by hand) as well as from measurements (tools/planning/measure.py). 
   hybrid keeps the first K samples' hidden states, K the most that fit beside everything else, and fetches the rest.
   Each epoch pays the target's prefill again for the fetched share: extraction hours x share x epochs.
 - prompts: the run's source must hold a training prompt for every sample and at least one held-out prompt, counted
-  as the data phase will split them (`PromptSupply`, counted by tools/planning/measure.py).
+  as the data phase will split them (`PromptSupply`, counted by tools/planning/prompt_count.py).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from eyas.tools.launch.inherited import inherit_launch
 from eyas.tools.planning.backend import BackendChoice, choose_backend
 from eyas.tools.planning.downtime_window import one_window
 from eyas.tools.planning.estimate import ModelDims, PromptSupply, estimate, supply_verdict
+from eyas.tools.planning.figures import Figures, planned_sizes
 from eyas.tools.planning.gpu_budget import (
     GpuBudgetInputs,
     GpuFree,
@@ -33,17 +34,11 @@ from eyas.tools.planning.gpu_budget import (
     weights_bytes,
 )
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode, choose_mode, mode_verdict, offered
-from eyas.tools.planning.measure import (
-    Figures,
-    Measured,
-    MeasureError,
-    ServerDown,
-    count_prompts,
-    measure_inputs,
-    planned_sizes,
-)
-from eyas.tools.planning.model_config import weights_on_disk
+from eyas.tools.planning.measure import Measured, measure_inputs
+from eyas.tools.planning.model_config import MeasureError, weights_on_disk
 from eyas.tools.planning.paths import phase_paths
+from eyas.tools.planning.prompt_count import count_prompts
+from eyas.tools.planning.served import ServerDown
 
 VLLM_PATH = ("extract", "vllm")  # the compat table's rows for the vllm extraction backend
 
