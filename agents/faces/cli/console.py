@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import IO, Any, cast
 
 from pydantic_core import to_jsonable_python
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.measure import Measurement
 from rich.status import Status as Spinner
@@ -37,7 +37,8 @@ class HostTextConsole(Console):
     def print(self, *objects: Any, **options: Any) -> None:
         """A table that goes to a pipe or a file (`eyas runs > runs.txt`) is as wide as its cells, so that no run
         id, path or job id in it is cut with "…" at the terminal's width; at a terminal it fits the terminal."""
-        tables = [item for item in objects if isinstance(item, Table)]
+        parts = [part for item in objects for part in (item.renderables if isinstance(item, Group) else [item])]
+        tables = [part for part in parts if isinstance(part, Table)]
         if not tables or self.is_terminal:
             super().print(*objects, **options)
             return
@@ -97,18 +98,28 @@ def notice(message: str) -> None:
     errors.print(message, style="dim", markup=False, highlight=False, soft_wrap=True)
 
 
-def verify_table(report: VerifyReport, title: str) -> Table:
+def verify_table(report: VerifyReport, title: str) -> Group:
+    """The checks as a table; those an unreachable host stopped (their finding is, or quotes, the host's paragraph)
+    leave it for that paragraph, said once, and one line naming them."""
+    unreachable = next((result.message for result in report.results if result.facts.get("unreachable")), None)
+    skipped = [result.name for result in report.results if unreachable and unreachable in result.message]
     table = Table(title=title, title_justify="left", show_lines=False)
     table.add_column("check")
     table.add_column("status")
     table.add_column("time", justify="right")
     table.add_column("finding", overflow="fold")
     for result in report.results:
+        if result.name in skipped:
+            continue
         style = STATUS_STYLE[result.status]
         status = f"[{style}]{result.status.value}[/]"
         table.add_row(escape(result.name), status, f"{result.duration_s:.2f}s", escape(result.message))
     table.caption = f"wall {report.wall_s:.2f} s for checks that sum to {report.sum_of_checks_s:.2f} s (concurrent)"
-    return table
+    if unreachable is None:
+        return Group(table)
+    said = Text.assemble(("host unreachable: ", "bold red"), unreachable)
+    names = Text.assemble(("not checked", "bold red"), f" (they need the host): {', '.join(skipped)}")
+    return Group(*([table] if table.row_count else []), said, names)
 
 
 class Steps:

@@ -8,32 +8,36 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
+from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.prompt import IntPrompt, Prompt
-from rich.table import Table
+from rich.table import Column, Table
 
 from eyas.agents.faces.cli.console import console
 from eyas.agents.faces.gate_text import gate_sections
+from eyas.agents.faces.progress_text import count_text, detail_text, merged
 from eyas.graph.gates.view import FailureView, GateView, read_view
 from eyas.graph.shard_total import phase_total
 from eyas.graph.state import GateAnswer
-from eyas.tools.jobs.detached import JobState
+from eyas.tools.jobs.detached import JobState, JobStatus
 from eyas.tools.settings.config import format_validation_error
 from eyas.tools.settings.sizes import Sizes, SizeValue
 
 
 class RunUI:
-    def __init__(self) -> None:
+    def __init__(self, terminal: Console = console) -> None:
+        self._console = terminal
         self._progress: Progress | None = None
         self._bars: dict[str, TaskID] = {}
+        self._seen: dict[str, dict[str, Any]] = {}  # each job's progress so far (progress_text.merged)
 
     # -- what happened ---------------------------------------------------------------------------
 
     def note(self, message: str) -> None:
         self._stop_bars()
-        console.print(f"[dim]·[/] {escape(message)}", highlight=False)
+        self._console.print(f"[dim]·[/] {escape(message)}", highlight=False)
 
     def update(self, update: dict[str, Any]) -> None:
         for node, change in update.items():
@@ -45,36 +49,43 @@ class RunUI:
                 style = "green" if decision["action"] in ("approve", "retry") else "yellow"
                 gate = escape(f"gate {decision['gate']}: {decision['action']}")
                 reason = escape(f"{who}: {decision['reason']}")
-                console.print(f"[{style}]{gate}[/] by {reason}", highlight=False)
+                self._console.print(f"[{style}]{gate}[/] by {reason}", highlight=False)
 
     # -- progress of jobs ------------------------------------------------------------------------
 
     def progress(self, phase: str, states: list[JobState], progress: dict[str, dict[str, Any]]) -> None:
+        """Each job's bar with what it counts (a training's steps, an evaluation's prompts) and its figures (loss,
+        tokens/s), kept from its earlier lines when its last one lacks them (a finished training's last line is
+        its `done`); a sharded phase's whole below its jobs."""
         if self._progress is None:
             self._progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TextColumn("{task.completed:.0f}/{task.total:.0f}"),
-                TextColumn("{task.fields[extra]}"),
+                TextColumn("{task.description}", table_column=Column(overflow="fold")),
+                BarColumn(bar_width=20),
+                TextColumn("{task.fields[count]}", table_column=Column(overflow="fold")),
+                TextColumn("{task.fields[extra]}", table_column=Column(overflow="fold")),
                 TimeRemainingColumn(),
-                console=console,
+                console=self._console,
             )
             self._progress.start()
         for state in states:
-            seen = progress.get(state.job_id, {})
-            total = float(seen.get("total") or 1)
-            done = float(seen.get("done") or 0)
-            extra = state.describe() if state.status.value != "running" else _extra(seen)
-            self._bar(state.job_id, total, done, extra)
-        whole = phase_total([progress.get(state.job_id, {}) for state in states])
+            seen = self._seen[state.job_id] = merged(self._seen.get(state.job_id, {}), progress.get(state.job_id, {}))
+            said = "" if state.status is JobStatus.RUNNING else state.describe()
+            extra = ", ".join(part for part in (said, detail_text(seen)) if part)
+            self._bar(state.job_id, seen, extra, finished=state.finished)
+        whole = phase_total([self._seen.get(state.job_id, {}) for state in states])
         if whole is not None:  # a sharded phase: its whole, below its jobs
-            self._bar(f"{phase}: all {whole['jobs']} jobs", whole["total"], whole["done"], _extra(whole))
+            finished = all(state.finished for state in states)
+            self._bar(f"{phase}: all {whole['jobs']} jobs", whole, detail_text(whole), finished=finished)
 
-    def _bar(self, name: str, total: float, done: float, extra: str) -> None:
+    def _bar(self, name: str, seen: dict[str, Any], extra: str, *, finished: bool) -> None:
+        """A bar as full as the count says; without a count, a pulse while the job runs and full once it ended."""
         assert self._progress is not None
+        total = float(seen["total"]) if seen.get("total") else (1.0 if finished else None)
+        done = float(seen.get("done") or 0) if seen.get("total") else (1.0 if finished else 0.0)
+        count = count_text(seen)
         if name not in self._bars:
-            self._bars[name] = self._progress.add_task(name, total=total, extra=extra)
-        self._progress.update(self._bars[name], total=total, completed=done, extra=extra)
+            self._bars[name] = self._progress.add_task(name, total=total, count=count, extra=extra)
+        self._progress.update(self._bars[name], total=total, completed=done, count=count, extra=extra)
 
     def _stop_bars(self) -> None:
         if self._progress is not None:
@@ -86,18 +97,18 @@ class RunUI:
     def ask(self, view: dict[str, Any], answered_elsewhere: Callable[[], GateAnswer | None]) -> GateAnswer:
         self._stop_bars()
         shown = read_view(view)
-        console.print(gate_panel(shown))
+        self._console.print(gate_panel(shown))
         choices = shown.actions
-        console.print(f"[bold]{' / '.join(choices)}?[/] (or answer from another terminal with `eyas approve`)")
+        self._console.print(f"[bold]{' / '.join(choices)}?[/] (or answer from another terminal with `eyas approve`)")
         while True:
             line = _read_line_or(answered_elsewhere)
             if isinstance(line, GateAnswer):
-                console.print(f"answered elsewhere: {line.action}")
+                self._console.print(f"answered elsewhere: {line.action}")
                 return line
             action = next((choice for choice in choices if choice == line.strip().lower()), None)
             if action is not None:
                 break
-            console.print(f"please type one of: {', '.join(choices)}")
+            self._console.print(f"please type one of: {', '.join(choices)}")
         if action == "edit" and isinstance(shown, GateView):
             return GateAnswer(action=action, reason="sizes edited at the gate", sizes=_edit_sizes(shown.sizes))
         reason = Prompt.ask("reason", default="") if action in ("reject", "abort") else ""
@@ -130,17 +141,6 @@ def _read_line_or(answered_elsewhere: Callable[[], GateAnswer | None]) -> str | 
             if not line:
                 raise EOFError("stdin closed while a gate was waiting for an answer")
             return line
-
-
-def _extra(seen: dict[str, Any]) -> str:
-    parts = []
-    if seen.get("failed"):
-        parts.append(f"{seen['failed']} failed")
-    if seen.get("tokens_per_s"):
-        parts.append(f"{float(seen['tokens_per_s']):.0f} tok/s")
-    if seen.get("loss") is not None:
-        parts.append(f"loss {float(seen['loss']):.3f}")
-    return ", ".join(parts)
 
 
 def gate_panel(view: GateView | FailureView) -> Panel:

@@ -37,6 +37,9 @@ from eyas.tools.recording.transcript import (
 )
 from eyas.tools.recording.transcript_reader import SkippedLine, read_transcript
 
+# The widest the "what" column grows in a pipe or file: a job's launch command (its script inline, 4 KB) folds onto
+# more lines at this width rather than pad every row of the timeline to its length.
+WHAT_WIDTH = 160
 DECISION_STYLE = {"approve": "green", "approved": "green", "reject": "bold red", "rejected": "bold red"}
 
 
@@ -96,7 +99,7 @@ def show_command(
     )
     for column, justify in columns:
         table.add_column(column, justify=justify, no_wrap=True)
-    table.add_column("what", overflow="fold")
+    table.add_column("what", overflow="fold", max_width=WHAT_WIDTH)
     table.add_column("took", justify="right", no_wrap=True)
     wanted = {event.seq for event in shown}
     for index, event in enumerate(events):
@@ -164,7 +167,7 @@ def _describe(event: Event) -> str:
 def _what(event: Event) -> str:
     match event:
         case CommandEvent():
-            text = f"[dim]{escape(event.host)}$[/] {escape(_line(event.command, 140))}"
+            text = f"[dim]{escape(event.host)}$[/] {escape(_whole_command(event.command))}"
             if event.rc is not None:
                 style = "green" if event.rc == 0 else "red"
                 text += f" [{style}]→ rc {event.rc}[/]"
@@ -206,7 +209,7 @@ def _what(event: Event) -> str:
             status = event.state.get("status", "?") if isinstance(event.state, dict) else "?"
             return (
                 f"[dim]{escape(event.host)}:[/] launch job [bold]{escape(event.job_id)}[/]: "
-                f"{escape(_line(shlex.join(event.argv), 120))} → {escape(str(status))}"
+                f"{escape(shlex.join(event.argv))} → {escape(str(status))}"
             )
     return escape(event.kind)
 
@@ -237,6 +240,14 @@ def _llm_answer(response: Any) -> str:
         return str(response)
     calls = [call.get("function", {}).get("name", "?") for call in message.get("tool_calls") or []]
     return message.get("content") or ("tool calls: " + ", ".join(calls) if calls else "")
+
+
+def _whole_command(command: str) -> str:
+    """A command whole, as it ran (the table folds it at the terminal's width, so it can be copied); only eyas's
+    own inline scripts (`python -c '...'` over many lines) show their first line and how many more the transcript
+    keeps, so that one status poll is not a page of shell."""
+    first, *rest = command.splitlines() or [""]
+    return f"{first} [{len(rest)} more lines of inline script in the transcript]" if rest else command
 
 
 def _line(text: str, width: int) -> str:
