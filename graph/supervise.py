@@ -44,7 +44,7 @@ def make_launch(
         crash_point("before_launch")
         for spec in specs:
             started = launch_noted(ctx.boundary, jobs, spec)
-            ctx.on_note(f"{phase}: job {spec.job_id} {started.describe()} (pid {started.pid})")
+            ctx.on_note(f"{phase}: job {spec.job_id} {started.describe()}{started.pid_text}")
         crash_point("after_launch")
         return {
             **prepared,

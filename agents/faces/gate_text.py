@@ -8,7 +8,7 @@ import shlex
 from dataclasses import dataclass
 
 from eyas.graph.gates.view import ClusterView, GateEstimate, GateView, ProductionEntry
-from eyas.tools.planning.estimate import supply_verdict
+from eyas.tools.planning.estimate import format_hours, supply_verdict
 from eyas.tools.planning.gpu_budget import gpu_phrase
 from eyas.tools.settings.units import format_size
 
@@ -75,7 +75,7 @@ def _figure_text(name: str, value: bool | int | float | str) -> str:
     if isinstance(value, bool):
         return "yes" if value else "NO"
     if name.endswith("_hours") and isinstance(value, int | float):
-        return f"{value:.2f} h ({value * 60:.0f} min)" if value < 10 else f"{value:.1f} h"
+        return format_hours(value)
     if name.endswith("_bytes") and isinstance(value, int | float):
         return format_size(value)
     return f"{value:.3g}" if isinstance(value, float) else str(value)

@@ -192,9 +192,10 @@ def end_message(run: RunDir, outcome: Outcome, report: Path) -> str:
     elif state.get("stopped"):
         what = f"stopped: {state['stopped']}"
     elif evaluation:
+        length, speedup = evaluation.mean_acceptance_length, evaluation.speedup
         what = (
-            f"finished: mean acceptance length {evaluation.mean_acceptance_length or 0.0:.3f} at "
-            f"k={evaluation.k}, speedup {evaluation.speedup or 0.0:.3f}"
+            f"finished: mean acceptance length {'not measured' if length is None else f'{length:.2f}'} at "
+            f"k={evaluation.k}, speedup {'not measured' if speedup is None else f'{speedup:.2f}x'}"
         )
     else:
         what = f"ended after the {state.get('phase', 'first')} phase"

@@ -169,7 +169,7 @@ class Watcher:
         started = start_driver(run, ["resume", run.run_id])
         state.restarted()
         self._tell(run, f"the driver of run {run.run_id} stopped beating ({found.detail}); restarted it as "
-                        f"{started.job_id} (pid {started.pid}), restart {state.restarts} of at most "
+                        f"{started.job_id}{started.pid_text}, restart {state.restarts} of at most "
                         f"{self.max_restarts}. Log: {driver_log(started)}")  # fmt: skip
         return True
 

@@ -231,7 +231,7 @@ class NotifyContext:
     ("outcome", "expected"),
     [
         (Outcome(True, {"evaluation": {"k": 3, "mean_acceptance_length": 2.5, "speedup": 1.75}}),
-         "finished: mean acceptance length 2.500 at k=3, speedup 1.750"),
+         "finished: mean acceptance length 2.50 at k=3, speedup 1.75x"),
         (Outcome(True, {"failure": {"job_id": "r.train", "status": "exited 1", "diagnosis": "OOM"}}),
          "failed: job r.train exited 1: OOM"),
         (Outcome(True, {"stopped": "rejected at the train gate: too long"}), "stopped: rejected at the train gate"),

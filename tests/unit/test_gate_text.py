@@ -5,6 +5,7 @@ in the example run read back to the very JSON they were recorded as, so that the
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -123,8 +124,21 @@ def test_a_command_longer_than_the_terminal_is_shown_whole(tmp_path: Path) -> No
 def test_the_plan_figures_read_in_words_and_units(tmp_path: Path) -> None:
     """The state keeps phase_hours 0.25 and disk_bytes 1000; the operator reads a duration and a size."""
     shown = terminal(gate_view("data", STATE, context(tmp_path, ""), []), width=160)
-    assert "0.25 h (15 min)" in shown and "1.00 KB" in shown
+    assert "15 min" in shown and "1.00 KB" in shown
     assert "phase_hours" not in shown and "disk_bytes" not in shown and "True" not in shown
+
+
+def test_a_gate_shows_no_raw_value(tmp_path: Path) -> None:
+    """A short phase, an odd byte count, a yes/no and a figure not measured: words and units, never a Python repr."""
+    phases = {"data": {"phase_hours": 0.038, "disk_bytes": 145013, "downtime_hours": None}}
+    state: RunState = {**STATE, "plan": {"fits": True, "verdict": "Fits", "total_hours": 3.41, "phases": phases}}
+    for shown in (
+        terminal(gate_view("data", state, context(tmp_path, ""), []), width=80),
+        dashboard(gate_view("data", state, context(tmp_path, ""), [])),
+    ):
+        assert "2 min" in shown and "0.04 h" not in shown and "145.01 KB" in shown and "yes" in shown, shown
+        assert "None" not in shown and "[]" not in shown and "True" not in shown, shown
+        assert not re.search(r"\d\.\d{3,}", shown), shown
 
 
 def supplied(samples: int) -> RunState:

@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
+from eyas.agents.faces.cli.console import decision_text
 from eyas.agents.faces.cli.run_ui import RunUI
 from eyas.agents.faces.progress_text import count_text, detail_text, merged
 from eyas.tools.exit_codes import ExitCode
@@ -116,3 +117,10 @@ def test_verify_says_an_unreachable_hosts_paragraph_once_and_names_the_checks_it
     skipped = "not checked (they need the host): gpus, disk, binaries, packages, compat, server_flags"
     assert skipped in words, ran.output
     assert "Nothing accepts connections at http://127.0.0.1:1" in words  # the server's own finding keeps its row
+
+
+def test_a_decision_reads_in_words_without_a_reason_or_a_name() -> None:
+    typed = decision_text({"gate": "deploy", "action": "approve", "who": None, "reason": ""})
+    assert " ".join(typed) == "gate deploy: approve by operator"
+    said = decision_text({"gate": "train", "action": "reject", "who": "bob", "reason": "too long"})
+    assert " ".join(said) == "gate train: reject by bob: too long"

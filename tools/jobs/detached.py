@@ -86,6 +86,11 @@ class JobState(BaseModel):
             return f"failed (exit {self.rc})"
         return self.status.value
 
+    @property
+    def pid_text(self) -> str:
+        """' (pid 4242)' to follow a job's name, or nothing where no pid is known (a Ray job, one not started)."""
+        return f" (pid {self.pid})" if self.pid is not None else ""
+
 
 def wrapper_script(spec: JobSpec, directory: str) -> str:
     """The shell script that runs one job; every argument is quoted, nothing depends on a login profile."""

@@ -97,7 +97,7 @@ def up(
         host.write_text(str(target.unit_file), unit_file_text(server_spec(target, eager=eager)))
         service.start()
         state = service.jobs.status(service.job_id)
-        progress(f"started vLLM (pid {state.pid}) on {target.base_url}; log: {state.directory}/log")
+        progress(f"started vLLM{state.pid_text} on {target.base_url}; log: {state.directory}/log")
     try:
         return service.wait_healthy(timeout_s, progress)
     except ServiceError as exc:

@@ -98,6 +98,15 @@ def notice(message: str) -> None:
     errors.print(message, style="dim", markup=False, highlight=False, soft_wrap=True)
 
 
+def decision_text(decision: dict[str, Any]) -> tuple[str, str]:
+    """A gate's decision in words, as ('gate deploy: approve', 'by operator: fits the budget'); a decision without a
+    reason (an approval typed at the gate) ends at who made it, and one without a name reads as the operator's."""
+    action = decision.get("action") or "no decision"
+    reason = decision.get("reason")
+    by = f"by {decision.get('who') or 'operator'}" + (f": {reason}" if reason else "")
+    return f"gate {decision.get('gate') or 'of an unknown phase'}: {action}", by
+
+
 def verify_table(report: VerifyReport, title: str) -> Group:
     """The checks as a table; those an unreachable host stopped (their finding is, or quotes, the host's paragraph)
     leave it for that paragraph, said once, and one line naming them."""

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from eyas.agents.faces.cli.console import console, json_result, notice, print_json
+from eyas.agents.faces.cli.console import console, decision_text, json_result, notice, print_json
 from eyas.agents.faces.cli.detach import DetachOption, detach_driver, same_command
 from eyas.agents.faces.cli.options import (
     ConfigOption,
@@ -298,8 +298,7 @@ def status_command(
     if unreachable:
         console.print(f"[yellow]jobs not read:[/] {escape(unreachable)}", highlight=False)
     for decision in summary["decisions"]:
-        line = f"gate {decision['gate']}: {decision['action']} by {decision['who']}: {decision['reason']}"
-        console.print(line, markup=False, highlight=False)
+        console.print(" ".join(decision_text(decision)), markup=False, highlight=False)
 
 
 def gate_phrase(gate: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemaining
 from rich.prompt import IntPrompt, Prompt
 from rich.table import Column, Table
 
-from eyas.agents.faces.cli.console import console
+from eyas.agents.faces.cli.console import console, decision_text
 from eyas.agents.faces.gate_text import gate_sections
 from eyas.agents.faces.progress_text import count_text, detail_text, merged
 from eyas.graph.gates.view import FailureView, GateView, read_view
@@ -45,11 +45,9 @@ class RunUI:
                 continue
             for decision in change.get("decisions", []):
                 self._stop_bars()
-                who = "policy" if decision["who"] == "policy" else decision["who"]
                 style = "green" if decision["action"] in ("approve", "retry") else "yellow"
-                gate = escape(f"gate {decision['gate']}: {decision['action']}")
-                reason = escape(f"{who}: {decision['reason']}")
-                self._console.print(f"[{style}]{gate}[/] by {reason}", highlight=False)
+                gate, by = decision_text(decision)
+                self._console.print(f"[{style}]{escape(gate)}[/] {escape(by)}", highlight=False)
 
     # -- progress of jobs ------------------------------------------------------------------------
 
