@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from eyas.agents.faces.progress_text import count_text, detail_text, progress_in
 from eyas.graph.runs import RunDir
 from eyas.graph.shard_total import phase_total
 from eyas.tools.errors import HostError, JobError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.jobs.executor import jobs_of
-from eyas.tools.workloads.progress import last_progress
 
 
 def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
@@ -29,7 +29,7 @@ def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], 
             for phase, ids in state["jobs"].items():
                 phase_rows = []
                 for job in jobs.statuses(ids):
-                    cells = progress_cells(last_progress(jobs.tail(job.job_id, 20)) or {})
+                    cells = progress_cells(progress_in(jobs.tail(job.job_id, 20)))
                     phase_rows.append({"phase": phase, "job_id": job.job_id, "state": job.describe(), **cells})
                 total = phase_total([row["progress"] for row in phase_rows])
                 if total is not None:  # a sharded phase: its whole, after its jobs
@@ -42,9 +42,10 @@ def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], 
 
 
 def progress_cells(seen: dict[str, Any]) -> dict[str, Any]:
-    """A progress bar and ETA, from a job's last progress line (or a sharded phase's total of them)."""
+    """A progress bar with its count ('step 154/154'), the figures beside it (loss, tokens/s) and an ETA, from a job's
+    progress lines (or a sharded phase's total of them)."""
     done, total = float(seen.get("done") or 0), float(seen.get("total") or 0)
     filled = int(20 * done / total) if total else 0
-    bar = f"{'█' * filled}{'░' * (20 - filled)} {done:.0f}/{total:.0f}" if total else ""
+    bar = f"{'█' * filled}{'░' * (20 - filled)} {count_text(seen)}" if total else ""
     eta = f"{float(seen['eta_s']) / 60:.1f} min" if seen.get("eta_s") is not None else ""
-    return {"bar": bar, "eta": eta, "progress": seen}
+    return {"bar": bar, "figures": detail_text(seen), "eta": eta, "progress": seen}

@@ -4,6 +4,7 @@ paragraph once in `eyas verify`, with one line naming the checks it stopped."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 from typing import Any
@@ -12,12 +13,14 @@ from rich.console import Console
 
 from eyas.agents.faces.cli.console import decision_text
 from eyas.agents.faces.cli.run_ui import RunUI
-from eyas.agents.faces.progress_text import count_text, detail_text, merged
+from eyas.agents.faces.job_table import progress_cells
+from eyas.agents.faces.progress_text import count_text, detail_text, merged, progress_in
 from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import JobState, JobStatus
 from eyas.tools.recording.recorder import Recorder
 from eyas.tools.recording.task_scope import task_scope
+from eyas.tools.workloads.progress import TAG
 from in_process import eyas
 from jobs_config import UNREACHABLE
 
@@ -104,6 +107,17 @@ def test_progress_reads_in_units_and_keeps_what_a_later_line_lacks() -> None:
     generate = merged(merged({}, {"done": 120, "total": 300, "failed": 2, "tokens_per_s": 88.0}), {"eta_s": None})
     assert (count_text(generate), detail_text(generate)) == ("120/300", "2 failed, 88 tokens/s")
     assert count_text(merged({}, {"phase": "server", "waiting_s": 3})) == ""
+
+
+def test_eyas_status_reads_a_finished_trainings_steps_from_its_log_tail() -> None:
+    """A job's log ends with its `done` line and text between progress lines; the count and figures come through."""
+    log = "\n".join([
+        TAG + json.dumps({"phase": "train", "done": 153, "total": 154, "loss": 2.5, "tokens_per_s": 900.0}),
+        TAG + json.dumps({"phase": "train", "done": 154, "total": 154, "loss": 2.4, "tokens_per_s": 910.0}),
+        "saving the drafter", TAG + '{"phase": "do', TAG + json.dumps({"phase": "done", "out": "/work/drafter"}),
+    ])  # fmt: skip
+    cells = progress_cells(progress_in(log))
+    assert cells["bar"] == "█" * 20 + " step 154/154" and cells["figures"] == "loss 2.4, 910 tokens/s", cells
 
 
 def test_verify_says_an_unreachable_hosts_paragraph_once_and_names_the_checks_it_stopped(tmp_path: Path) -> None:

@@ -27,3 +27,10 @@ def test_long_runs_keep_at_most_the_curve_points_evenly_and_the_last_step() -> N
     kept = [r["step"] for r in curves["train"]]
     assert len(kept) <= CURVE_POINTS and kept[-1] == steps and kept == sorted(kept)
     assert len({b - a for a, b in itertools.pairwise(kept)}) == 1
+
+
+def test_a_validation_row_without_an_epoch_or_a_loss_reads_n_a_not_none() -> None:
+    """speculators' trainer (train_cuda.py) may log a validation row with neither: the table says so in words."""
+    no_epoch = json.dumps({"split": "val", "step": 154, "epoch": None, "loss": None, "acc": []})
+    text = "\n".join(training_lines(training_curves(no_epoch)))
+    assert "| n/a | 154 | n/a |" in text and "None" not in text

@@ -290,10 +290,10 @@ def status_command(
     if pending:
         console.print(f"[yellow]waiting at[/] {escape(gate_phrase(pending[1]))}")
     table = Table(title="jobs", title_justify="left")
-    for column in ("phase", "job", "state", "progress", "ETA"):
+    for column in ("phase", "job", "state", "progress", "figures", "ETA"):
         table.add_column(column)
     for row in jobs:
-        table.add_row(*(escape(row[key]) for key in ("phase", "job_id", "state", "bar", "eta")))
+        table.add_row(*(escape(row[key]) for key in ("phase", "job_id", "state", "bar", "figures", "eta")))
     console.print(table)
     if unreachable:
         console.print(f"[yellow]jobs not read:[/] {escape(unreachable)}", highlight=False)

@@ -163,7 +163,7 @@ def training_lines(curves: dict[str, list[dict[str, Any]]]) -> list[str]:
     ]
     for row in curves["val"]:
         accuracy = ", ".join(_fmt(value) for value in row.get("acc", []))
-        lines.append(f"| {row.get('epoch')} | {row['step']} | {_fmt(row.get('loss'))} | {accuracy} |")
+        lines.append(f"| {_fmt(row.get('epoch'))} | {row['step']} | {_fmt(row.get('loss'))} | {accuracy} |")
     if curves["train"]:
         last = curves["train"][-1]
         lines += [
