@@ -51,8 +51,8 @@ def down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def expected_rates(sequence: float) -> tuple[float, float]:
-    """Decoding and prefill tokens/s the plan assumes for this host: the run's default requests at once, each step reading
-    594 GB once from 8 GPUs; 8 GPUs' sustained FLOP/s over 2 per active parameter and the attention."""
+    """Decoding and prefill tokens/s the plan assumes for this host: the run's default requests at once, each step
+    reading 594 GB once from 8 GPUs; 8 GPUs' sustained FLOP/s over 2 per active parameter and the attention."""
     decode = DEFAULT_SIZES.concurrency * 8 * GPU_DECODE_BYTES_PER_S / WEIGHTS
     prefill = 8 * GPU_TRAINING_FLOPS / (2 * ACTIVE + 2 * LAYERS * H * sequence)
     return decode, prefill
@@ -81,8 +81,8 @@ def test_the_model_and_the_rates_come_from_the_model_directory_and_say_so(tmp_pa
     assert inputs.generation_tok_s == pytest.approx(decode) and inputs.extraction_tok_s == pytest.approx(prefill)
     assert sources["throughput"].startswith("assumed, not measured (the server could not be asked: production is")
     assert (
-        f"{DEFAULT_SIZES.concurrency} requests at once, each decoding step reading the 594 GB of weights once from production's 8 GPU(s)"
-        in (sources["throughput"])
+        f"{DEFAULT_SIZES.concurrency} requests at once, each decoding step reading the 594 GB of weights once from "
+        "production's 8 GPU(s)" in (sources["throughput"])
     )
     assert sources["extraction"].startswith(f"assumed, not measured: prefill at {prefill:,.0f} tokens/s")
     assert "production's 8 GPU(s)" in sources["extraction"]
