@@ -190,14 +190,18 @@ def test_the_dry_run_text_shows_verification_and_every_command_in_the_pipelines_
     assert rows["drafter"][0] == "ok" and rows["drafter"][1].startswith("specforge drafter (converted")
     assert {"service", "gpus", "disk", "compat"} <= set(rows)
 
-    # Every command the pipeline runs, in its order: the data phase's prompt split before its jobs (generation, and
-    # the drafter's download beside it, which checks and converts it for training), then the other phases.
-    split, generate, download = (
+    # Every command the pipeline runs, in its order: the drafter's preparation before the data gate (download.py
+    # checks it against the target and converts it for training), the data phase's prompt split before its
+    # generation, then the other phases.
+    download, split, generate = (
+        first("   job dry-run.download: $ "),
         first("   setup: $ "),
         first("   job dry-run.generate: $ "),
-        first("   job dry-run.download: $ "),
     )
-    assert first("== data: ") < split < generate < download < first("== extract: ")
+    assert lines[download - 1] == (
+        "drafter (downloaded, checked against the target and converted before the data gate):"
+    )
+    assert download < first("== data: ") < split < generate < first("== extract: ")
     argv = shlex.split(lines[split].removeprefix("   setup: $ "))
     assert argv[1].endswith("/workloads/prompt_split.py")
     assert argv[argv.index("--train") + 1] == "25000" and argv[argv.index("--max-prompt-chars") + 1] == "12288"

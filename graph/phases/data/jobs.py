@@ -1,4 +1,4 @@
-"""The data phase on the host: synthetic generation and the drafter download, as detached jobs side by side.
+"""The data phase's jobs on the host: synthetic generation, and the drafter's download (run before the data gate).
 
 Both run with the ML environment's absolute interpreter path (HostConfig.python): a bare `python` in a
 detached job finds whatever a non-interactive PATH holds, which is rarely the venv with vLLM. Launching is
@@ -76,9 +76,9 @@ def download_spec(
 ) -> JobSpec:
     """`source` is a hub repo id (downloaded into `out`) or a directory on the host (validated, used as is). With
     the target's directory, the job also makes the drafter training takes (speculators' format, a SpecForge one
-    converted) and loads it as training would, so a drafter that cannot be finetuned fails the data phase at once,
-    not after extraction: for a hub id it is written to training_drafter(source, out); a directory is checked
-    through a temporary conversion and converted again when training stages it."""
+    converted) and loads it as training would, so a drafter that cannot be finetuned stops the run at the data gate,
+    before generation (graph/phases/data/drafter.py): for a hub id it is written to training_drafter(source, out); a
+    directory is checked through a temporary conversion and converted again when training stages it."""
     flags = ["--source", source, "--out", out]
     if target:
         flags += ["--target", target]
