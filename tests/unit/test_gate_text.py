@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from langgraph.runtime import Runtime
 from rich.console import Console
 
 from eyas.agents.faces.cli.run_ui import gate_panel as terminal_panel
@@ -16,6 +17,7 @@ from eyas.agents.faces.gate_text import cluster_lines
 from eyas.agents.faces.report_html.sections import h
 from eyas.graph.context import RunContext
 from eyas.graph.gates.view import FailureView, GateView, gate_view, read_view
+from eyas.graph.phases.data.drafter import prepare_drafter
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
 from eyas.graph.state import RunState
@@ -26,7 +28,7 @@ from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.planning.measure import Figures, count_prompts, planned_sizes
 from eyas.tools.recording.transcript import ApprovalEvent, NodeEvent
 from eyas.tools.recording.transcript_reader import read_transcript
-from eyas.tools.settings.config import load_config
+from eyas.tools.settings.config import PipelineConfig, load_config
 from eyas.tools.settings.sizes import DEMO
 from jobs_config import jobs_config
 
@@ -250,3 +252,11 @@ def test_the_data_gate_shows_the_drafter_made_ready_and_blocks_on_one_that_canno
     assert blocked.policy is not None and not blocked.policy.approve
     for shown in (terminal(blocked, width=1000), dashboard(blocked)):
         assert "drafter refused" in shown and "width 640" in shown
+
+    # Without target.model_dir there is nothing to check it against or convert it with: refused before any job.
+    ctx.config = ctx.config.model_copy(update={"pipeline": PipelineConfig(drafter_base="org/drafter")})
+    state: RunState = {**STATE, "run_id": "r1"}
+    state.update(prepare_drafter(state, Runtime(context=ctx)))  # type: ignore[typeddict-item]
+    unset = gate_view("data", state, ctx, [])
+    assert unset.drafter is not None and unset.drafter.error is not None and "target.model_dir" in unset.blocked[0]
+    assert not (tmp_path / "work" / "jobs").exists()

@@ -64,7 +64,7 @@ def prepare_drafter(state: RunState, runtime: Runtime[RunContext]) -> dict[str, 
     base = ctx.config.pipeline.drafter_base
     if not base or (state.get("drafter") or {}).get("source") == base:
         return {}
-    return ctx.boundary.node("prepare_drafter", _prepare, ctx, state, base)
+    return ctx.boundary.node("prepare_drafter", _prepare, ctx, base)
 
 
 def drafter_spec(ctx: RunContext) -> JobSpec | None:
@@ -77,7 +77,7 @@ def drafter_spec(ctx: RunContext) -> JobSpec | None:
     return download_spec(job_id, ctx.host_config, ctx.workloads_dir, base, drafter_base_dir(ctx), model_dir)
 
 
-def _prepare(ctx: RunContext, state: RunState, base: str) -> dict[str, Any]:
+def _prepare(ctx: RunContext, base: str) -> dict[str, Any]:
     spec = drafter_spec(ctx)
     if spec is None:
         why = "target.model_dir is not set, so it can be neither checked against the target nor converted; set it."
