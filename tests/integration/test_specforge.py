@@ -173,6 +173,9 @@ def test_a_specforge_drafter_is_converted_served_and_finetuned(target: EmbeddedT
     assert "layers [2, 15, 27] of the target's 30" in view.drafter.fits
     assert view.drafter.converted is not None
     assert view.drafter.converted.startswith("converted from specforge's format to speculators' (speculators mapping)")
+    ready = tmp_path / "work" / "runs" / "run-specforge" / "drafter-base" / "speculators"  # where training takes it
+    assert view.drafter.converted.endswith(f": {ready}")
+    assert detect(json.loads((ready / "config.json").read_text())) == "speculators"
     assert not view.blocked
     rows = {line.label: line.text for section in gate_sections(view) for line in section.lines}
     assert rows["format"] == "specforge" and rows["training takes"] == view.drafter.converted

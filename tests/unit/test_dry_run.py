@@ -208,10 +208,12 @@ def test_the_dry_run_text_shows_verification_and_every_command_in_the_pipelines_
     argv = shlex.split(lines[download].removeprefix("   job dry-run.download: $ "))
     assert argv[1].endswith("/workloads/download.py") and argv[argv.index("--source") + 1] == str(drafter)
     assert argv[argv.index("--target") + 1] == str(tmp_path / "Kimi-K2-Instruct")
-    # Extraction captures the drafter's layers, and training finetunes it.
+    # Extraction captures the drafter's layers, and training finetunes the one the download job made ready.
     extraction = lines[first("   job dry-run.extract: $ ")]
     assert "--layers 1,29,57" in extraction, extraction
-    assert f"--from-pretrained {drafter}" in lines[first("   job dry-run.train: $ ")]
+    ready = tmp_path / "work" / "runs" / "dry-run" / "drafter-base" / "speculators"  # the download job's --ready
+    assert f"--ready {ready}" in lines[download]
+    assert f"--from-pretrained {ready}" in lines[first("   job dry-run.train: $ ")]
     order = [line.split(":")[0] for line in lines if line.startswith("== ")]
     assert order == ["== data", "== extract", "== vocab", "== train", "== evaluate", "== deploy"]
 

@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
-from eyas.graph.phases.data.jobs import download_spec
+from eyas.graph.phases.data.jobs import download_spec, training_drafter
 from eyas.graph.phases.data.node import drafter_base_dir
 from eyas.graph.state import Record, RunState
 from eyas.graph.supervise import patient
@@ -74,7 +74,8 @@ def drafter_spec(ctx: RunContext) -> JobSpec | None:
     if not base or model_dir is None:
         return None
     job_id = f"{ctx.run.run_id}.download"
-    return download_spec(job_id, ctx.host_config, ctx.workloads_dir, base, drafter_base_dir(ctx), model_dir)
+    ready = training_drafter(ctx.artifact("drafter_base"))
+    return download_spec(job_id, ctx.host_config, ctx.workloads_dir, base, drafter_base_dir(ctx), model_dir, ready)
 
 
 def _prepare(ctx: RunContext, base: str) -> dict[str, Any]:
@@ -137,8 +138,7 @@ def prepared(ctx: RunContext, base: str, job_id: str, found: dict[str, Any]) -> 
         made = f"converted from {ready['converted_from']}'s format to speculators' ({ready.get('mapping')} mapping)"
     else:
         made = "speculators' format, its weights linked"
-    where = ready.get("path") or f"{base} (converted again when training stages it; checked here in a temporary copy)"
     return DrafterCheck(
         source=base, job_id=job_id, format=drafter.format, fits=fits,
-        converted=f"{made}, loaded as training loads it: {where}",
+        converted=f"{made}, loaded as training loads it: {ready.get('path')}",
     )  # fmt: skip
