@@ -1,9 +1,9 @@
 """`eyas run --dry-run`: walk the whole plan without launching anything, for an operator to read before an
 overnight run. It verifies and plans as a run would (reading the host, starting nothing), then builds each
-phase's jobs with the phases' own code and prints, in the pipeline's order, every host command it would run (a
-phase's setup, such as the prompt split, then its jobs), the GPUs each needs, what happens to production (as the
-pipeline decides it: graph/downtime.py, with each downtime window stopped once and started once: graph/window.py),
-and the vLLM argv of every server eyas would start, ending with the deploy
+phase's jobs with the phases' own code and prints, in the pipeline's order, every host command it would run (the
+drafter's preparation before the data gate; a phase's setup, such as the prompt split, then its jobs), the GPUs each
+needs, what happens to production (as the pipeline decides it: graph/downtime.py, with each downtime window stopped
+once and started once: graph/window.py), and the vLLM argv of every server eyas would start, ending with the deploy
 step behind its gate (production's argv with the drafter, the restart and the rollback). Nothing is written to the
 host, and no run folder is made; paths on the host are those of a run named `dry-run`."""
 
@@ -20,6 +20,7 @@ from eyas.graph.context import RunContext
 from eyas.graph.downtime import production_action
 from eyas.graph.gates.production import phase_servers, stop_commands
 from eyas.graph.phases.data import node as data
+from eyas.graph.phases.data.drafter import drafter_spec
 from eyas.graph.phases.deploy.node import deploy_view
 from eyas.graph.phases.plan import node as plan
 from eyas.graph.phases.verify import node as verify
@@ -75,7 +76,7 @@ def walk_phases(ctx: RunContext, state: RunState) -> dict[str, Any]:
     phases.append(_deploy(ctx, state))
     planned = run_plan(state)
     windows = [window.model_dump(mode="json") for window in planned.downtime_windows()]
-    return {
+    walk = {
         "run_id": RUN_ID,
         "host": ctx.host.name,
         "sizes": state["sizes"],
@@ -84,6 +85,14 @@ def walk_phases(ctx: RunContext, state: RunState) -> dict[str, Any]:
         "plan": {**planned.model_dump(mode="json", exclude={"phases"}), "downtime_windows": windows},
         "phases": phases,
     }
+    drafter = drafter_spec(ctx)
+    if drafter is not None:  # before the data gate, which shows its outcome (graph/phases/data/drafter.py)
+        walk["drafter"] = {
+            "job_id": drafter.job_id,
+            "command": shlex.join(drafter.argv),
+            "when": "before the data gate",
+        }
+    return walk
 
 
 def _plan(ctx: RunContext, state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:  # RunPlan's JSON
@@ -193,6 +202,10 @@ def dry_run_lines(walk: dict[str, Any]) -> list[str]:
         lines.append(f"production loads in {load['load_s'] / 60:.0f} min ({load['source']})")
     for window in walk["plan"].get("downtime_windows", []):
         lines.append(f"downtime window: {DowntimeWindow.model_validate(window).line()}")
+    drafter = walk.get("drafter")
+    if drafter:
+        lines.append(f"drafter (downloaded, checked against the target and converted {drafter['when']}):")
+        lines.append(f"   job {drafter['job_id']}: $ {drafter['command']}")
     for phase in walk["phases"]:
         production = phase.get("production") or {}
         hours = production.get("downtime_hours")

@@ -1,6 +1,6 @@
 """The whole run on one screen: research, verify, plan, then each phase behind its gate, supervised.
 
-    research -> verify -> plan -> gate_data -> launch_data -> monitor_data
+    research -> verify -> plan -> prepare_drafter -> gate_data -> launch_data -> monitor_data
       -> gate_extract -> launch_extract -> monitor_extract
       -> gate_train -> launch_vocab -> monitor_vocab -> launch_train -> monitor_train
       -> launch_evaluate -> monitor_evaluate -> gate_deploy -> deploy -> report
@@ -10,8 +10,9 @@ abort ends the run with its report). A rejected gate ends the run; an edited gat
 starts from existing generated data skips straight to the extraction gate. A phase the plan says cannot share
 the host with production stops it at launch and starts it again when its monitor ends (graph/downtime.py), unless
 the next phase is in the same downtime window, approved at the window's first gate (graph/window.py).
-The deploy gate asks before the drafter goes into production; a reject (or a policy's deploy = "skip") leaves
-production untouched and goes to the report (graph/phases/deploy/node.py).
+The drafter to finetune from, if any, is downloaded, checked and converted before the first gate, which shows it
+(graph/phases/data/drafter.py). The deploy gate asks before the drafter goes into production; a reject (or a
+policy's deploy = "skip") leaves production untouched and goes to the report (graph/phases/deploy/node.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from eyas.graph.context import Node, RunContext, RunGraph
 from eyas.graph.downtime import restoring_production, stopping_production
 from eyas.graph.gates.gate import after_gate, make_gate
 from eyas.graph.phases.data import node as data
+from eyas.graph.phases.data.drafter import prepare_drafter
 from eyas.graph.phases.deploy import node as deploy
 from eyas.graph.phases.evaluate import node as evaluate
 from eyas.graph.phases.extract import node as extract
@@ -135,7 +137,10 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None, *, context_sche
     graph.add_edge(START, "research")
     graph.add_edge("research", "verify")
     graph.add_edge("verify", "plan")
-    graph.add_conditional_edges("plan", first_phase, [BY_NAME["data"].entry, BY_NAME["extract"].entry])
+    # Recorded only when it acts (a run without drafter_base passes through unrecorded): prepare_drafter's own.
+    add("prepare_drafter", prepare_drafter)
+    graph.add_edge("plan", "prepare_drafter")
+    graph.add_conditional_edges("prepare_drafter", first_phase, [BY_NAME["data"].entry, BY_NAME["extract"].entry])
 
     for phase, following in zip(PHASES, [*(later.entry for later in PHASES[1:]), "gate_deploy"], strict=True):
         launch = stopping_production(

@@ -194,6 +194,7 @@ class RunState(TypedDict, total=False):
     artifacts: dict[str, str]  # name -> path on the host
     decisions: Annotated[list[Decision], operator.add]
     failure: Failure | None
+    drafter: dict[str, Any]  # the drafter to finetune, made ready before the data gate (phases/data/drafter.py)
     prompts: dict[str, Any]  # the prompt split's summary: source, training and held-out counts
     training: dict[str, list[dict[str, Any]]]  # the drafter's curves: {"train": rows, "val": rows}
     online: dict[str, Any]  # train.py's online_summary.json (online or hybrid runs): per epoch, fetched and bytes

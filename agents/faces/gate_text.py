@@ -45,6 +45,7 @@ def gate_sections(view: GateView) -> list[Section]:
         Section("Prompts", _prompts(view)),
         Section("Sizes", [Line("sizes", sizes)] if sizes else []),
         Section("Verification", checks),
+        Section("Drafter", _drafter(view)),
         Section("Exact commands", [Line("will run", command) for command in view.commands], code=True),
         Section("Ray cluster", [Line("ray", line) for line in cluster_lines(view.cluster)]),
         Section("Downtime window", _window(view)),
@@ -105,6 +106,12 @@ def _prompts(view: GateView) -> list[Line]:
         return []
     short = supply.enough is False
     return [Line("TOO FEW PROMPTS" if short else "prompts", supply_verdict(supply), alarm=short)]
+
+
+def _drafter(view: GateView) -> list[Line]:
+    """The drafter to finetune: its format, its check against the target, what training takes, or why it cannot."""
+    rows = view.drafter.lines() if view.drafter is not None else []
+    return [Line(label, text, alarm=label == "drafter refused") for label, text in rows]
 
 
 def _window(view: GateView) -> list[Line]:

@@ -22,6 +22,7 @@ from pydantic import (
 from eyas.graph.context import RunContext
 from eyas.graph.gates.paths import paths_view
 from eyas.graph.gates.production import production_estimate, production_view
+from eyas.graph.phases.data.drafter import DrafterCheck
 from eyas.graph.policy import PhaseEstimate, judge
 from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, Record, RunState, run_plan, run_sizes
 from eyas.graph.window import GATE_OF, approved_with_window, opened_at, span, window_approval
@@ -117,8 +118,9 @@ class GateView(Record):
     """What the operator sees before a phase: estimates, verification, the exact commands on which host, what
     happens to production, where the jobs go, whether the phases' paths work here, where training's hidden states
     come from (the extraction and training gates), the prompt supply (the data gate: the source's prompts against
-    those asked), the downtime window this gate opens (graph/window.py) or the approval of the window it is in,
-    and the policy's verdict."""
+    those asked), the drafter to finetune from (the run's first gate: its format, its check against the target and
+    the converted drafter training takes, or why it cannot be used), the downtime window this gate opens
+    (graph/window.py) or the approval of the window it is in, and the policy's verdict."""
 
     kind: Literal["gate"]
     phase: str
@@ -134,6 +136,7 @@ class GateView(Record):
     extraction_mode: HiddenStatesMode | None = None
     paths: dict[str, PhasePath] = Field(default_factory=dict)
     prompt_supply: PromptSupply | None = None
+    drafter: DrafterCheck | None = Field(None, description="the drafter to finetune, ready before the data gate")
     blocked: list[str] = Field(default_factory=list, description="why a covered phase cannot run here")
     blocked_later: list[str] = Field(default_factory=list, description="why a later phase cannot run here")
     research: ResearchSummary | None = None
@@ -214,6 +217,7 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
     supply = plan.prompt_supply if phase == "data" else None
     if supply is not None:
         parts["prompt_supply"] = supply
+    parts.update(drafter_parts(phase, state, parts.get("blocked", [])))
     parts.update(window_parts(phase, state))
     view = GateView(
         kind="gate",
@@ -237,6 +241,18 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
     approve = verdict.approve and not blocked and not refused
     policy = GatePolicy(approve=approve, reasons="; ".join([*blocked, verdict.summary, *refused]))
     return view.model_copy(update={"policy": policy})
+
+
+def drafter_parts(phase: str, state: RunState, blocked: list[str]) -> dict[str, Any]:
+    """The drafter to finetune, at the run's first gate (the data gate; the extraction gate of a run that starts from
+    existing data): one that cannot be used blocks it, so the run stops before generation."""
+    prepared = state.get("drafter")
+    from_existing_data = "conversations" in state.get("artifacts", {}) and "data" not in state.get("jobs", {})
+    if not prepared or phase != ("extract" if from_existing_data else "data"):
+        return {}
+    check = DrafterCheck.model_validate(prepared)
+    refused = check.blocked()
+    return {"drafter": check, **({"blocked": [*blocked, refused]} if refused else {})}
 
 
 def window_parts(phase: str, state: RunState) -> dict[str, Any]:

@@ -223,8 +223,8 @@ def test_jobs_run_offline_only_where_the_host_config_says_so() -> None:
 
 
 def test_training_finetunes_the_drafter_the_download_job_made() -> None:
-    """The job's --ready (where download.py writes the speculators-format drafter) is train.py's --from-pretrained;
-    a directory on the host is used where it is."""
+    """The job's --ready (where download.py writes the speculators-format drafter) is train.py's --from-pretrained,
+    for a hub id and a directory on the host alike."""
     host = HostConfig(address="gpu-box", python="/opt/ml/bin/python", workdir="/data/eyas")
     run_dir = "/data/eyas/runs/r1"
 
@@ -242,9 +242,12 @@ def test_training_finetunes_the_drafter_the_download_job_made() -> None:
                      "--ready", f"{run_dir}/drafter-base/speculators"]  # fmt: skip
     assert finetune_from(context(REPO)) == flags[-1]  # type: ignore[arg-type]
 
+    # A directory on the host is left as it is: the drafter training takes is made in the run's folder all the same.
     directory = "/data/kimi-drafter"
-    assert "--ready" not in download_spec("r1.download", host, "/w", directory, directory, "/models/kimi").argv
-    assert finetune_from(context(directory)) == directory  # type: ignore[arg-type]
+    ready = f"{run_dir}/drafter-base/speculators"
+    flags = download_spec("r1.download", host, "/w", directory, directory, "/models/kimi", ready).argv[2:]
+    assert flags == ["--source", directory, "--out", directory, "--target", "/models/kimi", "--ready", ready]
+    assert finetune_from(context(directory)) == ready  # type: ignore[arg-type]
 
 
 @pytest.fixture

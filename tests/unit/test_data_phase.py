@@ -1,5 +1,6 @@
-"""The data phase launched as detached jobs on a host (local and over SSH): generation beside the drafter
-check, progress read back from the job logs, and a relaunch that re-attaches instead of starting twice.
+"""The data phase's jobs launched as detached jobs on a host (local and over SSH): generation, and beside it the
+drafter's download job (which a run starts before the data gate: graph/phases/data/drafter.py), progress read back
+from the job logs, and a relaunch that re-attaches instead of starting twice.
 
 Stand-in: the target server is tests/support/openai_stub.py (the real server's runs are in test_data_real.py).
 The "ML interpreter" is this test's own Python, which has the openai package generate.py needs; a local

@@ -16,6 +16,7 @@ from test_rehearsal_plan import rehearsal_host
 
 from eyas.agents.faces.gate_text import gate_sections
 from eyas.agents.faces.report_html.record import fold_state
+from eyas.graph.downtime import production_action
 from eyas.graph.dry_run import dry_run_lines, walk_phases
 from eyas.graph.gates.gate import apply_answer, make_gate
 from eyas.graph.gates.view import gate_view
@@ -125,3 +126,22 @@ def test_the_extraction_gate_approves_the_window_and_the_training_gate_passes_wi
     rejected = apply_answer("extract", run_sizes(state), GateAnswer(action="reject"), window=view.window_phases())
     assert "window" not in rejected["decisions"][0]
     assert stays_down({**state, **rejected}, "extract") is None
+
+
+def test_vocab_outside_a_window_keeps_production_in_the_dry_run_as_in_the_pipeline(tmp_path: Path) -> None:
+    """When training and the evaluation keep production (as on a host with GPUs to spare for them), the window holds
+    extraction alone: production starts again after it, vocab.py runs with production up, and the dry run says so."""
+    ctx, state = rehearsal_host(tmp_path, parse_size("2.9TB"))
+    for phase in ("train", "evaluate"):
+        impact = state["plan"]["phases"][phase]["production"]
+        impact.update(action="keep", downtime_hours=0.0, reason="the GPUs production leaves free suffice")
+    (window,) = run_plan(state).downtime_windows()
+    assert window.phases == ["extract"]
+    approved = apply_answer("extract", run_sizes(state), GateAnswer(action="approve"), window=["extract"])
+    decided: RunState = {**state, **approved}
+    assert stays_down(decided, "extract") is None and production_action(decided, "vocab") == "keep"  # the pipeline
+    phases = {phase["phase"]: phase["production"] for phase in walk_phases(ctx, decided)["phases"]}
+    assert phases["extract"]["action"] == "stop" and phases["vocab"]["action"] == "keep"
+    lines = dry_run_lines(walk_phases(ctx, decided))
+    assert "== vocab: production keep; no GPU" in lines
+    assert "   the plan gives vocab no GPU, so production stays up meanwhile" in lines

@@ -190,24 +190,30 @@ def test_the_dry_run_text_shows_verification_and_every_command_in_the_pipelines_
     assert rows["drafter"][0] == "ok" and rows["drafter"][1].startswith("specforge drafter (converted")
     assert {"service", "gpus", "disk", "compat"} <= set(rows)
 
-    # Every command the pipeline runs, in its order: the data phase's prompt split before its jobs (generation, and
-    # the drafter's download beside it, which checks and converts it for training), then the other phases.
-    split, generate, download = (
+    # Every command the pipeline runs, in its order: the drafter's preparation before the data gate (download.py
+    # checks it against the target and converts it for training), the data phase's prompt split before its
+    # generation, then the other phases.
+    download, split, generate = (
+        first("   job dry-run.download: $ "),
         first("   setup: $ "),
         first("   job dry-run.generate: $ "),
-        first("   job dry-run.download: $ "),
     )
-    assert first("== data: ") < split < generate < download < first("== extract: ")
+    assert lines[download - 1] == (
+        "drafter (downloaded, checked against the target and converted before the data gate):"
+    )
+    assert download < first("== data: ") < split < generate < first("== extract: ")
     argv = shlex.split(lines[split].removeprefix("   setup: $ "))
     assert argv[1].endswith("/workloads/prompt_split.py")
     assert argv[argv.index("--train") + 1] == "25000" and argv[argv.index("--max-prompt-chars") + 1] == "12288"
     argv = shlex.split(lines[download].removeprefix("   job dry-run.download: $ "))
     assert argv[1].endswith("/workloads/download.py") and argv[argv.index("--source") + 1] == str(drafter)
     assert argv[argv.index("--target") + 1] == str(tmp_path / "Kimi-K2-Instruct")
-    # Extraction captures the drafter's layers, and training finetunes it.
+    # Extraction captures the drafter's layers, and training finetunes the one the download job made ready.
     extraction = lines[first("   job dry-run.extract: $ ")]
     assert "--layers 1,29,57" in extraction, extraction
-    assert f"--from-pretrained {drafter}" in lines[first("   job dry-run.train: $ ")]
+    ready = tmp_path / "work" / "runs" / "dry-run" / "drafter-base" / "speculators"  # the download job's --ready
+    assert f"--ready {ready}" in lines[download]
+    assert f"--from-pretrained {ready}" in lines[first("   job dry-run.train: $ ")]
     order = [line.split(":")[0] for line in lines if line.startswith("== ")]
     assert order == ["== data", "== extract", "== vocab", "== train", "== evaluate", "== deploy"]
 

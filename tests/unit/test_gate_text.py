@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from langgraph.runtime import Runtime
 from rich.console import Console
 
 from eyas.agents.faces.cli.run_ui import gate_panel as terminal_panel
@@ -17,6 +18,7 @@ from eyas.agents.faces.gate_text import cluster_lines
 from eyas.agents.faces.report_html.sections import h
 from eyas.graph.context import RunContext
 from eyas.graph.gates.view import FailureView, GateView, gate_view, read_view
+from eyas.graph.phases.data.drafter import prepare_drafter
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
 from eyas.graph.state import RunState
@@ -28,7 +30,7 @@ from eyas.tools.planning.figures import Figures, planned_sizes
 from eyas.tools.planning.prompt_count import count_prompts
 from eyas.tools.recording.transcript import ApprovalEvent, NodeEvent
 from eyas.tools.recording.transcript_reader import read_transcript
-from eyas.tools.settings.config import load_config
+from eyas.tools.settings.config import PipelineConfig, load_config
 from eyas.tools.settings.sizes import DEMO
 from jobs_config import jobs_config
 
@@ -225,3 +227,51 @@ def test_a_failure_view_reads_back_and_offers_retry_or_abort() -> None:
     assert 'value="retry"' in html and 'value="abort"' in html and 'value="approve"' not in html
     assert "Traceback &lt;module&gt;" in html
     assert "Out of memory: retry smaller" in terminal(view)
+
+
+READY = {
+    "source": "AQ-MedAI/Kimi-K2-Instruct-eagle3", "job_id": "r1.download", "format": "specforge",
+    "fits": "fits /models/kimi: reads width 7168 (the target's 7168), vocabulary 163840 (the target's 163840), draft "
+    "vocabulary 32000, layers [1, 29, 57] of the target's 61",
+    "converted": "converted from specforge's format to speculators' (speculators mapping), loaded as training loads "
+    "it: /work/runs/r1/drafter-base/speculators",
+}  # fmt: skip
+
+
+def test_the_data_gate_shows_the_drafter_made_ready_and_blocks_on_one_that_cannot_train(tmp_path: Path) -> None:
+    """The drafter's preparation before the data gate leaves its outcome in the state (graph/phases/data/drafter.py;
+    the real job: tests/integration/test_specforge.py): the run's first gate shows it in both faces, and a drafter
+    that cannot be used blocks that gate, so no policy approves generation for it."""
+    ctx = context(tmp_path, "")
+    ctx.policy = Policy()
+    ready = gate_view("data", {**STATE, "drafter": READY}, ctx, [job("r1.generate")])
+    assert ready.drafter is not None and ready.drafter.format == "specforge" and not ready.blocked
+    assert ready.policy is not None and ready.policy.approve, ready.policy
+    for shown in (terminal(ready, width=1000), dashboard(ready)):
+        assert "layers [1, 29, 57] of the target" in shown and "/work/runs/r1/drafter-base/speculators" in shown
+    assert read_view(ready.model_dump(mode="json")) == ready
+    # Shown once, at the run's first gate: the extraction gate after generation does not repeat it, but is the
+    # first gate of a run that starts from existing data.
+    generated = {**STATE, "drafter": READY, "jobs": {"data": ["r1.generate"]}, "artifacts": {"conversations": "c"}}
+    assert gate_view("extract", generated, ctx, []).drafter is None
+    from_data = {**STATE, "drafter": READY, "artifacts": {"conversations": "c"}}
+    assert gate_view("extract", from_data, ctx, []).drafter is not None
+
+    error = "The drafter in /d cannot be used for the target in /models/kimi: it reads hidden states of width 640."
+    refused = {"source": "/d", "job_id": "r1.download", "error": error}
+    blocked = gate_view("data", {**STATE, "drafter": refused}, ctx, [job("r1.generate")])
+    assert blocked.blocked == [
+        f"the drafter /d cannot be finetuned for this target: {error} Fix pipeline.drafter_base and start a new run; "
+        "generation would be spent on a run whose training cannot start."
+    ]
+    assert blocked.policy is not None and not blocked.policy.approve
+    for shown in (terminal(blocked, width=1000), dashboard(blocked)):
+        assert "drafter refused" in shown and "width 640" in shown
+
+    # Without target.model_dir there is nothing to check it against or convert it with: refused before any job.
+    ctx.config = ctx.config.model_copy(update={"pipeline": PipelineConfig(drafter_base="org/drafter")})
+    state: RunState = {**STATE, "run_id": "r1"}
+    state.update(prepare_drafter(state, Runtime(context=ctx)))  # type: ignore[typeddict-item]
+    unset = gate_view("data", state, ctx, [])
+    assert unset.drafter is not None and unset.drafter.error is not None and "target.model_dir" in unset.blocked[0]
+    assert not (tmp_path / "work" / "jobs").exists()

@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job, evaluate_sizes
 from eyas.tools.launch.inherited import inherit_launch, ready_timeout_s
 from eyas.tools.launch.unit_file import parse_unit_file
 from eyas.tools.settings.config import HostConfig
 from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.workloads.extract_server import extraction_argv
-from eyas.tools.workloads.vllm_server import merge_flags
+from eyas.tools.workloads.vllm_server import merge_flags, server_env
 
 FIXTURES = Path(__file__).parents[1] / "support" / "fixtures"
 KIMI = parse_unit_file((FIXTURES / "vllm_kimi.service").read_text())
@@ -54,6 +56,16 @@ def test_vllms_key_in_the_environment_is_dropped_like_the_flag() -> None:
     assert launch.env == {"NCCL_DEBUG": "WARN"}
     assert "VLLM_API_KEY (environment): eyas's own servers listen on 127.0.0.1 only and take no key" in launch.dropped
     assert "NCCL_DEBUG (environment)" in launch.inherited and "s3cret" not in launch.model_dump_json()
+
+
+def test_a_key_in_the_jobs_own_environment_does_not_reach_eyas_servers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job's environment (or the host's login shell) may hold production's VLLM_API_KEY: the workloads' servers
+    drop it, keep the rest, and an environment given whole (the embedded target's) is taken as given."""
+    monkeypatch.setenv("VLLM_API_KEY", "s3cret")
+    monkeypatch.setenv("NCCL_DEBUG", "WARN")
+    env = server_env(cpu=False)
+    assert "VLLM_API_KEY" not in env and env["NCCL_DEBUG"] == "WARN"
+    assert server_env({"VLLM_API_KEY": "given"}, cpu=False)["VLLM_API_KEY"] == "given"
 
 
 def test_no_unit_inherits_nothing_and_says_why() -> None:

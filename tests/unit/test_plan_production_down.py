@@ -54,8 +54,8 @@ def down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def expected_rates(sequence: float) -> tuple[float, float]:
-    """Decoding and prefill tokens/s the plan assumes for this host: the run's 64 requests at once, each step reading
-    594 GB once from 8 GPUs; 8 GPUs' sustained FLOP/s over 2 per active parameter and the attention."""
+    """Decoding and prefill tokens/s the plan assumes for this host: the run's default requests at once, each step
+    reading 594 GB once from 8 GPUs; 8 GPUs' sustained FLOP/s over 2 per active parameter and the attention."""
     decode = DEFAULT_SIZES.concurrency * 8 * GPU_DECODE_BYTES_PER_S / WEIGHTS
     prefill = 8 * GPU_TRAINING_FLOPS / (2 * ACTIVE + 2 * LAYERS * H * sequence)
     return decode, prefill
@@ -84,8 +84,8 @@ def test_the_model_and_the_rates_come_from_the_model_directory_and_say_so(tmp_pa
     assert inputs.generation_tok_s == pytest.approx(decode) and inputs.extraction_tok_s == pytest.approx(prefill)
     assert sources["throughput"].startswith("assumed, not measured (the server could not be asked: production is")
     assert (
-        "64 requests at once, each decoding step reading the 594 GB of weights once from production's 8 GPU(s)"
-        in (sources["throughput"])
+        f"{DEFAULT_SIZES.concurrency} requests at once, each decoding step reading the 594 GB of weights once from "
+        "production's 8 GPU(s)" in (sources["throughput"])
     )
     assert sources["extraction"].startswith(f"assumed, not measured: prefill at {prefill:,.0f} tokens/s")
     assert "production's 8 GPU(s)" in sources["extraction"]
@@ -96,9 +96,10 @@ def test_the_model_and_the_rates_come_from_the_model_directory_and_say_so(tmp_pa
     plan = estimate(inputs)
     assert plan.generation_hours == pytest.approx(25_000 * 4096 / decode / 3600)
     assert plan.extraction_hours == pytest.approx(plan.total_tokens / prefill / 3600)
-    # Prefill, not decoding: the pass over the same tokens at the decoding rate would take over ten times as long.
-    assert plan.extraction_hours * 10 < plan.total_tokens / decode / 3600
-    assert plan.extraction_hours * 10 < plan.generation_hours
+    # Prefill, not decoding: the pass over the same tokens at the decoding rate would take over twice as long, even
+    # with the run's default requests at once (the more in flight, the closer decoding gets to prefill's rate).
+    assert plan.extraction_hours * 2 < plan.total_tokens / decode / 3600
+    assert plan.extraction_hours * 2 < plan.generation_hours
 
 
 def test_the_plan_with_production_down_has_hours_a_disk_verdict_and_the_downtime(tmp_path: Path, down: Path) -> None:
@@ -134,9 +135,9 @@ def test_the_plan_with_production_down_has_hours_a_disk_verdict_and_the_downtime
         mode.extract_hours + mode.train_hours + evaluate_hours + LOAD_S / 3600
     )
     # The prefill-based pass: the kept samples' extraction and the fetched ones' prefill every epoch, at the rate a
-    # forward pass takes, not the decoding rate (at which this plan would budget 16 hours of downtime for it).
+    # forward pass takes, not the decoding rate (at which this plan would budget over twice the downtime for it).
     data_hours, kept = plan.phase("data").phase_hours, mode.offline_samples
-    assert data_hours is not None and kept is not None and mode.extract_hours * 10 < data_hours
+    assert data_hours is not None and kept is not None and mode.extract_hours * 2 < data_hours * kept / 25_000
     assert mode.online_hours == pytest.approx(mode.extract_hours / kept * mode.fetched * 3)
     assert extract_impact.downtime_hours is not None and extract_impact.downtime_hours < 2
     assert any(note.startswith("plan: Nothing accepts connections at http://127.0.0.1:9") for note in notes)
@@ -174,7 +175,7 @@ def test_eyas_plan_and_the_dry_run_with_production_down(tmp_path: Path, down: Pa
     decode, prefill = expected_rates(plan["tokens_per_sample"])
     assert plan["generation_hours"] == pytest.approx(25_000 * 4096 / decode / 3600)
     assert plan["extraction_hours"] == pytest.approx(plan["total_tokens"] / prefill / 3600)
-    assert plan["extraction_hours"] * 10 < plan["generation_hours"]
+    assert plan["extraction_hours"] * 2 < plan["generation_hours"]
     assert plan["max_model_len"] == {"tokens": 131072, "source": "production's --max-model-len (its unit)"}
     assert plan["sources"]["extraction"].startswith("assumed, not measured: prefill at")
     assert "The server could not be asked" in plan["verdict"]

@@ -176,6 +176,8 @@ def test_a_binary_file_hiding_a_secret_keeps_only_its_hash(tmp_path: Path) -> No
         ("mysql -h db -P 3306 -u eyas -pS3cret runs", "mysql -h db -P 3306 -u eyas -p[REDACTED] runs"),
         ("mysqldump -p'two words' runs", "mysqldump -p[REDACTED] runs"),
         ("MY_SECRET_THING=abc123 DB_PASSWORD_V2=x", "MY_SECRET_THING=[REDACTED] DB_PASSWORD_V2=[REDACTED]"),
+        # A value the prose guard for `NAME: eyas's ...` would keep is still found by its shape.
+        (f"OPENAI_API_KEY: {OPENAI}'s scope", "OPENAI_API_KEY: [REDACTED:openai-key]'s scope"),
     ],
 )
 def test_common_secret_shapes(text: str, expected: str) -> None:
@@ -197,6 +199,7 @@ def test_common_secret_shapes(text: str, expected: str) -> None:
         # A fix message names where a secret is: its words stay.
         'set key_passphrase_env = "SSH_KEY_PASS" and api_key_env = "OPENAI_API_KEY", or --key-file /k',
         "--api-key: eyas's own servers listen on 127.0.0.1 only and take no key",
+        "VLLM_API_KEY: eyas's own servers take none",  # prose: a possessive after the colon, no value
         "Environment=CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=INFO OMP_NUM_THREADS=8 WORKERS=4",
         "https://example.com/x?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261201T000000Z&page=2",
         # -p and -u that carry no password: a port, a folder's parents, a uid:gid, a password from the environment.

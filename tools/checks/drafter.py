@@ -2,8 +2,9 @@
 
 A drafter that cannot be used (another hidden size or vocabulary, aux layers the target does not have, a layout
 eyas cannot convert) would otherwise be found by train.py, after generation and extraction: a day later on a
-large target. A SpecForge drafter passes here and is converted to speculators' format when training stages it.
-A hub id is not fetched here: download.py checks it the same way as soon as it is downloaded.
+large target. A SpecForge drafter passes here and is converted to speculators' format before the data gate
+(graph/phases/data/drafter.py). A hub id is not fetched here: download.py checks it the same way there, once
+downloaded.
 """
 
 from __future__ import annotations
@@ -27,9 +28,8 @@ def check_drafter(ctx: CheckContext) -> CheckResult:
     if not base:
         return CheckResult(name="drafter", status=Status.OK, message="no drafter_base: the drafter is trained anew")
     if not base.startswith("/"):
-        return CheckResult(
-            name="drafter", status=Status.OK, message=f"{base} is checked against the target once downloaded"
-        )
+        message = f"{base} is checked against the target once downloaded, before the data gate"
+        return CheckResult(name="drafter", status=Status.OK, message=message)
     model_dir = ctx.target.model_dir
     if model_dir is None:
         return CheckResult(
@@ -54,7 +54,7 @@ def check_drafter(ctx: CheckContext) -> CheckResult:
             message=f"drafter_base {base} cannot be used for {model_dir}: " + "; ".join(problems) + ". Point "
             "pipeline.drafter_base at a drafter trained for this target, or unset it to train one from scratch.",
         )  # fmt: skip
-    converted = " (converted to speculators' format when training starts)" if found.format == "specforge" else ""
+    converted = " (converted to speculators' format before the data gate)" if found.format == "specforge" else ""
     return CheckResult(
         name="drafter", status=Status.OK, facts=facts,
         message=f"{found.format} drafter{converted}: reads width {found.target_hidden_size}, vocab "

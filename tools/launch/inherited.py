@@ -22,7 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from eyas.tools.launch.unit_file import UnitFile, VllmInvocation
-from eyas.tools.workloads.vllm_server import BASE_FLAGS, flag_name, merge_flags, server_argv
+from eyas.tools.workloads.vllm_server import API_KEY_ENV, BASE_FLAGS, flag_name, merge_flags, server_argv
 
 # Left out of every server eyas starts, with the reason the gate shows.
 DROPPED = {
@@ -35,8 +35,9 @@ DROPPED = {
 READY_MARGIN_S = 600.0  # at least ten minutes: a CPU-only vLLM compiles for minutes before it answers
 READY_FACTOR = 1.5  # a loaded host (eyas's own jobs, a cold page cache) loads slower than production did
 # Production's environment that eyas's servers must not take: vLLM reads VLLM_API_KEY as --api-key, and eyas's own
-# clients (extraction, evaluation) send no key, so every request would be refused with 401.
-DROPPED_ENV = {"VLLM_API_KEY": DROPPED["--api-key"]}
+# clients (extraction, the online fetch, evaluation) send no key, so every request would be refused with 401. A key in
+# the job's own environment is dropped by the workloads (vllm_server.server_env).
+DROPPED_ENV = {API_KEY_ENV: DROPPED["--api-key"]}
 
 
 class InheritedLaunch(BaseModel):

@@ -41,10 +41,13 @@ _FRESH = r"(?!\[REDACTED)(?!\$)"  # not already redacted, not a shell variable r
 
 def _name_value(match: re.Match[str]) -> str:
     """NAME=value or NAME: value, the value hidden; but `--api-key: eyas's own servers...` names a flag in prose
-    (a flag takes its value after `=` or a space, never a colon), and its words stay."""
+    (a flag takes its value after `=` or a space, never a colon), and `VLLM_API_KEY: eyas's own servers` is prose
+    too (a possessive after a colon), so their words stay."""
     name, separator, quote = match.groups()
     quoted = quote or '"' in separator or "'" in separator  # `"--api-key": "..."` is JSON, not prose
-    if ":" in separator and not quoted and match.string[max(match.start() - 1, 0) : match.start()] == "-":
+    flag = match.string[max(match.start() - 1, 0) : match.start()] == "-"
+    possessive = re.match(r"'s\s", match.string[match.end() : match.end() + 3]) is not None
+    if ":" in separator and not quoted and (flag or possessive):
         return match.group(0)
     return f"{name}{separator}{quote}{MARK}"
 

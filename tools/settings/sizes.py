@@ -89,7 +89,11 @@ class Sizes(BaseModel):
         validate_default=True,  # checked against max_tokens even when left at its default
         description="longest conversation (prompt and answer) used for extraction and training, in tokens",
     )
-    concurrency: int = Field(64, gt=0, le=SIZE_LIMITS["concurrency"], description="generation requests in flight")
+    # 256: what vLLM schedules at once by default on most GPUs (max_num_seqs; 1,024 on H100/H200-class ones), so a
+    # server with default settings decodes a full batch and the rest wait in its queue at no cost (the motivating
+    # operator ran 200). Fewer leave the batch, and the GPUs' memory bandwidth, underused for the hours generation
+    # takes; the plan's decode rate with production down scales with it (estimate.assumed_decode_tok_s).
+    concurrency: int = Field(256, gt=0, le=SIZE_LIMITS["concurrency"], description="generation requests in flight")
     draft_vocab_size: int = Field(
         32_000, gt=0, le=SIZE_LIMITS["draft_vocab_size"], description="the drafter's vocabulary"
     )

@@ -184,8 +184,8 @@ def check_args(args: argparse.Namespace) -> None:
 
 def stage_init_drafter(source: Path, verifier: Path, target: Path) -> Path:
     """A copy of a downloaded drafter in speculators' format whose config names the local target as verifier
-    (convert_drafter.linked_copy). In a run, download.py has converted a hub drafter already; a SpecForge drafter
-    given here directly is converted into the copy (convert_drafter.py).
+    (convert_drafter.linked_copy). In a run, download.py has converted the drafter already, before the data gate; a
+    SpecForge drafter given here directly is converted into the copy (convert_drafter.py).
     """
     from convert_drafter import convert, linked_copy
     from drafter_format import detect

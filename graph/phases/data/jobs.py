@@ -1,4 +1,4 @@
-"""The data phase on the host: synthetic generation and the drafter download, as detached jobs side by side.
+"""The data phase's jobs on the host: synthetic generation, and the drafter's download (run before the data gate).
 
 Both run with the ML environment's absolute interpreter path (HostConfig.python): a bare `python` in a
 detached job finds whatever a non-interactive PATH holds, which is rarely the venv with vLLM. Launching is
@@ -72,27 +72,25 @@ def generation_spec(
 
 
 def download_spec(
-    job_id: str, host_config: HostConfig, workloads: str, source: str, out: str, target: str | None = None
+    job_id: str,
+    host_config: HostConfig,
+    workloads: str,
+    source: str,
+    out: str,
+    target: str | None = None,
+    ready: str | None = None,
 ) -> JobSpec:
-    """`source` is a hub repo id (downloaded into `out`) or a directory on the host (validated, used as is). With
-    the target's directory, the job also makes the drafter training takes (speculators' format, a SpecForge one
-    converted) and loads it as training would, so a drafter that cannot be finetuned fails the data phase at once,
-    not after extraction: for a hub id it is written to training_drafter(source, out); a directory is checked
-    through a temporary conversion and converted again when training stages it."""
+    """`source` is a hub repo id (downloaded into `out`) or a directory on the host (validated, left as is). With
+    the target's directory, the job also makes the drafter training takes in `ready` (default OUT/speculators):
+    speculators' format, a SpecForge one converted, loaded as training would load it, so a drafter that cannot be
+    finetuned stops the run at the data gate, before generation (graph/phases/data/drafter.py)."""
     flags = ["--source", source, "--out", out]
     if target:
-        flags += ["--target", target]
-        if not is_host_directory(source):
-            flags += ["--ready", training_drafter(source, out)]
+        flags += ["--target", target, "--ready", ready or training_drafter(out)]
     return workload_job(job_id, host_config, workloads, "download.py", flags, cwd=host_config.workdir)
 
 
-def is_host_directory(source: str) -> bool:
-    """pipeline.drafter_base names a directory on the host (absolute) rather than a hub repo id."""
-    return source.startswith("/")
-
-
-def training_drafter(source: str, out: str) -> str:
-    """The drafter train.py finetunes from: the speculators-format one the download job made (download.py
-    --ready) for a hub id, the directory itself for a directory on the host."""
-    return source if is_host_directory(source) else posixpath.join(out, "speculators")
+def training_drafter(run_drafter_dir: str) -> str:
+    """The drafter train.py finetunes from: the speculators-format one the download job made (download.py --ready)
+    in the run's drafter folder, from a hub id or a directory on the host alike."""
+    return posixpath.join(run_drafter_dir, "speculators")

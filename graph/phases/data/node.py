@@ -1,5 +1,5 @@
-"""Synthetic data: the target answers the prompt set (hours of GPU time), while the drafter to finetune
-from, if any, downloads beside it."""
+"""Synthetic data: the target answers the prompt set (hours of GPU time). The drafter to finetune from, if any, is
+ready before the data gate (graph/phases/data/drafter.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shlex
 from typing import Any
 
 from eyas.graph.context import RunContext
-from eyas.graph.phases.data.jobs import GenerationSettings, download_spec, generation_sizes, generation_spec
+from eyas.graph.phases.data.jobs import GenerationSettings, generation_sizes, generation_spec
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.errors import ConfigError
 from eyas.tools.jobs.detached import JobSpec
@@ -41,12 +41,6 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
             )
             for i, url in enumerate(endpoints)
         ]
-    base = ctx.config.pipeline.drafter_base
-    if base:
-        target = ctx.config.target.model_dir
-        specs.append(
-            download_spec(f"{run_id}.download", ctx.host_config, ctx.workloads_dir, base, drafter_base_dir(ctx), target)
-        )
     return specs
 
 

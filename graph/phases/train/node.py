@@ -7,7 +7,7 @@ from typing import Any
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases.data.jobs import training_drafter
-from eyas.graph.phases.data.node import drafter_base_dir, prompt_source_argument
+from eyas.graph.phases.data.node import prompt_source_argument
 from eyas.graph.phases.extract.node import trusts_remote_code
 from eyas.graph.phases.servers import hidden_states_mode, online_launch, online_training, ready_timeout
 from eyas.graph.phases.train.jobs import TrainRequest, VocabRequest, train_job, train_sizes, vocab_job
@@ -72,6 +72,6 @@ def online_fetch(ctx: RunContext, state: RunState) -> dict[str, Any]:
 
 
 def finetune_from(ctx: RunContext) -> str:
-    """The drafter to finetune: for a hub id, the speculators-format one the download job made from it (converted
-    from SpecForge's format if need be), taken as is."""
-    return training_drafter(ctx.config.pipeline.drafter_base or "", drafter_base_dir(ctx))
+    """The drafter to finetune: the speculators-format one the download job made before the data gate (converted
+    from SpecForge's format if need be), from a hub id or a directory on the host, taken as is."""
+    return training_drafter(ctx.artifact("drafter_base"))
