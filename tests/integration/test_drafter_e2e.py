@@ -23,6 +23,7 @@ from extraction import prepared_target
 from eyas.graph.downtime import LOG, RECORD
 from eyas.graph.life.runner import Ask, Outcome, read_run
 from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job, evaluate_sizes
+from eyas.graph.phases.report.drafter_card import published_config
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
@@ -83,7 +84,11 @@ def test_a_drafter_trained_on_answers_the_target_continues_without_surprise_draf
 ) -> None:
     trained = pipeline.root / "trained"
     pipeline.train(trained)
-    assert {path.name for path in trained.iterdir()} >= {"config.json", "model.safetensors"}
+    assert {path.name for path in trained.iterdir()} >= {"config.json", "model.safetensors", "tensorboard"}
+    # Served as the report node leaves it for publishing: the verifier named by its hub id, not this machine's path.
+    config = json.loads((trained / "config.json").read_text())
+    published = published_config(config, "HuggingFaceTB/SmolLM2-135M-Instruct", 3)
+    (trained / "config.json").write_text(json.dumps(published))
 
     # One prompt at a time: each prompt's own counters and seconds, which the intervals resample. The three servers
     # (baseline, drafter, n-gram) start side by side here (eval_servers.py), on EVAL_PORT and the two after it.

@@ -28,6 +28,7 @@ from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.workloads.hidden_states_file import read_header
 from eyas.tools.workloads.progress import TAG
+from tensorboard_scalars import read_scalars
 from waiting import wait_for
 
 sys.path.insert(0, str(WORKLOADS_DIR))  # workloads import their siblings by plain name, as on the host
@@ -185,6 +186,11 @@ def test_training_resumes_after_sigkill_to_the_same_weights(
     assert rates == sorted(rates, reverse=True) and rates[-1] > 0  # the linear decay, each step's own rate
     val_steps = [row[1] for row in curves["whole"] if row[0] == "val"]
     assert len(val_steps) == 3 and val_steps == sorted(val_steps) and val_steps[-1] == len(train_rows)  # each epoch
+    # TensorBoard's own reader sees each step's loss once too; the resume added a file and hid what the kill left.
+    assert len(list((tmp_path / "killed" / "tensorboard").glob("events.out.tfevents.*"))) == 2
+    for name in ("whole", "killed"):
+        losses = read_scalars(tmp_path / name / "tensorboard")["train/loss"]
+        assert losses == [(row[1], pytest.approx(row[2])) for row in curves[name] if row[0] == "train"]
 
 
 def curve(path: Path) -> list[tuple[Any, ...]]:

@@ -14,10 +14,10 @@ from eyas.tools.hosts.local import LocalHost
 from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 
 
-def local_context(tmp_path: Path) -> RunContext:
+def local_context(tmp_path: Path, model_dir: str = "/models/m") -> RunContext:
     config = EyasConfig(
         hosts={LOCAL: HostConfig(address=LOCAL, python=sys.executable, workdir=str(tmp_path / "work"))},
-        target=TargetConfig(base_url="http://127.0.0.1:9", model="m", model_dir="/models/m"),
+        target=TargetConfig(base_url="http://127.0.0.1:9", model="m", model_dir=model_dir),
     )
     return RunContext(
         config=config, host=LocalHost(), http=HttpClient(), clock=SYSTEM_CLOCK, run=RunDir(tmp_path / "r1")

@@ -15,6 +15,7 @@ import pytest
 
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.workloads.progress import last_progress
+from tensorboard_scalars import read_scalars
 
 sys.path.insert(0, str(WORKLOADS_DIR))  # workloads import their siblings by plain name, as on the host
 
@@ -241,6 +242,11 @@ def test_trainer_metric_records_become_progress_lines_and_metrics_rows(
         {"split": "train", "step": 12, "loss": 2.5, "acc": [0.7, 0.4, 0.2], "lr": 1e-3},
         {"split": "val", "step": 12, "loss": 3.0, "acc": [0.6, 0.3], "lr": None},  # after the last step seen
     ]
+    # The same scalars in TensorBoard's files (speculators' own TensorBoard logger needs a package the host lacks).
+    scalars = read_scalars(tmp_path / "tensorboard")
+    assert scalars["train/loss"] == [(12, 2.5)] and scalars["val/loss"] == [(12, 3.0)]
+    assert [scalars[f"train/acc_{position}"][0][1] for position in range(3)] == pytest.approx([0.7, 0.4, 0.2])
+    assert scalars["train/lr"][0][1] == pytest.approx(1e-3) and "val/lr" not in scalars
 
 
 def test_a_downloaded_drafter_is_pointed_at_the_local_verifier(tmp_path: Path) -> None:

@@ -286,7 +286,7 @@ def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None)
 
     from data_parallel import join
     from train_loop import build_drafter, save_drafter, train_cpu
-    from training_metrics import FILE_NAME
+    from training_metrics import FILE_NAME, TENSORBOARD_DIR
 
     # OpenMP threads spin while they wait, so one that shares its core with other work (the target's server, a
     # neighbour's job) stalls every step: measured on 2 cores, 0.19 s a step with both idle, 1.3-2.3 s with one
@@ -310,7 +310,7 @@ def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None)
         if server is not None:
             server.close()
     if world.main:
-        save_drafter(model, args.out, extras=(args.work / FILE_NAME, args.work / SUMMARY))
+        save_drafter(model, args.out, extras=(args.work / FILE_NAME, args.work / SUMMARY, args.work / TENSORBOARD_DIR))
     world.leave()
 
 
@@ -323,8 +323,8 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     from online_fetch import SUMMARY
     from rendezvous import find, publish
     from train_cuda import TOTAL_STEPS_ENV, latest_checkpoint, online_workers, speculators_argv
-    from train_loop import replace_dir
-    from training_metrics import FILE_NAME, PATH_ENV
+    from train_loop import copy_extras, replace_dir
+    from training_metrics import FILE_NAME, PATH_ENV, TENSORBOARD_DIR
 
     nproc = args.gpus or torch.cuda.device_count()
     if staged.online:  # speculators' dataset fetches them: as many at once as it has loaders fetching
@@ -373,10 +373,9 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     tmp = args.out.with_name(args.out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    summary = args.work / SUMMARY
-    for path in (source / "config.json", source / "model.safetensors", metrics, summary):
-        if path.exists() or path not in (metrics, summary):
-            shutil.copyfile(path, tmp / path.name)
+    for path in (source / "config.json", source / "model.safetensors"):
+        shutil.copyfile(path, tmp / path.name)
+    copy_extras((metrics, args.work / SUMMARY, args.work / TENSORBOARD_DIR), tmp)
     replace_dir(tmp, args.out)
 
 

@@ -5,6 +5,10 @@ starts: it resolves the arguments with speculators' own `TrainConfig` and calls 
 logging handler that turns the trainer's metric records into eyas progress lines on rank 0. Nothing of the
 trainer is replaced, so the result is what `speculators train` with the same flags produces.
 
+TensorBoard: speculators has a `--logger tensorboard` option, but its handler writes through torch.utils.tensorboard,
+which needs the tensorboard package the host's target environment lacks. So it stays off, and the same handler that
+writes metrics.jsonl writes the event files (training_metrics.MetricsLog), with the tags the CPU loop writes.
+
 The flags mirror the CPU loop's model exactly (one llama decoder layer per --num-layers, full attention,
 the norms and warm-up of drafter_recipe.py, KL loss), so both paths train the same drafter.
 """

@@ -106,16 +106,23 @@ def build_drafter(
 
 def save_drafter(model: torch.nn.Module, out: Path, extras: tuple[Path, ...] = ()) -> None:
     """Write the drafter as speculators' trainer does (bf16 config.json + model.safetensors), and the `extras`
-    files that exist (the training metrics) beside it, atomically."""
+    that exist (the training metrics, the TensorBoard directory) beside it, atomically."""
     from speculators.train.checkpointer import convert_float_dtype, patch_config_dtype
 
     tmp = out.with_name(out.name + ".partial")
     model.save_pretrained(str(tmp), state_dict=convert_float_dtype(model.state_dict(), torch.bfloat16))
     patch_config_dtype(tmp / "config.json", torch.bfloat16)
-    for extra in extras:
-        if extra.exists():
-            shutil.copyfile(extra, tmp / extra.name)
+    copy_extras(extras, tmp)
     replace_dir(tmp, out)
+
+
+def copy_extras(extras: tuple[Path, ...], into: Path) -> None:
+    """The files and directories of `extras` that exist, copied into `into` under their own names."""
+    for extra in extras:
+        if extra.is_dir():
+            shutil.copytree(extra, into / extra.name)
+        elif extra.exists():
+            shutil.copyfile(extra, into / extra.name)
 
 
 def replace_dir(tmp: Path, out: Path) -> None:

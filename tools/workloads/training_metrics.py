@@ -4,7 +4,11 @@ run's curves (loss, per-position accuracy, learning rate, tokens/s) can be plott
 Rows: {"split": "train"|"val", "step", "epoch", "loss", "acc": [per TTT position], ...} plus "lr" and
 "tokens_per_s" where known. A resumed run rewinds the file to its checkpoint's step (`rewind`); where that
 step is not known (speculators' own trainer resumes by epoch), a step may appear twice and its last row wins.
-Plain Python, imported by the workloads from their own directory on the host.
+
+The same scalars go to TensorBoard event files in tensorboard/ beside the file (tensorboard_events.py), tagged
+`<split>/loss`, `<split>/acc_<position>`, `train/lr` and `train/tokens_per_s`; each process writes a file of its own,
+and a rewind marks the restart there, so that TensorBoard drops what the killed process logged after it too. Plain
+Python, imported by the workloads from their own directory on the host.
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tensorboard_events import EventFile
+
 FILE_NAME = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"
 PATH_ENV = "EYAS_METRICS_FILE"  # where the CUDA path's per-rank handler writes
 
 
@@ -23,9 +30,11 @@ class MetricsLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.events = EventFile(path.parent / TENSORBOARD_DIR)
 
     def rewind(self, step: int) -> None:
         """Drop the rows after `step`, which a run killed after its last checkpoint wrote and will write again."""
+        self.events.restart(step + 1)
         if not self.path.exists():
             return
         steps = ((line, _step(line)) for line in self.path.read_text().splitlines())
@@ -38,6 +47,15 @@ class MetricsLog:
         row.setdefault("time", round(time.time(), 3))
         with self.path.open("a") as handle:
             handle.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self.events.scalars(int(row["step"]), scalars(row), row["time"])
+
+
+def scalars(row: dict[str, Any]) -> dict[str, float]:
+    """A row's numbers as TensorBoard tags: the loss, each TTT position's accuracy, the rate and the throughput."""
+    split = row["split"]
+    tags = {f"{split}/{name}": float(row[name]) for name in ("loss", "lr", "tokens_per_s") if row.get(name) is not None}
+    tags.update({f"{split}/acc_{position}": float(value) for position, value in enumerate(row.get("acc") or ())})
+    return tags
 
 
 def _step(line: str) -> int | None:

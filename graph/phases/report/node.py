@@ -13,6 +13,7 @@ from eyas.graph.context import RunContext
 from eyas.graph.downtime import LOG, restore, summary
 from eyas.graph.phases.deploy.node import DEPLOY_FILE
 from eyas.graph.phases.evaluate.record import run_evaluation
+from eyas.graph.phases.report.drafter_card import make_ready_to_publish
 from eyas.graph.phases.report.headline import headline
 from eyas.graph.phases.report.what_ran import list_files, size_rows, what_ran_rows
 from eyas.graph.phases.servers import online_training
@@ -314,9 +315,6 @@ def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
     metrics_path = f"{ctx.artifact('drafter')}/metrics.jsonl"
     if "train" in state.get("jobs", {}) and ctx.host.exists(metrics_path):
         update["training"] = training_curves(ctx.host.read_text(metrics_path))
-    files = list_files(ctx.host, ctx.artifact("drafter")) if "train" in state.get("jobs", {}) else []
-    if files:
-        update["drafter_files"] = files
     online = read_online_summary(ctx, state)
     if online is not None:
         update["online"] = online
@@ -324,6 +322,11 @@ def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
         measured = json.loads(ctx.host.read_text(ctx.artifact("evaluation")))
         # What the numbers were measured on and trained with, so that a result file stands on its own.
         update["evaluation"] = {**measured, "data": {"prompts": state.get("prompts"), "sizes": state.get("sizes")}}
+    if "train" in state.get("jobs", {}):
+        make_ready_to_publish(ctx, {**state, **update})  # type: ignore[typeddict-item]
+        files = list_files(ctx.host, ctx.artifact("drafter"))
+        if files:
+            update["drafter_files"] = files
     # The update's keys are RunState's, but mypy cannot merge a plain dict into a TypedDict.
     update["report"] = render_report({**state, **update}, ctx)  # type: ignore[typeddict-item]
     return update
