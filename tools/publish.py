@@ -127,9 +127,7 @@ def progress_lines(log: str) -> list[dict[str, Any]]:
     return found
 
 
-def follow(
-    jobs: Jobs, job_id: str, on_progress: Callable[[dict[str, Any]], None], sleep: Callable[[float], None] = time.sleep
-) -> Publication:
+def follow(jobs: Jobs, job_id: str, on_progress: Callable[[dict[str, Any]], None]) -> Publication:
     """Poll the upload until it ends, `on_progress` with each new progress line; its secrets file goes as soon as the
     job has read it. Returns what it uploaded, or raises its refusal."""
     secrets_left, shown, wait = True, 0, FIRST_POLL_S
@@ -144,7 +142,7 @@ def follow(
         shown = len(lines)
         if state.finished:
             break
-        sleep(wait)
+        time.sleep(wait)
         wait = min(LAST_POLL_S, wait * 2)
     if state.rc is None:
         raise EyasError(

@@ -39,7 +39,7 @@ def publish_command(
     json_output: JsonOption = False,
 ) -> None:
     """Upload the run's drafter to a Hugging Face hub repo: every file of its folder on the GPU host (config.json,
-    the weights, the model card README.md and what else training saved there), in one commit.
+    the weights, its model card README.md when it has one, and what else training saved there), in one commit.
 
     The upload runs on the host, where the drafter is, with its ML environment's huggingface_hub, as a detached job
     that outlives a dropped SSH connection; eyas prints a line after each file and ends with the commit. A check on
