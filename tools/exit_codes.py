@@ -28,7 +28,7 @@ MEANINGS = {
     ExitCode.GATE: "the run waits at a gate for an answer: `eyas approve RUN`, then `eyas resume RUN`",
     ExitCode.ROLLED_BACK: "the drafter was rolled back: production's own counters missed a threshold",
     ExitCode.UNREACHABLE: "a host could not be reached over SSH",
-    ExitCode.NOT_FOUND: "no such run or transcript",
+    ExitCode.NOT_FOUND: "no such run or transcript, or no drafter in the run yet",
 }
 
 

@@ -1,4 +1,5 @@
-"""A stand-in Hugging Face hub on 127.0.0.1: the endpoints huggingface_hub's snapshot_download asks for a model repo.
+"""A stand-in Hugging Face hub on 127.0.0.1: the endpoints huggingface_hub's snapshot_download asks for a model repo,
+and those its create_repo and upload_folder (create_commit) write to.
 
 Stand-in: the tests have no internet, and the hub cannot be made to serve a tiny drafter of the right shape on
 demand. It serves each repo it is given (a local directory, its files at the top level) as huggingface_hub 2.x
@@ -12,10 +13,24 @@ reads one; point HF_ENDPOINT at `HubStandin.url`:
 An unknown repo, revision or file is a 404 with the X-Error-Code the hub sends (RepoNotFound, RevisionNotFound,
 EntryNotFound), which huggingface_hub turns into its own errors. Every request's method and path is kept in
 `requests`, so a test can tell that nothing reached the hub.
+
+Writes (huggingface_hub 2.4), each answered only with `Authorization: Bearer <token>` when the stand-in has a token
+(else 401), every Authorization header kept in `authorizations`:
+
+    POST /api/repos/create                            {name, organization}: the repo's url (409 when it exists)
+    POST /api/validate-yaml                           a README.md's metadata: always valid here
+    POST /api/models/{repo}/preupload/{revision}      the upload mode of each file: "regular" for every one
+    POST /api/models/{repo}/commit/{revision}         NDJSON: a header line, then one line per file, its bytes
+                                                      inline in base64; they are kept in `received[repo][path]`
+
+Only the inline path is served: the real hub sends "lfs" for *.safetensors and large files, which the client then
+uploads through the LFS batch API or Xet before the commit; an "lfsFile" line here is a 400. Tests that upload keep
+their files small, which is all that keeps a commit inline here.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import threading
@@ -33,7 +48,11 @@ REVISION = "main"
 class HubStandin:
     url: str
     repos: dict[str, Path]
+    token: str | None = None
     requests: list[str] = field(default_factory=list)
+    authorizations: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    received: dict[str, dict[str, bytes]] = field(default_factory=dict)
 
 
 def commit_of(directory: Path) -> str:
@@ -55,9 +74,9 @@ def tree_entry(path: Path) -> dict[str, object]:
 
 
 @contextmanager
-def hub_standin(repos: dict[str, Path]) -> Iterator[HubStandin]:
-    """Serve `repos` (repo id -> directory) on a free port until the block ends."""
-    hub = HubStandin(url="", repos=repos)
+def hub_standin(repos: dict[str, Path], token: str | None = None) -> Iterator[HubStandin]:
+    """Serve `repos` (repo id -> directory) on a free port until the block ends; writes need `token` when given."""
+    hub = HubStandin(url="", repos=repos, token=token)
 
     class Handler(BaseHTTPRequestHandler):
         def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None, head: bool = False):
@@ -115,6 +134,48 @@ def hub_standin(repos: dict[str, Path]) -> Iterator[HubStandin]:
                 repo, revision, name = f"{parts[0]}/{parts[1]}", unquote(parts[3]), unquote("/".join(parts[4:]))
                 return self._resolve(repo, revision, name, head)
             self._send(404, b"{}", head=head)
+
+        def _write(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            authorization = self.headers.get("Authorization") or ""
+            hub.authorizations.append(authorization)
+            if hub.token is not None and authorization != f"Bearer {hub.token}":
+                return self._send(401, b'{"error": "Invalid credentials"}', {"X-Error-Message": "Invalid credentials"})
+            path = urlsplit(self.path).path
+            if path == "/api/repos/create":
+                fields = json.loads(body)
+                repo = f"{fields['organization']}/{fields['name']}" if fields.get("organization") else fields["name"]
+                if repo in hub.created:  # the hub's answer names the repo's url; create_repo(exist_ok=True) reads it
+                    conflict = {"error": "You already created this model repo", "url": f"{hub.url}/{repo}"}
+                    return self._send(409, json.dumps(conflict).encode())
+                hub.created.append(repo)
+                return self._json({"url": f"{hub.url}/{repo}", "name": repo})
+            if path == "/api/validate-yaml":
+                return self._json({"errors": [], "warnings": []})
+            repo, _, action = path.removeprefix("/api/models/").rpartition("/")[0].rpartition("/")
+            if repo not in hub.created:
+                return self._missing("RepoNotFound", "Repository not found", False)
+            if action == "preupload":
+                files = json.loads(body)["files"]
+                modes = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]
+                return self._json({"files": modes})
+            if action == "commit":
+                return self._commit(repo, [json.loads(line) for line in body.splitlines() if line.strip()])
+            self._send(404, b"{}")
+
+        def _commit(self, repo: str, lines: list[dict[str, object]]) -> None:
+            if any(line["key"] != "file" for line in lines[1:]):
+                return self._send(400, b'{"error": "the stand-in takes inline files only"}')
+            for line in lines[1:]:
+                value = line["value"]
+                assert isinstance(value, dict) and value["encoding"] == "base64"
+                hub.received.setdefault(repo, {})[value["path"]] = base64.b64decode(value["content"])
+            commit = hashlib.sha1(json.dumps(lines).encode()).hexdigest()
+            self._json({"commitUrl": f"{hub.url}/{repo}/commit/{commit}", "commitOid": commit})
+
+        def do_POST(self) -> None:
+            hub.requests.append(f"POST {self.path}")
+            self._write()
 
         def do_GET(self) -> None:
             self._answer(head=False)

@@ -26,6 +26,7 @@ _PID_GRACE_S = 60
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRETS_FILE = "secrets.env"
+STARTED = "eyas: started"  # the wrapper's log line once it has read secrets.env and runs the program
 
 
 class JobStatus(StrEnum):
@@ -125,7 +126,7 @@ def wrapper_script(spec: JobSpec, directory: str) -> str:
         f' "$PATH" {q("Give its absolute path, e.g. in the bin directory of the ML venv.")}',
         "  finish 127",
         "}",
-        f'echo "eyas: started $(date -u +%Y-%m-%dT%H:%M:%SZ) running $(command -v {program})"',
+        f'echo "{STARTED} $(date -u +%Y-%m-%dT%H:%M:%SZ) running $(command -v {program})"',
     ]
     if spec.cwd:
         lines.append(f"cd {q(spec.cwd)} || finish 126")
@@ -274,6 +275,17 @@ class Jobs:
         )
         self.host.run(command, timeout=grace_s + 30).check(f"Cancelling job {job_id}")
         return self.status(job_id)
+
+    def drop_secrets(self, job_id: str) -> bool:
+        """Remove the job's secrets.env once its wrapper has read it (its log says STARTED) or it ended: the values
+        then live only in the running process's environment. Whether the file is gone."""
+        directory = shlex.quote(self.directory(job_id))
+        read = f"grep -q {shlex.quote(STARTED)} {directory}/log 2>/dev/null || [ -e {directory}/rc ]"
+        command = f"if {read}; then rm -f -- {directory}/{SECRETS_FILE} && echo dropped; fi"
+        return (
+            self.host.run(command, timeout=30).check(f"Removing the secrets of job {job_id}").stdout.strip()
+            == "dropped"
+        )
 
     def forget(self, job_id: str) -> None:
         """Remove a finished job's directory, so the same id can be launched afresh."""

@@ -23,8 +23,9 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1"}
 
 
 def job_env(host: HostConfig) -> dict[str, str]:
-    """The environment every job on `host` starts with."""
-    return {**JOB_ENV, **(OFFLINE_ENV if host.hub_offline else {})}
+    """The environment every job on `host` starts with: the hub it may reach (HostConfig.hub_endpoint), or none."""
+    hub = {"HF_ENDPOINT": host.hub_endpoint} if host.hub_endpoint else {}
+    return {**JOB_ENV, **(OFFLINE_ENV if host.hub_offline else hub)}
 
 
 class JobRequest(BaseModel):

@@ -131,7 +131,19 @@ HARMLESS_ENV_PREFIXES = (
     "CUDA_", "NCCL_", "VLLM_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "OMP_", "MKL_", "KMP_", "GLOO_", "NVIDIA_",
     "HF_HUB_", "TRANSFORMERS_", "TOKENIZERS_", "PYTHON", "LC_", "XDG_", "RAY_", "TRITON_", "NUMEXPR_", "OPENBLAS_",
 )  # fmt: skip
-HARMLESS_ENV = {"PATH", "HOME", "USER", "LANG", "TZ", "TERM", "SHELL", "LD_LIBRARY_PATH", "HF_HOME", "TMPDIR"}
+HARMLESS_ENV = {
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "TZ",
+    "TERM",
+    "SHELL",
+    "LD_LIBRARY_PATH",
+    "HF_HOME",
+    "HF_ENDPOINT",
+    "TMPDIR",
+}
 _PLAIN_SETTING = re.compile(r"^(?:[0-9][0-9.,:-]*|true|false|yes|no|on|off|none|auto)$", re.IGNORECASE)
 
 

@@ -113,6 +113,17 @@ class HostConfig(_Section):
         "so a pipeline.drafter_base given as a hub id is refused at download (copy the drafter to the host and give "
         "its directory). Default false: the download job fetches a hub drafter inside the run",
     )
+    hub_endpoint: HttpUrl | None = Field(
+        None,
+        description="the Hugging Face hub the host's jobs talk to (HF_ENDPOINT): a private hub or a mirror; default: "
+        "huggingface_hub's own (https://huggingface.co, or HF_ENDPOINT where the host sets it)",
+    )
+    hub_token_env: str | None = Field(
+        None,
+        description="env var, where eyas runs, holding a hub token with write access for `eyas publish`: it reaches "
+        "the job on the host by a file only its owner reads, never a command line; default: the host's own token "
+        "(HF_TOKEN, or `hf auth login` there)",
+    )
 
     @property
     def is_local(self) -> bool:
@@ -285,7 +296,7 @@ def secret(env_var: str | None) -> str | None:
 def secret_values(config: EyasConfig) -> list[str]:
     """Every secret the config points at, so transcripts and logs can redact them."""
     names = [config.target.api_key_env, config.agent.api_key_env if config.agent else None]
-    names += [host.key_passphrase_env for host in config.hosts.values()]
+    names += [name for host in config.hosts.values() for name in (host.key_passphrase_env, host.hub_token_env)]
     return [value for value in (secret(name) for name in names) if value]
 
 

@@ -22,6 +22,7 @@ from eyas.agents.faces.cli.console import console, json_result, notice, print_er
 from eyas.agents.faces.cli.deploy import deploy_command, print_result, rollback_command
 from eyas.agents.faces.cli.options import ConfigOption, JsonOption, announce, chosen_sizes, demo_size_option, use_config
 from eyas.agents.faces.cli.plan import plan_command
+from eyas.agents.faces.cli.publish import publish_command
 from eyas.agents.faces.cli.replay import replay_command
 from eyas.agents.faces.cli.report import report_command
 from eyas.agents.faces.cli.research import research_command
@@ -108,6 +109,7 @@ app.command("ui")(ui_command)
 app.command("deploy", epilog=exit_codes_help(OK, NO, USAGE, ROLLED_BACK, UNREACHABLE, NOT_FOUND))(deploy_command)
 app.command("rollback", epilog=exit_codes_help(OK, NO, USAGE, UNREACHABLE, NOT_FOUND))(rollback_command)
 app.command("watch")(watch_command)
+app.command("publish", epilog=exit_codes_help(OK, USAGE, UNREACHABLE, NOT_FOUND))(publish_command)
 
 HostOption = Annotated[str | None, typer.Option("--host", help="host name from [hosts]; default: the target's host")]
 
