@@ -5,12 +5,11 @@ keeps the last value of each field, as the dashboard does."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from eyas.tools.settings.units import format_size
-from eyas.tools.workloads.progress import TAG
+from eyas.tools.workloads.progress import progress_lines
 
 COUNTED_PHASE = "counted_phase"  # the phase of the last line that carried a total: what the count counts
 TRAINING_PHASES = ("train", "resumed", "checkpoint")  # their done/total are optimizer steps
@@ -27,14 +26,8 @@ def merged(before: Mapping[str, Any], latest: Mapping[str, Any]) -> dict[str, An
 def progress_in(log_text: str) -> dict[str, Any]:
     """A job's progress as far as its log's progress lines tell, each field's newest value (a torn line skipped)."""
     seen: dict[str, Any] = {}
-    for line in log_text.splitlines():
-        if line.startswith(TAG):
-            try:
-                value = json.loads(line[len(TAG) :])
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                seen = merged(seen, value)
+    for value in progress_lines(log_text.splitlines()):
+        seen = merged(seen, value)
     return seen
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 TAG = "EYAS_PROGRESS "
@@ -22,14 +23,18 @@ def emit(**fields: Any) -> None:
     sys.stdout.flush()
 
 
-def last_progress(log_text: str) -> dict[str, Any] | None:
-    """The newest well-formed progress line of a log, or None (a torn last line is skipped)."""
-    for line in reversed(log_text.splitlines()):
+def progress_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The well-formed progress lines among `lines`, in their order (a torn line is skipped)."""
+    for line in lines:
         if line.startswith(TAG):
             try:
                 value = json.loads(line[len(TAG) :])
             except json.JSONDecodeError:
                 continue
             if isinstance(value, dict):
-                return value
-    return None
+                yield value
+
+
+def last_progress(log_text: str) -> dict[str, Any] | None:
+    """The newest well-formed progress line of a log, or None."""
+    return next(progress_lines(reversed(log_text.splitlines())), None)
