@@ -54,7 +54,7 @@ def test_a_reject_at_a_gate_ends_the_run_with_its_reason_and_launches_nothing(
     embedded_target: EmbeddedTarget, recorded_run: Path
 ) -> None:
     report = (recorded_run / "report.md").read_text()
-    assert "rejected at the data gate: recorded for replay" in report
+    assert "**Outcome:** stopped at the data gate: rejected: recorded for replay" in report
     assert "| data | reject | cli | recorded for replay |" in report
     assert not job_dir(embedded_target, recorded_run.name, "generate").exists()
 
