@@ -84,7 +84,9 @@ def test_example_report_renders_in_chromium(example_run: Path, browser: Browser,
     # The first line says what happened: the example's deploy gate was rejected, after the drafter was measured.
     outcome = page.locator("#outcome").inner_text()
     assert outcome.startswith("stopped at the deploy gate: rejected: an example leaves the server as it is. ")
-    assert "The drafter measured mean acceptance length 1.03 at k=3" in outcome
+    measured = recorded_evaluation(example_run)
+    said_length = f"{measured['mean_acceptance_length']:.2f} at k={measured['k']}"
+    assert f"The drafter measured mean acceptance length {said_length}" in outcome
     meta = json.loads((example_run / "run.json").read_text())
     said = {key: page.locator(f'#what-ran [data-key="{key}"]').inner_text() for key in ("eyas", "host packages",
             "prompts", "drafter", "training")}  # fmt: skip
