@@ -39,6 +39,7 @@ from eyas.graph.phases.train import node as train
 from eyas.graph.phases.verify import node as verify
 from eyas.graph.state import RunState
 from eyas.graph.supervise import SpecBuilder, after_monitor, failure_gate, make_launch, make_monitor
+from eyas.graph.window import GATE_OF, GATE_PHASES
 from eyas.tools.errors import EyasError
 
 
@@ -51,8 +52,19 @@ class Phase:
     monitor: str
     build: SpecBuilder
     artifact: str
-    gate: str | None = None  # the gate node that asks before this phase, if any
     together: bool = False  # its jobs are one distributed job: a retry relaunches them all
+
+    @property
+    def gate(self) -> str | None:
+        """The gate node that asks before this phase: each gate of graph/window.py's GATE_PHASES asks before the
+        first of its phases (the training gate before vocab)."""
+        topic = GATE_OF[self.name]
+        return f"gate_{topic}" if GATE_PHASES[topic][0] == self.name else None
+
+    @property
+    def topic(self) -> str:
+        """What this phase's gate asks about: the phase, or training as a whole for vocab."""
+        return GATE_OF[self.name]
 
     @property
     def entry(self) -> str:
@@ -61,16 +73,14 @@ class Phase:
 
 # The supervised phases in order.
 PHASES = [
-    Phase("data", "launch_data", "monitor_data", data.build_jobs, "conversations", gate="gate_data"),
-    Phase("extract", "launch_extract", "monitor_extract", extract.build_jobs, "hidden_states", gate="gate_extract"),
-    Phase("vocab", "launch_vocab", "monitor_vocab", train.build_vocab_jobs, "vocab", gate="gate_train"),
+    Phase("data", "launch_data", "monitor_data", data.build_jobs, "conversations"),
+    Phase("extract", "launch_extract", "monitor_extract", extract.build_jobs, "hidden_states"),
+    Phase("vocab", "launch_vocab", "monitor_vocab", train.build_vocab_jobs, "vocab"),
     Phase("train", "launch_train", "monitor_train", train.build_train_jobs, "drafter", together=True),
     Phase("evaluate", "launch_evaluate", "monitor_evaluate", evaluate.build_jobs, "evaluation"),
 ]
 BY_NAME = {phase.name: phase for phase in PHASES}
 SETUP = {"data": data.setup, "extract": data.join_shards}
-# The gates ask about a phase by its gate name; the gate before vocab asks about training as a whole.
-GATE_TOPIC = {"gate_data": "data", "gate_extract": "extract", "gate_train": "train"}
 
 
 def recorded(name: str, fn: Node) -> Node:
@@ -152,7 +162,7 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None, *, context_sche
             recorded(phase.monitor, restoring_production(phase.monitor, make_monitor(phase.name), phase=phase.name)),
         )
         if phase.gate:
-            add(phase.gate, make_gate(GATE_TOPIC[phase.gate], phase.build))
+            add(phase.gate, make_gate(phase.topic, phase.build))
             graph.add_conditional_edges(
                 phase.gate, after_gate, {"launch": phase.launch, "replan": "plan", "stop": "report"}
             )

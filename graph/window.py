@@ -15,8 +15,8 @@ from __future__ import annotations
 from eyas.graph.state import Decision, RunPlan, RunState, run_plan
 from eyas.tools.planning.downtime_window import DowntimeWindow
 
-# The supervised phases each gate asks about, in the pipeline's order (graph/pipeline.py's PHASES): the training
-# gate approves vocab, training and the evaluation after it.
+# The supervised phases each gate asks about, in the pipeline's order: the training gate approves vocab, training and
+# the evaluation after it. graph/pipeline.py places its gate nodes from this; test_downtime_window holds the order.
 GATE_PHASES = {"data": ("data",), "extract": ("extract",), "train": ("vocab", "train", "evaluate")}
 PHASE_ORDER = tuple(phase for phases in GATE_PHASES.values() for phase in phases)
 GATE_OF = {phase: gate for gate, phases in GATE_PHASES.items() for phase in phases}
