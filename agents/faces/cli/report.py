@@ -18,7 +18,7 @@ from eyas.graph.runs import RunDir, open_run
 def report_command(
     run_ids: Annotated[
         list[str],
-        typer.Argument(metavar="RUN...", help="the run (see `eyas runs`); with --compare, the runs to put beside it"),
+        typer.Argument(metavar="RUN", help="the run (see `eyas runs`); with --compare, the runs to put beside it"),
     ],
     compare: Annotated[
         bool,
