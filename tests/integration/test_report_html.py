@@ -12,9 +12,13 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage
 
+from compared_runs import make_compared_runs
 from deploy_results import rolled_back
 from eyas.agents.faces.cli.replay import replay
+from eyas.agents.faces.report_html.compare_page import write_comparison
+from eyas.agents.faces.report_html.comparison import run_figures
 from eyas.agents.faces.report_html.page import render_html, write_html_report
+from eyas.agents.faces.report_html.record import load_record
 from eyas.graph.life.runner import Outcome, notify
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
@@ -250,3 +254,18 @@ def test_run_end_notifies(tmp_path: Path, outcome: Outcome, expected: str) -> No
     message, env = seen.read_text().splitlines()
     assert expected in message and message.endswith(str(report)) and ctx.notes == [message]
     assert env == f"r1|{report}|{outcome.gate_id or ''}"
+
+
+def test_the_comparison_never_scrolls_sideways_on_a_phone(tmp_path: Path, browser: Browser) -> None:
+    first, second = make_compared_runs(tmp_path)
+    page_path, _ = write_comparison(
+        tmp_path / first, [run_figures(run, load_record(tmp_path / run)) for run in (first, second)]
+    )
+    page = browser.new_page(viewport=PHONE)
+    page.goto(page_path.as_uri())
+    assert page.locator("#training figure.chart").count() == 2  # loss and tokens/s, both runs in each
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), page.evaluate(
+        "document.documentElement.scrollWidth"
+    )
+    page.screenshot(path=str(tmp_path / "compare-phone.png"), full_page=True)
+    page.close()

@@ -196,6 +196,46 @@ class PipelineConfig(_Section):
     )
 
 
+# The variable each tracker's library reads its credential from; the job gets the config's token_env under this name.
+TRACKER_TOKEN_ENV = {"mlflow": "MLFLOW_TRACKING_TOKEN", "wandb": "WANDB_API_KEY"}
+
+
+def _no_credentials(value: str) -> str:
+    if "@" in value.split("://", 1)[-1].partition("/")[0]:
+        raise ValueError(
+            "holds credentials (user:password@ before the host), which would reach command lines and logs: remove "
+            "them, and put the token in an environment variable named by token_env"
+        )
+    return value
+
+
+class TrackingConfig(_Section):
+    """MLflow or W&B, where the training job logs its curves and sizes beside the TensorBoard files, when the package
+    (mlflow-skinny or wandb) is installed in the host's environment; without it the job says so and goes on."""
+
+    mlflow_uri: Annotated[str, AfterValidator(_no_credentials)] | None = Field(
+        None, description="MLflow tracking URI as the host reaches it: http://..., databricks, sqlite:////abs/path"
+    )
+    experiment: str | None = Field(None, description="the MLflow experiment (default: MLflow's default experiment)")
+    wandb_project: str | None = Field(None, description="the Weights & Biases project")
+    token_env: str | None = Field(
+        None,
+        description="env var, where eyas runs, holding the tracker's token: it reaches the training job by a file "
+        "only its owner reads, as MLFLOW_TRACKING_TOKEN or WANDB_API_KEY, never on a command line; default: the "
+        "host's own environment or login",
+    )
+
+    @model_validator(mode="after")
+    def _one_tracker(self) -> TrackingConfig:
+        if bool(self.mlflow_uri) == bool(self.wandb_project):
+            raise ValueError('name one tracker: mlflow_uri = "http://..." or wandb_project = "...", not both or none')
+        return self
+
+    @property
+    def kind(self) -> Literal["mlflow", "wandb"]:
+        return "mlflow" if self.mlflow_uri else "wandb"
+
+
 JOB_KINDS = ("generate", "download", "extract", "vocab", "train", "evaluate")  # a job id ends in .<kind>
 
 
@@ -272,6 +312,7 @@ class EyasConfig(_Section):
     agent: AgentConfig | None = None
     pipeline: PipelineConfig = PipelineConfig()
     cluster: ClusterConfig = ClusterConfig()
+    tracking: TrackingConfig | None = None
 
     @model_validator(mode="after")
     def _target_host_is_defined(self) -> EyasConfig:
@@ -297,6 +338,7 @@ def secret_values(config: EyasConfig) -> list[str]:
     """Every secret the config points at, so transcripts and logs can redact them."""
     names = [config.target.api_key_env, config.agent.api_key_env if config.agent else None]
     names += [name for host in config.hosts.values() for name in (host.key_passphrase_env, host.hub_token_env)]
+    names += [config.tracking.token_env if config.tracking else None]
     return [value for value in (secret(name) for name in names) if value]
 
 

@@ -35,6 +35,9 @@ dataloader worker, each deleted once loaded: --num-workers is lowered so that th
 asked for three times and then skipped with a warning in its log, where eyas's loop stops; OUT/online_summary.json
 records only the window, the bound and the workers.
 
+The curves go to OUT/metrics.jsonl and TensorBoard files in OUT/tensorboard; with --mlflow-uri or --wandb-project,
+to MLflow or W&B too when that package is installed here (tracking.py; a missing one is said in one line).
+
 Progress lines (`EYAS_PROGRESS {...}`) report loss and the accuracy of each speculative position per step.
 The result, OUT/config.json and OUT/model.safetensors, is served by vLLM with
 
@@ -58,6 +61,7 @@ from drafter_recipe import OUTPUT_NORM_ENV, Recipe, add_recipe_flags
 from extract_server import add_server_flags
 from hidden_states_file import ONLINE_WINDOW
 from target_model import add_remote_code_flag, check_remote_code
+from tracking import add_tracking_flags, publish_settings
 
 # --optimizer auto on a CPU, by measurement (tests/bench/bench_train_step.py; SmolLM2's own answers to 160
 # prompts, 512-token steps, draft vocab 8192, one thread on a 2-core EPYC without native bf16): AdamW's step
@@ -116,6 +120,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"max-length sequences of fetched hidden states on disk at once (default {ONLINE_WINDOW})",
     )  # fmt: skip
     add_server_flags(online)
+    add_tracking_flags(parser)
     nodes = parser.add_argument_group("several nodes (one train.py per node, the same flags but --node-rank)")
     nodes.add_argument("--nodes", type=int, default=1, help="training processes (CPU) or torchruns (CUDA) in all")
     nodes.add_argument("--node-rank", type=int, default=0, help="this one's rank, 0 to --nodes - 1")
@@ -415,6 +420,7 @@ def main(argv: list[str] | None = None) -> None:
         phase="staged", device=device, optimizer=args.optimizer, samples=staged.samples, tokens=staged.tokens,
         loss_tokens=staged.loss_tokens, layer_ids=staged.layer_ids, work=str(args.work), online=len(staged.online),
     )  # fmt: skip
+    publish_settings(args, device=device, samples=staged.samples, tokens=staged.tokens)
     init = (
         stage_init_drafter(args.from_pretrained, args.verifier, args.work / "init-drafter")
         if args.from_pretrained

@@ -115,11 +115,11 @@ class ProgressHandler(logging.Handler):
     """Turns the trainer's per-step metric records ({"train": {...}, "global_step": n}) into progress lines."""
 
     def __init__(self, total: int | None, metrics_file: str | None) -> None:
-        from training_metrics import MetricsLog
+        from training_metrics import tracked_log
 
         super().__init__()
         self.total = total
-        self.metrics = MetricsLog(Path(metrics_file)) if metrics_file else None
+        self.metrics = tracked_log(Path(metrics_file)) if metrics_file else None
         self.step = 0  # the last training step seen: validation records carry no step of their own
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -148,6 +148,12 @@ class ProgressHandler(logging.Handler):
             }
             progress.emit(phase="val", **row)
             self._record("val", {"step": self.step, **row})
+
+    def close(self) -> None:
+        """logging shuts its handlers at the process's exit: the tracked run (if any) ends with it."""
+        if self.metrics is not None:
+            self.metrics.close()
+        super().close()
 
     def _record(self, split: str, row: dict[str, Any], **extra: Any) -> None:
         if self.metrics is not None:

@@ -37,7 +37,7 @@ from drafter_data import PackedBatches, Staged
 from drafter_recipe import DEFAULT_RECIPE, Recipe, init_output_norm, norm_kwargs
 from muon_fp32 import with_float32_newton_schulz
 from online_fetch import OnlineHiddenStates
-from training_metrics import FILE_NAME, MetricsLog
+from training_metrics import FILE_NAME, tracked_log
 
 KEEP_CHECKPOINTS = 2
 
@@ -291,7 +291,7 @@ def train_cpu(
     checkpoints = Checkpoints(work / "checkpoints", signature)
     position = checkpoints.restore(model, optimizers, schedulers) or Position()
     world.agree(position.step, "the step their checkpoint resumes at")
-    metrics_log = MetricsLog(work / FILE_NAME) if world.main else None
+    metrics_log = tracked_log(work / FILE_NAME) if world.main else None
     if metrics_log is not None:
         metrics_log.rewind(position.step)
     report = progress.emit if world.main else _quiet
@@ -352,6 +352,8 @@ def train_cpu(
             if online is not None:
                 online.end_epoch()
         checkpoint()
+    if metrics_log is not None:
+        metrics_log.close()
     return model
 
 

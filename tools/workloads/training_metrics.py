@@ -7,8 +7,9 @@ step is not known (speculators' own trainer resumes by epoch), a step may appear
 
 The same scalars go to TensorBoard event files in tensorboard/ beside the file (tensorboard_events.py), tagged
 `<split>/loss`, `<split>/acc_<position>`, `train/lr` and `train/tokens_per_s`; each process writes a file of its own,
-and a rewind marks the restart there, so that TensorBoard drops what the killed process logged after it too. Plain
-Python, imported by the workloads from their own directory on the host.
+and a rewind marks the restart there, so that TensorBoard drops what the killed process logged after it too. When
+train.py is told to track the run in MLflow or W&B, the same tags go there (tracking.py). Plain Python, imported by
+the workloads from their own directory on the host.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tensorboard_events import EventFile
+from tracking import Tracker, Tracking, TrackingSettings, open_tracker
 
 FILE_NAME = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
@@ -27,10 +29,11 @@ PATH_ENV = "EYAS_METRICS_FILE"  # where the CUDA path's per-rank handler writes
 
 
 class MetricsLog:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, tracker: Tracker | None = None) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self.events = EventFile(path.parent / TENSORBOARD_DIR)
+        self.tracking = Tracking(tracker)
 
     def rewind(self, step: int) -> None:
         """Drop the rows after `step`, which a run killed after its last checkpoint wrote and will write again."""
@@ -48,6 +51,16 @@ class MetricsLog:
         with self.path.open("a") as handle:
             handle.write(json.dumps(row, separators=(",", ":")) + "\n")
         self.events.scalars(int(row["step"]), scalars(row), row["time"])
+        self.tracking.log(int(row["step"]), scalars(row))
+
+    def close(self) -> None:
+        """Training is over: the tracked run (if any) is marked finished."""
+        self.tracking.close()
+
+
+def tracked_log(path: Path) -> MetricsLog:
+    """The metrics log of a training run, tracked in MLflow or W&B too when train.py was told to (tracking.py)."""
+    return MetricsLog(path, open_tracker(TrackingSettings.from_env(), path.parent))
 
 
 def scalars(row: dict[str, Any]) -> dict[str, float]:

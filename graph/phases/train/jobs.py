@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.request import JobRequest, optional_flags, remote_code_flag, workload_job
 from eyas.tools.launch.inherited import InheritedLaunch
-from eyas.tools.settings.config import AbsolutePath, HostConfig
+from eyas.tools.settings.config import TRACKER_TOKEN_ENV, AbsolutePath, HostConfig, TrackingConfig, secret
 from eyas.tools.settings.sizes import Sizes
 from eyas.tools.workloads.hidden_states_file import ONLINE_WINDOW
 
@@ -57,6 +57,8 @@ class TrainRequest(JobRequest):
     concurrency: int = Field(ONLINE_CONCURRENCY, gt=0, description="online: requests in flight to the server")
     window: int = Field(ONLINE_WINDOW, gt=0, description="online: fetched samples' hidden states on disk at once")
     ready_timeout_s: float | None = Field(None, gt=0, description="online: the server's start; default train.py's")
+    tracking: TrackingConfig | None = Field(None, description="MLflow or W&B beside TensorBoard (config [tracking])")
+    run_name: str | None = Field(None, description="the tracked run's name: the eyas run id")
 
     @model_validator(mode="after")
     def _vocab_pair(self) -> TrainRequest:
@@ -119,9 +121,30 @@ def train_job(job_id: str, host: HostConfig, workloads_dir: str, request: TrainR
         flags += optional_flags({"--ready-timeout": request.ready_timeout_s})
         if request.launch is not None:
             flags.append(f"--inherit={request.launch.job_argument()}")
+    flags += tracking_flags(request.tracking, request.run_name)
     # The online extraction server runs in production's environment (NCCL_*, CUDA_*, ...), as extraction's does.
     env = request.launch.env if request.online and request.launch is not None else {}
-    return workload_job(job_id, host, workloads_dir, "train.py", flags, env=env)
+    return workload_job(
+        job_id, host, workloads_dir, "train.py", flags, env=env, secrets=tracking_secrets(request.tracking)
+    )
+
+
+def tracking_flags(tracking: TrackingConfig | None, run_name: str | None) -> list[str]:
+    """train.py's flags for the config's tracker (tools/workloads/tracking.py); none without one."""
+    if tracking is None:
+        return []
+    return optional_flags({
+        "--mlflow-uri": tracking.mlflow_uri,
+        "--mlflow-experiment": tracking.experiment,
+        "--wandb-project": tracking.wandb_project,
+        "--run-name": run_name,
+    })  # fmt: skip
+
+
+def tracking_secrets(tracking: TrackingConfig | None) -> dict[str, str]:
+    """The tracker's token, when the config names a variable that holds one here: by file, as its library reads it."""
+    token = secret(tracking.token_env) if tracking else None
+    return {TRACKER_TOKEN_ENV[tracking.kind]: token} if tracking and token else {}
 
 
 class VocabRequest(JobRequest):

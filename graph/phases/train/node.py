@@ -44,6 +44,8 @@ def build_train_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
         **train_sizes(sizes),
         trust_remote_code=trusts_remote_code(ctx, state),
         **online_fetch(ctx, state),
+        tracking=ctx.config.tracking,
+        run_name=ctx.run.run_id,
     )
     # Online, train.py starts its extraction server beside it on one node (the plan's hours count one).
     nodes = 1 if request.online else ctx.config.cluster.train_nodes
