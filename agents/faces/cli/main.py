@@ -181,7 +181,8 @@ def config_init(
     console.print(f"[green]✓[/] wrote {escape(str(path))}", highlight=False)
     console.print(
         "Next, edit it: in \\[hosts.gpu] the address, user, key_file, python (the ML venv's interpreter) and workdir "
-        "(on the big disk); in \\[target] base_url, model and model_dir; remove \\[agent] to use the embedded LLM. "
+        "(on the big disk); in \\[target] base_url, model and model_dir; remove \\[agent] to let the agent use the "
+        "target's own server when it serves a capable model. "
         f"Then run `eyas config check{'' if found else f' {path}'}` and "
         f"`eyas verify{'' if found else f' --config {path}'}`.",
         highlight=False,
