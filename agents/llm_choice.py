@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -63,10 +64,11 @@ class LlmChoice(BaseModel):
         return f"{self.agent.model} at {self.agent.base_url} ({self.why})"
 
 
-def choose_llm(config: EyasConfig, http: HttpClient, host: Host) -> LlmChoice:
+def choose_llm(config: EyasConfig, http: HttpClient, host: Callable[[], Host]) -> LlmChoice:
     """The agent's LLM for this config: [agent], else production when it serves a capable model, else the embedded
     server. Production's size comes from its name; only a name that states none costs a look at its /v1/models and
-    config.json (through `http` and `host`, so a run records and replays it)."""
+    config.json (through `http` and the host `host` opens, so a run records and replays it; a chat whose model is
+    chosen otherwise never opens it)."""
     if config.agent is not None:
         return LlmChoice(agent=config.agent, source="config", why="the config's [agent]")
     target = config.target
@@ -93,7 +95,7 @@ def embedded_choice(why: str) -> LlmChoice:
     )
 
 
-def production_size(target: TargetConfig, http: HttpClient, host: Host) -> tuple[float | None, str]:
+def production_size(target: TargetConfig, http: HttpClient, host: Callable[[], Host]) -> tuple[float | None, str]:
     """Production's parameter count and what said it: its name, else its config.json (the directory /v1/models
     says it loaded); None with the reason when neither can."""
     named = parameters(target.model)
@@ -101,7 +103,8 @@ def production_size(target: TargetConfig, http: HttpClient, host: Host) -> tuple
         return named, "its name"
     try:
         root = served_model(http, target).root
-        dims = read_model_dims(host, model_config_path(host, root))
+        machine = host()
+        dims = read_model_dims(machine, model_config_path(machine, root))
     except EyasError as exc:
         return None, f"its name states none, and {exc}"
     return float(dims.active_parameters()), "its config.json, counting the parameters a token passes through"

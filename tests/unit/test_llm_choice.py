@@ -43,6 +43,11 @@ def listing(model: str, root: Path) -> bytes:
     return json.dumps({"object": "list", "data": [{"id": model, "root": str(root), "max_model_len": 8192}]}).encode()
 
 
+def never_opened() -> LocalHost:
+    """The host, where a choice must not need it: a chat with [agent] starts without connecting to it."""
+    raise AssertionError("the host was opened, though the model's name or [agent] decides")
+
+
 def model_dir(tmp_path: Path, shape: dict[str, int]) -> Path:
     folder = tmp_path / "model"
     folder.mkdir()
@@ -54,7 +59,7 @@ def test_production_serving_a_capable_model_is_the_agents_llm_with_its_key(monke
     monkeypatch.setenv(KEY_ENV, "production-key-0123")
     with OpenAIStub() as production:
         base = production.url.removesuffix("/v1")
-        choice = choose_llm(config(base, "Qwen/Qwen2.5-72B-Instruct"), HttpClient(), LocalHost())
+        choice = choose_llm(config(base, "Qwen/Qwen2.5-72B-Instruct"), HttpClient(), never_opened)
         assert choice.source == "production" and choice.capable and choice.sampling == {}
         assert choice.agent == AgentConfig(
             base_url=production.url, model="Qwen/Qwen2.5-72B-Instruct", api_key_env=KEY_ENV
@@ -67,7 +72,7 @@ def test_production_serving_a_capable_model_is_the_agents_llm_with_its_key(monke
 
 def test_a_name_without_a_size_is_sized_from_the_directory_production_loaded(tmp_path: Path) -> None:
     with OpenAIStub(models=listing("kimi", model_dir(tmp_path, KIMI))) as production:
-        choice = choose_llm(config(production.url.removesuffix("/v1"), "kimi"), HttpClient(), LocalHost())
+        choice = choose_llm(config(production.url.removesuffix("/v1"), "kimi"), HttpClient(), LocalHost)
     assert choice.source == "production"
     assert "it serves kimi, about 37.9B parameters (its config.json, counting the parameters a token" in choice.why
 
@@ -97,12 +102,12 @@ def test_the_run_says_first_which_llm_researches() -> None:
 def test_the_operator_keeps_the_agent_off_production() -> None:
     with OpenAIStub() as production:
         settings = config(production.url.removesuffix("/v1"), "Qwen/Qwen2.5-72B-Instruct", agent_llm=False)
-        choice = choose_llm(settings, HttpClient(), LocalHost())
+        choice = choose_llm(settings, HttpClient(), LocalHost)
     assert choice.source == "embedded" and "[target] agent_llm = false keeps the agent off production" in choice.why
 
 
 def test_a_production_that_does_not_answer_leaves_the_embedded_model_and_says_why() -> None:
-    choice = choose_llm(config("http://127.0.0.1:9", "kimi"), HttpClient(), LocalHost())
+    choice = choose_llm(config("http://127.0.0.1:9", "kimi"), HttpClient(), LocalHost)
     assert choice.source == "embedded"
     assert "production's size is unknown (its name states none, and http://127.0.0.1:9 did not answer" in choice.why
 
@@ -110,7 +115,7 @@ def test_a_production_that_does_not_answer_leaves_the_embedded_model_and_says_wh
 def test_an_agent_section_wins() -> None:
     agent = AgentConfig(base_url="https://api.example.com/v1", model="gpt-5.1")
     settings = config("http://127.0.0.1:9", "Qwen/Qwen2.5-72B-Instruct").model_copy(update={"agent": agent})
-    choice = choose_llm(settings, HttpClient(), LocalHost())
+    choice = choose_llm(settings, HttpClient(), never_opened)
     assert choice.agent == agent and choice.source == "config"
 
 

@@ -130,7 +130,7 @@ def assemble(
     from eyas.agents.toolbox import Toolbox
 
     http = boundary.http()
-    choice = choose_llm(cfg, http, hosts(None))
+    choice = choose_llm(cfg, http, lambda: hosts(None))
     llm = open_llm(choice, boundary=boundary, on_retry=progress)
 
     def research(brief: str) -> str:

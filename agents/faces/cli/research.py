@@ -65,7 +65,7 @@ def _research(
     console.print(f"research run {run.run_id}: {brief}", markup=False, highlight=False)
     try:
         http = recorder.http()
-        choice = choose_llm(cfg, http, machine)
+        choice = choose_llm(cfg, http, lambda: machine)
         console.print(f"the agent's LLM: {choice.shown()}", markup=False, highlight=False, soft_wrap=True)
         deps = ResearchDeps(
             llm=open_llm(choice, boundary=recorder),

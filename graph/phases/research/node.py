@@ -47,7 +47,7 @@ def research_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, An
 def research_llm(ctx: RunContext) -> LlmChoice | None:
     """The agent's LLM for research, said as the run's first line; None (research skipped, and said why) when only
     the embedded model is left, which researches nothing a gate could use."""
-    choice = choose_llm(ctx.config, ctx.http, ctx.host)
+    choice = choose_llm(ctx.config, ctx.http, lambda: ctx.host)
     if not choice.capable:
         ctx.on_note(f"research: skipped; the agent's LLM would be {choice.shown()}. `eyas research` runs it alone.")
         return None
