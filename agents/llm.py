@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, Field
 
+from eyas.agents.llm_choice import LlmChoice
 from eyas.agents.structured import (
     BadCalls,
     Message,
@@ -36,8 +37,7 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.deadline_transport import deadline_client
 from eyas.tools.recording.boundary import Boundary
 from eyas.tools.recording.transcript import register_error_type
-from eyas.tools.settings.config import AgentConfig, EyasConfig, secret
-from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
+from eyas.tools.settings.config import AgentConfig, secret
 
 if TYPE_CHECKING:
     from openai import APIStatusError
@@ -128,17 +128,9 @@ class LlmProfile(BaseModel):
     context_tokens: int
 
 
-# The embedded SmolLM2 loops on its own words at temperature 0; vLLM's repetition penalty stops that.
-EMBEDDED_SAMPLING: dict[str, Any] = {"temperature": 0.0, "repetition_penalty": 1.3}
-
-
-def open_llm(config: EyasConfig, **options: Any) -> LLM:
-    """The configured [agent], else the embedded target's SmolLM2 server (weak, but real and offline)."""
-    if config.agent is not None:
-        return LLM(config.agent, **options)
-    embedded = EmbeddedTarget.from_env()
-    agent = AgentConfig(base_url=f"{embedded.base_url}/v1", model=SERVED_MODEL, api_key_env=None)
-    return LLM(agent, **{"sampling": EMBEDDED_SAMPLING, **options})
+def open_llm(choice: LlmChoice, **options: Any) -> LLM:
+    """The client of the chosen LLM (agents/llm_choice.py), with its sampling unless `options` say otherwise."""
+    return LLM(choice.agent, **{"sampling": choice.sampling, **options})
 
 
 class _Ping(BaseModel):

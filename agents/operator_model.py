@@ -7,48 +7,25 @@ operator should know that before trusting a session, and where to point eyas at 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from eyas.tools.settings.config import AgentConfig
-
-# Below this, open models rarely choose tools and arguments well (a rule of thumb, not a measurement).
-MIN_TOOL_PARAMS = 7e9
-_SIZE = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)\s*([MBT])(?![A-Za-z])", re.IGNORECASE)
-_SCALE = {"m": 1e6, "b": 1e9, "t": 1e12}
-FIX = (
-    "set an [agent] section in the config (base_url and model of a capable OpenAI-compatible endpoint; "
-    "`eyas config init` writes one to fill in)"
-)
+from eyas.agents.llm_choice import FIX, MIN_TOOL_PARAMS, LlmChoice, human_count, parameters
 
 
 @dataclass(frozen=True)
 class ModelNotice:
-    shown: str  # the model and where it is served
+    shown: str  # the model, where it is served, and why it is the one
     warning: str | None  # shown once, at the start of the session
 
 
-def parameters(model: str) -> float | None:
-    """The parameter count a model's name states ("SmolLM2-135M" -> 1.35e8, "Qwen2.5-72B" -> 7.2e10), if any;
-    the largest size in the name counts ("Qwen3-30B-A3B": 30B in all, 3B active)."""
-    sizes = [float(number) * _SCALE[unit.lower()] for number, unit in _SIZE.findall(model.split("/")[-1])]
-    return max(sizes) if sizes else None
-
-
-def model_notice(agent: AgentConfig, configured: bool) -> ModelNotice:
-    """What the chat shows about its model; `configured` is False when eyas fell back to the embedded target."""
-    shown = f"{agent.model} at {agent.base_url}"
-    if not configured:
-        shown += " (no [agent] in the config: the embedded target's model)"
-    size = parameters(agent.model)
+def model_notice(choice: LlmChoice) -> ModelNotice:
+    """What the chat shows about its model: which, where and why, and a warning when its name says it is small."""
+    model = choice.agent.model
+    size = parameters(model)
     if size is None or size >= MIN_TOOL_PARAMS:
-        return ModelNotice(shown, None)
+        return ModelNotice(choice.shown(), None)
     warning = (
-        f"{agent.model} has about {_human(size)} parameters, too few to use tools well: its tool calls will be "
+        f"{model} has about {human_count(size)} parameters, too few to use tools well: its tool calls will be "
         f"well-formed but not useful, and its answers unreliable. For real work, {FIX}."
     )
-    return ModelNotice(shown, warning)
-
-
-def _human(count: float) -> str:
-    return f"{count / 1e9:g}B" if count >= 1e9 else f"{count / 1e6:g}M"
+    return ModelNotice(choice.shown(), warning)

@@ -17,7 +17,8 @@ from langgraph.types import Command
 
 from eyas.graph.context import RunContext, RunGraph
 from eyas.graph.downtime import restore
-from eyas.graph.phases.evaluate.record import run_evaluation
+from eyas.graph.phases.deploy.node import deploy_record
+from eyas.graph.phases.report.headline import headline
 from eyas.graph.pipeline import build_graph
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
@@ -182,24 +183,13 @@ def gate_message(run: RunDir, view: dict[str, Any]) -> str:
 
 
 def end_message(run: RunDir, outcome: Outcome, report: Path) -> str:
-    """One line on how a drive ended (finished, failed, stopped, or waiting at a gate) and where its report is."""
+    """One line on how a drive ended and where its report is: at a gate, what it waits for; otherwise the report's
+    own headline (deployed, rolled back and why, stopped where, failed where), so a notice never says "finished"
+    for a drafter production turned away."""
     if outcome.gate is not None:
         return f"{gate_message(run, outcome.gate)} Report so far: {report}"
-    state = outcome.state
-    failure, evaluation = state.get("failure"), run_evaluation(state)
-    if failure:
-        what = f"failed: job {failure['job_id']} {failure['status']}: {failure['diagnosis']}"
-    elif state.get("stopped"):
-        what = f"stopped: {state['stopped']}"
-    elif evaluation:
-        length, speedup = evaluation.mean_acceptance_length, evaluation.speedup
-        what = (
-            f"finished: mean acceptance length {'not measured' if length is None else f'{length:.2f}'} at "
-            f"k={evaluation.k}, speedup {'not measured' if speedup is None else f'{speedup:.2f}x'}"
-        )
-    else:
-        what = f"ended after the {state.get('phase', 'first')} phase"
-    return f"eyas run {run.run_id} {what}. Report: {report}"
+    what = headline(outcome.state, deploy_record(run)).rstrip(".")
+    return f"eyas run {run.run_id}: {what}. Report: {report}"
 
 
 def notify(ctx: RunContext, outcome: Outcome, report: Path) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from eyas.agents.faces.cli.chat import converse, open_chat
-from eyas.agents.llm import EMBEDDED_SAMPLING, LLM
+from eyas.agents.llm import LLM
+from eyas.agents.llm_choice import EMBEDDED_SAMPLING
 from eyas.agents.research import ResearchDeps, run_research
 from eyas.agents.researcher import ResearchSettings
 from eyas.tools.hosts.http import HttpClient

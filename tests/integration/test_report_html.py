@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,6 @@ from eyas.agents.faces.report_html.compare_page import write_comparison
 from eyas.agents.faces.report_html.comparison import run_figures
 from eyas.agents.faces.report_html.page import render_html, write_html_report
 from eyas.agents.faces.report_html.record import load_record
-from eyas.graph.life.runner import Outcome, notify
-from eyas.graph.policy import Policy
-from eyas.graph.runs import RunDir
 from planted_secrets import JWT
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "runs" / "examples" / "full-pipeline"
@@ -221,39 +217,6 @@ def test_missing_transcript_and_hostile_text(tmp_path: Path) -> None:
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert JWT not in html
     assert "Not in this run: the transcript" in html and "Not in this run: run.json" in html
-
-
-@dataclass
-class NotifyContext:
-    run: RunDir
-    policy: Policy
-    notes: list[str] = field(default_factory=list)
-
-    def on_note(self, message: str) -> None:
-        self.notes.append(message)
-
-
-@pytest.mark.parametrize(
-    ("outcome", "expected"),
-    [
-        (Outcome(True, {"evaluation": {"k": 3, "mean_acceptance_length": 2.5, "speedup": 1.75}}),
-         "finished: mean acceptance length 2.50 at k=3, speedup 1.75x"),
-        (Outcome(True, {"failure": {"job_id": "r.train", "status": "exited 1", "diagnosis": "OOM"}}),
-         "failed: job r.train exited 1: OOM"),
-        (Outcome(True, {"stopped": "rejected at the train gate: too long"}), "stopped: rejected at the train gate"),
-        (Outcome(False, {}, gate_id="g1", gate={"kind": "gate", "phase": "extract"}),
-         "stopped at the extract gate: waiting for approval"),
-    ],
-)  # fmt: skip
-def test_run_end_notifies(tmp_path: Path, outcome: Outcome, expected: str) -> None:
-    seen = tmp_path / "seen"
-    command = f'{{ cat; echo; echo "$EYAS_RUN|$EYAS_REPORT|${{EYAS_GATE:-}}"; }} > {seen}'
-    ctx = NotifyContext(RunDir(tmp_path / "r1"), Policy(notify_command=command))
-    report = tmp_path / "r1" / "report.html"
-    notify(ctx, outcome, report)  # type: ignore[arg-type]
-    message, env = seen.read_text().splitlines()
-    assert expected in message and message.endswith(str(report)) and ctx.notes == [message]
-    assert env == f"r1|{report}|{outcome.gate_id or ''}"
 
 
 def test_the_comparison_never_scrolls_sideways_on_a_phone(tmp_path: Path, browser: Browser) -> None:

@@ -69,8 +69,13 @@ def answer_each(request: Request, stub: OpenAIStub) -> Reply:
 class OpenAIStub:
     """Runs in its own thread and event loop; `url` ends in /v1 like a vLLM base URL."""
 
-    def __init__(self, script: Script = answer_each, *, parse: bool = True, latency_s: float = 0.0) -> None:
+    def __init__(
+        self, script: Script = answer_each, *, parse: bool = True, latency_s: float = 0.0, models: bytes = MODELS
+    ) -> None:
+        """`models`: what GET /v1/models answers (a vLLM server's listing names `root`, the directory it loaded)."""
         self.script = script
+        self.models = models
+        self.authorizations: list[str] = []  # the Authorization header of each chat request ("" when none)
         # parse=False (benchmarks): answer FAST_COMPLETION without reading the JSON, after a latency drawn
         # uniformly from 0.5-1.5 x latency_s, since real answers do not all end at the same moment.
         self.parse = parse
@@ -123,11 +128,15 @@ class OpenAIStub:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 request_line, _, headers = head.partition(b"\r\n")
-                length = 0
+                length, authorization = 0, ""
                 for line in headers.split(b"\r\n"):
                     if line[:15].lower() == b"content-length:":
                         length = int(line[15:])
+                    if line[:14].lower() == b"authorization:":
+                        authorization = line[14:].strip().decode()
                 body = await reader.readexactly(length) if length else b""
+                if request_line.startswith(b"POST"):
+                    self.authorizations.append(authorization)
                 status, payload = await self._answer(request_line, body)
                 writer.write(
                     b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
@@ -141,7 +150,7 @@ class OpenAIStub:
 
     async def _answer(self, request_line: bytes, body: bytes) -> tuple[int, bytes]:
         if request_line.startswith(b"GET /v1/models"):
-            return 200, MODELS
+            return 200, self.models
         self.requests += 1
         if self.first_request_at is None:
             self.first_request_at = time.monotonic()

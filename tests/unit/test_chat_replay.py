@@ -11,7 +11,8 @@ import pytest
 
 import chat_example
 from eyas.agents.faces.cli.replay import replay
-from eyas.agents.operator_model import model_notice, parameters
+from eyas.agents.llm_choice import LlmChoice, embedded_choice, parameters
+from eyas.agents.operator_model import model_notice
 from eyas.tools.recording.transcript import ControlEvent, OperatorEvent
 from eyas.tools.recording.transcript_reader import read_transcript
 from eyas.tools.settings.config import AgentConfig
@@ -63,12 +64,11 @@ def test_a_chat_recorded_now_replays_clean(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_the_chat_names_its_model_and_warns_when_it_is_too_small() -> None:
-    small = AgentConfig(base_url="http://127.0.0.1:8765/v1", model="SmolLM2-135M-Instruct", api_key_env=None)
-    notice = model_notice(small, configured=False)
-    assert "SmolLM2-135M-Instruct at http://127.0.0.1:8765/v1" in notice.shown and "no [agent]" in notice.shown
+    notice = model_notice(embedded_choice("no [agent] in the config"))
+    assert "SmolLM2-135M-Instruct at http://127.0.0.1:" in notice.shown and "no [agent]" in notice.shown
     assert notice.warning is not None and "135M parameters" in notice.warning and "[agent]" in notice.warning
     large = AgentConfig(base_url="https://api.example.com/v1", model="Qwen/Qwen2.5-72B-Instruct", api_key_env=None)
-    assert model_notice(large, configured=True).warning is None
+    assert model_notice(LlmChoice(agent=large, source="config", why="the config's [agent]")).warning is None
     assert parameters("Qwen3-30B-A3B") == 30e9 and parameters("gpt-5.1") is None
 
 

@@ -159,10 +159,16 @@ class TargetConfig(_Section):
         allow_inf_nan=False,
         description="how long verify and plan wait for a server that is still loading (0: do not wait)",
     )
+    agent_llm: bool = Field(
+        True,
+        description="without an [agent] section: let the agent (research, `eyas chat`) use this server as its LLM "
+        "when it serves a capable model (about 7B parameters or more); false keeps the agent's requests off it",
+    )
 
 
 class AgentConfig(_Section):
-    """The LLM that drives research and the operator chat (any OpenAI-compatible endpoint)."""
+    """The LLM that drives research and the operator chat (any OpenAI-compatible endpoint). Without this section the
+    target's own server is the agent's LLM when it serves a capable model (agents/llm_choice.py)."""
 
     base_url: HttpUrl
     model: ModelName

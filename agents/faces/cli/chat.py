@@ -122,14 +122,16 @@ def assemble(
 ) -> Chat:
     """The operator session, every crossing through `boundary`: live and recorded, or answered by a replay."""
     from eyas.agents.llm import open_llm
+    from eyas.agents.llm_choice import choose_llm
     from eyas.agents.operator import OperatorSession, build_operator_graph
     from eyas.agents.operator_model import model_notice
     from eyas.agents.operator_tools import OperatorEnv, operator_tools
     from eyas.agents.research import ResearchDeps, run_research
     from eyas.agents.toolbox import Toolbox
 
-    llm = open_llm(cfg, boundary=boundary, on_retry=progress)
     http = boundary.http()
+    choice = choose_llm(cfg, http, lambda: hosts(None))
+    llm = open_llm(choice, boundary=boundary, on_retry=progress)
 
     def research(brief: str) -> str:
         deps = ResearchDeps(
@@ -156,7 +158,7 @@ def assemble(
     )
     graph = build_operator_graph(llm, toolbox, system, llm.profile(), boundary, checkpointer)
     session = OperatorSession(graph, thread, toolbox)
-    return Chat(session, run, resumed, llm.usage, boundary, model_notice(llm.config, cfg.agent is not None))
+    return Chat(session, run, resumed, llm.usage, boundary, model_notice(choice))
 
 
 def converse(chat: Chat, read: Callable[[str], str], write: Callable[[str], None]) -> None:

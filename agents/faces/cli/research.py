@@ -35,7 +35,8 @@ def research_command(
     searches the web (or, offline, the documentation installed on the host), reads pages and the host's own
     vllm/speculators --help, and a synthesizer writes one report with numbered citations to
     runs/<run_id>/research.md, noting where sources disagree and which flags exist in the installed versions.
-    The agent LLM is [agent] from the config, else the embedded SmolLM2 server (weak, but offline)."""
+    The agent LLM is [agent] from the config, else the target's own server when it serves a capable model (about
+    7B parameters or more; [target] agent_llm = false opts out), else the embedded SmolLM2 server (weak, offline)."""
     with json_result(json_output) as result:
         result.update(_research(brief, host, config, questions, steps, docs))
 
@@ -46,6 +47,7 @@ def _research(
     """The research run, said as it goes; what a script reads of it."""
     # The agents and the graph's modules (langgraph, ~0.5 s) load here, not at start-up of every eyas process.
     from eyas.agents.llm import open_llm
+    from eyas.agents.llm_choice import choose_llm
     from eyas.agents.research import ResearchDeps, run_research
     from eyas.agents.researcher import ResearchSettings
     from eyas.graph.life.session import create_run, open_recorder
@@ -62,10 +64,13 @@ def _research(
     )
     console.print(f"research run {run.run_id}: {brief}", markup=False, highlight=False)
     try:
+        http = recorder.http()
+        choice = choose_llm(cfg, http, lambda: machine)
+        console.print(f"the agent's LLM: {choice.shown()}", markup=False, highlight=False, soft_wrap=True)
         deps = ResearchDeps(
-            llm=open_llm(cfg, boundary=recorder),
+            llm=open_llm(choice, boundary=recorder),
             search=WebSearch(boundary=recorder),
-            http=recorder.http(),
+            http=http,
             host=machine,
             host_config=cfg.host(name),
             target=cfg.target,

@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 
 from eyas.agents.faces.cli.console import Steps, console, json_result
+from eyas.agents.faces.cli.left_running import stop_command
 from eyas.agents.faces.cli.options import JsonOption
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.target.embedded import EmbeddedTarget
@@ -52,7 +53,7 @@ def bring_up(target: EmbeddedTarget, *, eager: bool) -> None:
         steps(f"starting vLLM on {target.base_url} and waiting for a real completion")
         result = up(target, host, eager=eager, progress=console.log)
     console.print(f"[green]✓[/] {escape(result.message)}")
-    console.print(f"  unit file: {target.unit_file}\n  stop it with: eyas target down", markup=False)
+    console.print(f"  unit file: {target.unit_file}\n  stop it with: {stop_command()}", markup=False)
 
 
 @app.command("up")

@@ -279,6 +279,12 @@ def save_result(run: RunDir, result: DeployResult) -> None:
     write_private(run.root / DEPLOY_FILE, result.model_dump_json(indent=2) + "\n")
 
 
+def deploy_record(run: RunDir) -> dict[str, Any] | None:
+    """deploy.json as plain JSON (what the headline reads), or None when no drafter was put into production."""
+    path = run.root / DEPLOY_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def saved_result(ctx: RunContext) -> DeployResult | None:
     """This run's saved deploy when it still describes production: kept with its drop-in in place, or rolled back
     with none; and no unfinished deploy on record."""

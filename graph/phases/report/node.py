@@ -11,7 +11,7 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import LOG, restore, summary
-from eyas.graph.phases.deploy.node import DEPLOY_FILE
+from eyas.graph.phases.deploy.node import deploy_record
 from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.phases.report.drafter_card import make_ready_to_publish
 from eyas.graph.phases.report.headline import headline
@@ -60,8 +60,7 @@ def md_code(value: str) -> str:
 
 def render_report(state: RunState, ctx: RunContext) -> str:
     lines = [f"# eyas run {state.get('run_id', ctx.run.run_id)}", ""]
-    saved = ctx.run.root / DEPLOY_FILE
-    deployed = json.loads(saved.read_text()) if saved.exists() else None
+    deployed = deploy_record(ctx.run)
     lines += [outcome_line(headline(state, deployed)), ""]
     lines += [f"**Host:** {md_text(ctx.host.name)}; target {md_text(ctx.config.target.base_url)}", ""]
     lines += what_ran_lines(state)

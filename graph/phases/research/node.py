@@ -1,4 +1,5 @@
-"""Research before acting: parallel subagents and one cited report (run when an agent LLM is configured)."""
+"""Research before acting: parallel subagents and one cited report, when the agent has a capable LLM: the config's
+[agent], else production's own server when it serves a capable model (agents/llm_choice.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from eyas.agents.llm import open_llm
+from eyas.agents.llm_choice import LlmChoice, choose_llm
 from eyas.agents.research import ResearchDeps, run_research
 from eyas.agents.research_report import short_summary
 from eyas.graph.context import RunContext
@@ -22,11 +24,13 @@ BRIEF = (
 
 def research_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
-    if ctx.config.agent is None or state.get("research") is not None:
-        ctx.on_note("research: skipped (no [agent] LLM in the config; `eyas research` runs it on its own)")
+    if state.get("research") is not None:
+        return {"phase": "research"}
+    choice = research_llm(ctx)
+    if choice is None:
         return {"phase": "research"}
     deps = ResearchDeps(
-        llm=open_llm(ctx.config, boundary=ctx.boundary),
+        llm=open_llm(choice, boundary=ctx.boundary),
         search=WebSearch(boundary=ctx.boundary),
         http=ctx.http,
         host=ctx.host,
@@ -38,3 +42,14 @@ def research_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, An
     )
     report = run_research(BRIEF.format(model=ctx.config.target.model), deps)
     return {"phase": "research", "research": str(report.path), "research_summary": short_summary(report)}
+
+
+def research_llm(ctx: RunContext) -> LlmChoice | None:
+    """The agent's LLM for research, said as the run's first line; None (research skipped, and said why) when only
+    the embedded model is left, which researches nothing a gate could use."""
+    choice = choose_llm(ctx.config, ctx.http, lambda: ctx.host)
+    if not choice.capable:
+        ctx.on_note(f"research: skipped; the agent's LLM would be {choice.shown()}. `eyas research` runs it alone.")
+        return None
+    ctx.on_note(f"research: the agent's LLM is {choice.shown()}")
+    return choice
