@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 from eyas.agents.faces.report_html.page import render_html
 from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job, evaluate_sizes
 from eyas.graph.phases.evaluate.record import Evaluation
+from eyas.graph.phases.plan.node import evaluation_hours
 from eyas.graph.phases.report.node import report_node
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.settings.config import LOCAL, HostConfig
@@ -160,3 +161,17 @@ def test_without_a_bench_the_report_says_so_and_an_unrunnable_one_says_why(tmp_p
     assert "Not in this run: vllm bench serve&#x27;s latency" in page[page.index('<section id="latency">') :]
     markdown, page = reported(tmp_path / "unrunnable", evaluation({"error": evaluate.NO_BENCH_PROMPT}))
     assert f"vllm bench serve: {evaluate.NO_BENCH_PROMPT}" in markdown and '<div id="bench">' not in page
+
+
+def test_the_plan_counts_the_benchs_requests_in_the_evaluations_hours() -> None:
+    """DEMO: 16 held-out prompts, then 8 bench requests one at a time and 16 at concurrency 16 (one round)."""
+    load_s, tok_s = 60.0, 10.0
+    without = evaluation_hours({"sizes": DEMO.model_copy(update={"bench_prompts": 0}).model_dump()}, load_s, tok_s)
+    assert without == pytest.approx(2 * (load_s + DEMO.held_out * DEMO.eval_max_tokens / tok_s) / 3600)
+    with_bench = evaluation_hours({"sizes": DEMO.model_dump()}, load_s, tok_s)
+    assert with_bench is not None and without is not None
+    assert with_bench - without == pytest.approx(2 * (DEMO.bench_prompts + 1) * DEMO.eval_max_tokens / tok_s / 3600)
+    alone = DEMO.model_copy(update={"concurrency": 1}).model_dump()  # concurrency 1 is benched once, not twice
+    assert evaluation_hours({"sizes": alone}, load_s, tok_s) == pytest.approx(
+        with_bench - 2 * DEMO.eval_max_tokens / tok_s / 3600
+    )
