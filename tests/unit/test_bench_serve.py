@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from langgraph.runtime import Runtime
+from playwright.sync_api import Browser
 
 from eyas.agents.faces.report_html.page import render_html
 from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job, evaluate_sizes
@@ -137,7 +138,7 @@ def reported(tmp_path: Path, measured: dict[str, Any]) -> tuple[str, str]:
     return update["report"], render_html(ctx.run.root, {**state, **update})
 
 
-def test_both_reports_show_the_latency_table_and_what_was_not_run(tmp_path: Path) -> None:
+def test_both_reports_show_the_latency_table_and_what_was_not_run(tmp_path: Path, browser: Browser) -> None:
     summary = bench_serve.bench_summary(SERVERS, {"prompts": 2, "left_out_multi_turn": 1}, [1, 4], 8, 64)
     markdown, page = reported(tmp_path, evaluation(summary))
     table = markdown[markdown.index("### Latency under load") :]
@@ -151,6 +152,14 @@ def test_both_reports_show_the_latency_table_and_what_was_not_run(tmp_path: Path
         '<div id="bench">' in latency and "<td>speculative-k3</td><td>4</td>" in latency and "<td>1.50</td>" in latency
     )
     assert "download" in latency and "philschmid/mt-bench" in latency
+    # On a phone the nine columns scroll inside their own box; the page itself never scrolls sideways.
+    shown = browser.new_page(viewport={"width": 390, "height": 844})
+    (tmp_path / "report.html").write_text(page)
+    shown.goto((tmp_path / "report.html").as_uri())
+    assert shown.evaluate("document.documentElement.scrollWidth") <= 390
+    assert shown.locator("#bench tr").count() == 1 + sum(len(runs) for runs in SERVERS.values())
+    shown.locator("#latency").screenshot(path=str(tmp_path / "latency-phone.png"))
+    shown.close()
 
 
 def test_without_a_bench_the_report_says_so_and_an_unrunnable_one_says_why(tmp_path: Path) -> None:

