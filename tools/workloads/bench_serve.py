@@ -103,7 +103,7 @@ def bench_server(
     log = logs / f"bench-{name}.log"
     found: dict[str, dict[str, Any]] = {}
     for done, concurrency in enumerate(concurrencies):
-        progress.emit(phase="bench", server=name, concurrency=concurrency, done=done, total=len(concurrencies))
+        progress.emit(phase=f"bench-{name}", concurrency=concurrency, done=done, total=len(concurrencies))
         argv = bench_argv(base_url, dataset, concurrency, num_prompts, max_tokens, tokenizer)
         try:
             found[str(concurrency)] = run_bench(argv, log)
