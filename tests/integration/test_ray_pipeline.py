@@ -28,7 +28,7 @@ SAMPLES = 24  # TINY's
 # pair trains (the loss goes down) is test_ray_train's, and what acceptance a recipe reaches is test_drafter_e2e's
 # ceiling. At 12 prompts of 64 tokens it was half of this test's time (two servers at 10 tokens/s, one prompt at a
 # time), and TINY's two-node drafter accepted 0 to 15 of about 650 drafts.
-HELD_OUT, EVAL_TOKENS = 4, 16
+HELD_OUT, EVAL_TOKENS = 4, 16  # and no `vllm bench serve` (test_online_train's evaluation runs it)
 
 
 def config_text(target: EmbeddedTarget, cluster: RayCluster, workdir: Path) -> str:
@@ -73,7 +73,7 @@ def test_a_run_on_ray_shards_every_phase_and_resumes_after_kill_9_without_a_seco
     config.write_text(config_text(embedded_target, ray_cluster, tmp_path / "work"))
     runs = tmp_path / "runs"
     sizes = [*TINY, "--held-out", str(HELD_OUT), "--eval-max-tokens", str(EVAL_TOKENS), "--extraction-backend", "hf",
-             "--prompts", "shipped"]  # fmt: skip
+             "--prompts", "shipped", "--bench-prompts", "0"]  # fmt: skip
     first = start(embedded_target, runs, "run", "--config", str(config), "--auto-approve", *sizes)
     wait_for(lambda: run_started(runs), timeout=120, what="the run's run.json")
     run = only_run(runs)

@@ -43,8 +43,8 @@ def started_servers(
 ) -> tuple[dict[str, Any], list[str]]:
     """The argv of each server evaluate.py starts, by name and in order, when run as `job_argv` on a host whose
     vLLM needs `cpu_flags` and (`together`) has the memory to start them side by side; and what happened, in order
-    (start, ready, measure, stop per server). The job's interpreter must be this one: evaluate.py starts its
-    servers with it. Stand-in: the servers (what each would run is the point, not a vLLM start)."""
+    (start, ready, measure, vLLM's benchmark, stop per server). The job's interpreter must be this one: evaluate.py
+    starts its servers with it. Stand-in: the servers (what each would run is the point, not a vLLM start)."""
     assert job_argv[0] == sys.executable and Path(job_argv[1]).name == "evaluate.py"
     started: dict[str, list[str]] = {}
     steps: list[str] = []
@@ -73,7 +73,7 @@ def started_servers(
     monkeypatch.setattr(eval_servers, "side_by_side", lambda *_: together)
     monkeypatch.setattr(evaluate, "run_prompts", measured)
     monkeypatch.setattr(evaluate, "measure_speculative", measured)
-    evaluate.measure(evaluate.parse_args(job_argv[2:]), [])
+    evaluate.measure(evaluate.parse_args(job_argv[2:]), [], lambda name, url: steps.append(f"bench {name}"))
     return started, steps
 
 
@@ -105,8 +105,8 @@ def test_server_argvs_are_what_evaluate_py_starts_from_the_job(
     assert list(started.items()) == list(shown.items())
     assert list(shown) == [*([] if acceptance_only else ["baseline"]), "speculative-k1", "speculative-k3"]
     assert all(argv[argv.index("--port") + 1] == str(EVALUATE_PORT) for argv in shown.values())
-    # In turn: each server starts after the one before has been measured and stopped.
-    assert steps == [f"{step} {name}" for name in shown for step in ("start", "ready", "measure", "stop")]
+    # In turn: each server starts after the one before has been measured, benched while it is up, and stopped.
+    assert steps == [f"{step} {name}" for name in shown for step in ("start", "ready", "measure", "bench", "stop")]
 
 
 def test_side_by_side_servers_all_start_first_then_each_is_measured_alone(
@@ -128,7 +128,7 @@ def test_side_by_side_servers_all_start_first_then_each_is_measured_alone(
     assert list(started) == names
     assert [argv[argv.index("--port") + 1] for argv in started.values()] == [str(EVALUATE_PORT + n) for n in range(3)]
     starts, readies = [f"start {name}" for name in names], [f"ready {name}" for name in names]
-    assert steps == starts + readies + [f"{step} {name}" for name in names for step in ("measure", "stop")]
+    assert steps == starts + readies + [f"{step} {name}" for name in names for step in ("measure", "bench", "stop")]
 
 
 def test_side_by_side_needs_no_cuda_and_the_memory_for_every_server(tmp_path: Path) -> None:

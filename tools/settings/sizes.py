@@ -67,6 +67,7 @@ SIZE_LIMITS = {
     "num_speculative_tokens": 64,
     "eval_max_tokens": 1_048_576,
     "held_out": 10_000_000,
+    "bench_prompts": 1_000_000,
     "online_window": 10_000,
     # [cluster] counts of the config: a job each, submitted and polled one by one; far above any cluster's nodes.
     "extract_shards": 10_000,
@@ -123,6 +124,13 @@ class Sizes(BaseModel):
         gt=0,
         le=SIZE_LIMITS["held_out"],
         description="held-out prompts the drafter is measured on, never trained on",
+    )
+    bench_prompts: int = Field(
+        64,
+        ge=0,
+        le=SIZE_LIMITS["bench_prompts"],
+        description="held-out prompts `vllm bench serve` sends to the servers with and without the drafter at each "
+        "concurrency, 1 and the run's concurrency (at least that many at the higher one; 0: no bench)",
     )
     extraction_backend: str = Field(
         "auto",
@@ -211,6 +219,7 @@ DEMO = Sizes(
     eval_max_tokens=64,
     prompt_source="sharegpt",
     held_out=16,
+    bench_prompts=8,
 )
 
 

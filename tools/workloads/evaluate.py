@@ -23,6 +23,10 @@ context, no drafter) on the same prompts and flags: the free baseline a trained 
 under "ngram", by k (acceptance per draft step, and speedup, the fair comparison: n-gram drafts only where the
 context repeats itself).
 
+With --bench-concurrency (e.g. 1 256), vLLM's own benchmark, `vllm bench serve` (bench_serve.py), also runs on the
+baseline's server and each drafter's, on the same held-out prompts, at each of those concurrencies: TTFT, TPOT, ITL and
+output tokens/s per server and concurrency, and the speedup at each concurrency, under "bench".
+
 Acceptance comes from the `vllm:spec_decode_*` counters (summed over engines, diff of scrapes before and
 after the prompts): mean acceptance length = 1 + accepted / drafts, acceptance rate = accepted / drafted,
 and per position the share of drafts whose token there was accepted. Speculative decoding must not change
@@ -44,8 +48,9 @@ from pathlib import Path
 from typing import Any
 
 import progress
-from conversations import ROLES
+from bench_serve import BASELINE, bench_server, bench_summary, write_dataset
 from eval_servers import ServerSpec, served
+from held_out_prompts import load_prompts
 from http_fetch import fetch
 from intervals import LEVEL, RESAMPLES, bootstrap, ratio_of_sums
 from spec_metrics import Counters, scrape
@@ -65,6 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--acceptance-only", action="store_true", help="skip the baseline run (no tokens/s ratio)")
     parser.add_argument(
         "--ngram", action="store_true", help="also measure vLLM's n-gram speculation (no drafter) at each --k"
+    )
+    bench = parser.add_argument_group("vllm bench serve")
+    bench.add_argument(
+        "--bench-concurrency", type=int, nargs="+", default=[],
+        help="also run vLLM's benchmark on the baseline's and each drafter's server at these concurrencies (default: "
+        "none)",
+    )  # fmt: skip
+    bench.add_argument(
+        "--bench-prompts", type=int, default=8, help="requests per benchmark run, at least its concurrency (default 8)"
     )
     embedded = parser.add_argument_group("servers started here")
     embedded.add_argument("--model", type=Path, help="the target model directory")
@@ -116,37 +130,8 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error(f"--drafter {args.drafter} has no config.json: train.py writes config.json + model.safetensors")
     if not args.prompts.is_file():
         parser.error(f"--prompts {args.prompts} does not exist")
-    if min(args.k) < 1 or args.max_tokens < 1 or args.concurrency < 1:
-        parser.error("--k, --max-tokens and --concurrency must be positive")
-
-
-def load_prompts(path: Path) -> list[list[dict[str, str]]]:
-    """Chat messages per prompt from {"prompt": text} rows or conversations (generate.py's format, "messages",
-    ShareGPT turns); a conversation's trailing answers are dropped, since they are what gets regenerated."""
-    prompts = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        if isinstance(row.get("prompt"), str):
-            prompts.append([{"role": "user", "content": row["prompt"]}])
-            continue
-        turns = row.get("conversations") or row.get("messages") or []
-        messages = [
-            {
-                "role": ROLES.get(turn.get("role", turn.get("from")), "?"),
-                "content": turn.get("content", turn.get("value")),
-            }
-            for turn in turns
-        ]
-        while messages and messages[-1]["role"] == "assistant":
-            messages.pop()
-        if not messages or any(m["role"] == "?" or not isinstance(m["content"], str) for m in messages):
-            raise SystemExit(f'{path}:{number}: expected {{"prompt": text}} or chat turns with known roles and text')
-        prompts.append(messages)
-    if not prompts:
-        raise SystemExit(f"{path} holds no prompts")
-    return prompts
+    if min([*args.k, *args.bench_concurrency]) < 1 or min(args.max_tokens, args.concurrency, args.bench_prompts) < 1:
+        parser.error("--k, --max-tokens, --concurrency, --bench-concurrency and --bench-prompts must be positive")
 
 
 def served_model(base_url: str) -> str:
@@ -313,28 +298,63 @@ def server_specs(args: argparse.Namespace) -> list[ServerSpec]:
     return specs
 
 
+Bench = Callable[[str, str], None]  # (server name, its URL): vLLM's benchmark on that server while it is up
+
+
 def measure(
-    args: argparse.Namespace, prompts: list
+    args: argparse.Namespace, prompts: list, bench: Bench
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]]:
     """The baseline run (unless --acceptance-only), one speculative run per k, and with --ngram one n-gram run per
-    k, on running or started servers."""
+    k, on running or started servers; `bench` runs after each baseline and drafter run, on the same server."""
     baseline: dict[str, Any] | None = None
     specs, ngrams = [], []
     if args.speculative_url:
         if args.baseline_url and not args.acceptance_only:
             baseline = run_prompts(args.baseline_url, prompts, args, phase="baseline")
+            bench(BASELINE, args.baseline_url)
         specs.append(measure_speculative(args.speculative_url, prompts, args, args.k[0]))
+        bench(f"speculative-k{args.k[0]}", args.speculative_url)
     else:
         with served(args, server_specs(args)) as turns:
             for spec, url in turns:
                 if spec.speculative is None:
                     baseline = run_prompts(url, prompts, args, phase="baseline")
+                    bench(BASELINE, url)
                 elif spec.speculative["method"] == "ngram":
                     ngrams.append(measure_speculative(url, prompts, args, spec.speculative["num_speculative_tokens"],
                                                       method="ngram"))  # fmt: skip
                 else:
                     specs.append(measure_speculative(url, prompts, args, spec.speculative["num_speculative_tokens"]))
+                    bench(spec.name, url)
     return baseline, specs, ngrams
+
+
+NO_BENCH_PROMPT = (
+    "not run: no held-out prompt is a single user turn, and vLLM's custom dataset takes nothing else (bench_serve.py)"
+)
+
+
+def benched_measure(
+    args: argparse.Namespace, prompts: list
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]], dict[str, Any] | None]:
+    """measure, with vLLM's benchmark on each server when --bench-concurrency asks for it: its summary last (None
+    without it)."""
+    if not args.bench_concurrency:
+        return (*measure(args, prompts, lambda name, url: None), None)
+    path = args.out.with_name(args.out.stem + "-bench-prompts.jsonl")
+    dataset = write_dataset(prompts, path)
+    servers: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def bench(name: str, url: str) -> None:
+        if dataset["prompts"]:
+            tokenizer = str(args.model) if args.model else None
+            servers[name] = bench_server(name, url, path, args.bench_concurrency, args.bench_prompts, args.max_tokens,
+                                         tokenizer, args.logs or args.out.parent)  # fmt: skip
+
+    measured = measure(args, prompts, bench)
+    if not dataset["prompts"]:
+        return (*measured, {"error": NO_BENCH_PROMPT, **dataset})
+    return (*measured, bench_summary(servers, dataset, args.bench_concurrency, args.bench_prompts, args.max_tokens))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -342,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     prompts = load_prompts(args.prompts)
     try:
-        baseline, specs, ngrams = measure(args, prompts)
+        baseline, specs, ngrams, bench = benched_measure(args, prompts)
     except (OSError, http.client.HTTPException) as error:
         raise SystemExit(
             f"The evaluation lost its server: {error}. Check that the server is up and serving (its log is beside "
@@ -360,6 +380,8 @@ def main(argv: list[str] | None = None) -> None:
         summary["by_k"] = {str(result["k"]): result for result in results}
     if ngrams:
         summary["ngram"] = {str(spec["k"]): result_for(spec, baseline) for spec in ngrams}
+    if bench is not None:
+        summary["bench"] = bench
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_name(args.out.name + ".partial")
     tmp.write_text(json.dumps(summary, indent=2) + "\n")

@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from eyas.agents.faces.report_html import sections
+from eyas.agents.faces.report_html.latency import TITLE as LATENCY_TITLE
+from eyas.agents.faces.report_html.latency import latency
 from eyas.agents.faces.report_html.plan_accuracy import plan_against_actual
 from eyas.agents.faces.report_html.record import RunRecord, load_record
 from eyas.agents.faces.report_html.sections import h
@@ -43,6 +45,7 @@ SECTIONS = (
     ("extraction", "Extraction", sections.extraction),
     ("training", "Training", sections.training),
     ("evaluation", "Evaluation", sections.evaluation),
+    ("latency", LATENCY_TITLE, latency),
     ("production", "Production", sections.production),
     ("plan", "Plan", plan_against_actual),
     ("verification", "Verification", sections.verification),

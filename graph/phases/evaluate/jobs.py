@@ -43,6 +43,10 @@ class EvaluateRequest(JobRequest):
     acceptance_only: bool = False
     launch: InheritedLaunch | None = Field(None, description="production's launch, which both servers start from")
     start_timeout_s: float | None = Field(None, gt=0, description="per server; default: evaluate.py's")
+    bench_concurrency: list[int] = Field(
+        default_factory=list, description="`vllm bench serve`'s concurrencies (evaluate_sizes); empty: no bench"
+    )
+    bench_prompts: int = Field(0, ge=0, description="the run's bench_prompts (evaluate_sizes); 0: no bench")
 
 
 class EvaluateSizes(TypedDict):
@@ -50,11 +54,20 @@ class EvaluateSizes(TypedDict):
 
     k: list[int]
     max_tokens: int
+    bench_concurrency: list[int]
+    bench_prompts: int
 
 
 def evaluate_sizes(sizes: Sizes) -> EvaluateSizes:
-    """The one mapping from a run's sizes to evaluate.py's flags, for the evaluate phase and the tests alike."""
-    return {"k": [sizes.num_speculative_tokens], "max_tokens": sizes.eval_max_tokens}
+    """The one mapping from a run's sizes to evaluate.py's flags, for the evaluate phase and the tests alike. `vllm
+    bench serve` runs at concurrency 1 (one request's latency) and at the run's concurrency (a full batch: where a
+    drafter's extra compute can cost more than it saves)."""
+    return {
+        "k": [sizes.num_speculative_tokens],
+        "max_tokens": sizes.eval_max_tokens,
+        "bench_concurrency": sorted({1, sizes.concurrency}),
+        "bench_prompts": sizes.bench_prompts,
+    }
 
 
 def evaluate_job(job_id: str, host: HostConfig, workloads_dir: str, request: EvaluateRequest) -> JobSpec:
@@ -74,6 +87,9 @@ def evaluate_job(job_id: str, host: HostConfig, workloads_dir: str, request: Eva
         flags.append("--acceptance-only")
     if request.start_timeout_s is not None:
         flags += ["--start-timeout", str(request.start_timeout_s)]
+    if request.bench_concurrency and request.bench_prompts:
+        flags += ["--bench-concurrency", *map(str, request.bench_concurrency), "--bench-prompts",
+                  str(request.bench_prompts)]  # fmt: skip
     launch_env = {}
     if request.launch is not None:
         flags.append(f"--inherit={request.launch.job_argument()}")

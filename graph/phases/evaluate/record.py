@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
+from eyas.graph.phases.evaluate.bench_record import Bench
 from eyas.graph.state import Record
 
 Bounds = list[float | None]  # a measure's confidence interval, [low, high]
@@ -56,6 +57,7 @@ class Evaluation(Record):
     intervals: Intervals | None = None
     drafter: str | None = None
     by_k: dict[str, Evaluation] | None = None  # several k measured: each one's result
+    bench: Bench | None = None  # `vllm bench serve` at concurrency 1 and the run's (bench_record.py)
 
     def results_by_k(self) -> dict[str, Evaluation]:
         """The result at each k measured (one k: the evaluation itself)."""

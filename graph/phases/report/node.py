@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import LOG, restore, summary
 from eyas.graph.phases.deploy.node import deploy_record
+from eyas.graph.phases.evaluate.bench_record import LATENCY_HEADERS, Bench
 from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.phases.report.drafter_card import make_ready_to_publish
 from eyas.graph.phases.report.headline import headline
@@ -85,6 +86,8 @@ def render_report(state: RunState, ctx: RunContext) -> str:
         if per_position:
             rates = ", ".join(f"{position + 1}: {_fmt(rate)}" for position, rate in enumerate(per_position))
             lines += ["", f"Acceptance by draft position: {rates}"]
+        if evaluation.bench is not None:
+            lines += latency_lines(evaluation.bench)
     if state.get("training"):
         lines += training_lines(state["training"])
     if state.get("online"):
@@ -100,6 +103,16 @@ def render_report(state: RunState, ctx: RunContext) -> str:
         # Last, as `eyas deploy` and `eyas rollback` replace it (with_deploy).
         lines += ["", *deploy_section(state["deploy"], deployed)]
     return "\n".join(lines) + "\n"
+
+
+def latency_lines(bench: Bench) -> list[str]:
+    """What `vllm bench serve` measured: a caption, then per server and concurrency TTFT, TPOT and tokens/s."""
+    lines = ["", "### Latency under load", "", md_text(bench.caption())]
+    rows = bench.rows()
+    if rows:
+        lines += ["", "| " + " | ".join(LATENCY_HEADERS) + " |", "|" + "---|" * len(LATENCY_HEADERS)]
+        lines += ["| " + " | ".join(md_text(cell) for cell in row) + " |" for row in rows]
+    return lines
 
 
 def gate_lines(decisions: list[Any]) -> list[str]:
