@@ -73,7 +73,7 @@ def test_a_run_on_ray_shards_every_phase_and_resumes_after_kill_9_without_a_seco
     config.write_text(config_text(embedded_target, ray_cluster, tmp_path / "work"))
     runs = tmp_path / "runs"
     sizes = [*TINY, "--held-out", str(HELD_OUT), "--eval-max-tokens", str(EVAL_TOKENS), "--extraction-backend", "hf",
-             "--prompts", "shipped", "--bench-prompts", "0"]  # fmt: skip
+             "--prompts", "shipped"]  # fmt: skip
     first = start(embedded_target, runs, "run", "--config", str(config), "--auto-approve", *sizes)
     wait_for(lambda: run_started(runs), timeout=120, what="the run's run.json")
     run = only_run(runs)
