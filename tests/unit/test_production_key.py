@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from eyas.graph.phases.data.jobs import GenerationSettings, generation_sizes, generation_spec
+from eyas.graph.phases.report.node import with_deploy
 from eyas.tools.checks.health import check_health
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.checks.service import production_api_key, production_headers
@@ -25,7 +26,7 @@ from eyas.tools.launch.unit_file import parse_unit_file
 from eyas.tools.planning.served import served_model
 from eyas.tools.planning.throughput_probe import probe_throughput
 from eyas.tools.recording.redact import Redactor
-from eyas.tools.service.deploy import Thresholds, probe
+from eyas.tools.service.deploy import DeployResult, Thresholds, drop_in_text, probe
 from eyas.tools.settings.config import HostConfig, TargetConfig
 from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.workloads.vllm_server import API_SERVER_MODULE
@@ -106,3 +107,15 @@ def test_the_generation_job_gets_the_units_key_by_its_secrets_file_only(tmp_path
     assert spec.secrets == {JOB_KEY_ENV: FLAG_KEY}
     assert FLAG_KEY not in " ".join(spec.argv) and FLAG_KEY not in str(spec.env)
     assert spec.argv[spec.argv.index("--api-key-env") + 1] == JOB_KEY_ENV
+
+
+def test_the_report_shows_productions_command_line_without_its_key() -> None:
+    """deploy.json keeps production's argv whole (owner-only, as the drop-in itself: rollback compares them); the
+    report, which is shared, shows it with the key hidden."""
+    unit = parse_unit_file(unit_text(flags=f"--api-key {FLAG_KEY}"))
+    text, argv = drop_in_text(unit, "/w/drafter", 3)
+    result = DeployResult(kept=True, reason="fast", drop_in="/u.d/zz.conf", drop_in_text=text,
+                          argv_before=unit.exec_start, argv_deployed=argv)  # fmt: skip
+    report = with_deploy("# eyas run r\n", result.model_dump())
+    assert FLAG_KEY not in report and report.count("[REDACTED") == 2  # in the argv and in the drop-in
+    assert "--speculative-config" in report
