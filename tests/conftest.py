@@ -20,7 +20,7 @@ from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.prepare import prepare
 from eyas.tools.target.provision import provision
 from eyas.tools.target.server import down, up
-from production_target import PRODUCTION_PORT
+from production_target import PRODUCTION_PORT, start_production
 from production_target import production_target as make_production_target
 from ray_cluster import RayCluster
 from sshd import Sshd
@@ -74,7 +74,7 @@ def _start_embedded_target() -> EmbeddedTarget:
 def _start_production_target() -> EmbeddedTarget:
     _PREPARED.wait()  # both serve the one cached venv and model, which the embedded target's start prepares
     target = make_production_target(PRODUCTION_PORT)
-    up(target, LocalHost(), eager=True, progress=lambda message: None)
+    start_production(target)
     return target
 
 

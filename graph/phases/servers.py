@@ -52,15 +52,19 @@ def offline_samples(state: RunState) -> int | None:
     return None if mode is None or mode.mode == "offline" else mode.offline_samples
 
 
-def production_launch(ctx: RunContext, own: tuple[str, ...]) -> InheritedLaunch:
-    """Production's launch, read from its unit (systemd, else target.unit_file) as the service check reads it."""
-    checks = CheckContext(
+def production_checks(ctx: RunContext) -> CheckContext:
+    """The run's host and target as the checks see them, to read production's unit and key."""
+    return CheckContext(
         host=ctx.host, host_config=ctx.host_config, target=ctx.config.target, http=ctx.http,
         data_path=ctx.host_config.workdir,
     )  # fmt: skip
+
+
+def production_launch(ctx: RunContext, own: tuple[str, ...]) -> InheritedLaunch:
+    """Production's launch, read from its unit (systemd, else target.unit_file) as the service check reads it."""
     target = ctx.config.target
     source = f"systemd unit {target.unit}" if target.unit else f"unit file {target.unit_file or '(none configured)'}"
-    return inherit_launch(read_unit(checks), own, source=source)
+    return inherit_launch(read_unit(production_checks(ctx)), own, source=source)
 
 
 def ready_timeout(state: RunState) -> float | None:

@@ -9,6 +9,9 @@ production (its own instance, tests/support/production_target.py) with the stand
 deploy is of a drafter production cannot load: it is rolled back to production's exact old argv (read from /proc),
 the one test of that rollback (it costs two vLLM starts).
 The generation job is killed the way an OOM kill looks, which raises the failure gate.
+Production keeps /v1 behind a key in its unit (VLLM_API_KEY): every step above passes only if eyas read that key and
+sent it with each request to production (issue 23), and the key is nowhere in what eyas wrote or printed but the
+generation jobs' own secrets files.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import scripted_llm as s
@@ -32,7 +36,7 @@ from eyas.tools.checks.result import Status
 from eyas.tools.target.embedded import EmbeddedTarget
 from openai_stub import OpenAIStub
 from pipeline_runs import EYAS, conversation_ids, job_dir
-from production_target import server_argv, service
+from production_target import PRODUCTION_KEY, server_argv, service
 from terminal import Terminal
 from waiting import wait_for
 
@@ -84,10 +88,19 @@ def confirm(terminal: Terminal, asked: str, timeout: float) -> str:
     return terminal.expect(r"eyas: Done: (.*)\n", timeout).group(1)
 
 
+def holding(secret: str, *roots: Path) -> list[Path]:
+    """The files under `roots` that hold `secret` as it is."""
+    files = (path for root in roots for path in root.rglob("*") if path.is_file())
+    return [path for path in files if secret.encode() in path.read_bytes()]
+
+
 def test_a_whole_operator_session(production_target: EmbeddedTarget, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     env = {**os.environ, "EYAS_RUNS_DIR": str(runs), "PYTHONUNBUFFERED": "1", "COLUMNS": "400"}
     argv_before = server_argv(production_target)
+    # The key is live: production refuses /v1 without it (and vLLM leaves /health open).
+    assert httpx.get(f"{production_target.base_url}/v1/models", timeout=30).status_code == 401
+    assert httpx.get(f"{production_target.base_url}/health", timeout=30).status_code == 200
     with OpenAIStub(script) as stub:
         workdir = production_target.config().host().workdir
         config = config_text(Path(workdir), stub.url, target=production_target, prompts="sharegpt")  # TINY's source
@@ -156,3 +169,14 @@ def test_a_whole_operator_session(production_target: EmbeddedTarget, tmp_path: P
     # The chat itself replays offline, the pipeline's answers as the controls recorded them.
     report, _ = replay(runs / chat_id / "transcript.jsonl")
     assert report.ok, report
+
+    # The generation jobs read the key from a file only their owner reads, and nothing
+    # else eyas wrote (the runs' folders, the run's data and jobs on the host) or printed holds it.
+    jobs = production_target.workdir / "jobs"
+    keyed = holding(
+        PRODUCTION_KEY, runs, production_target.workdir / "runs" / run.run_id, *jobs.glob(f"{run.run_id}.*")
+    )
+    generations = sorted(jobs.glob(f"{run.run_id}.generate*/secrets.env"))
+    assert generations and sorted(keyed) == generations, keyed
+    assert all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in generations)
+    assert PRODUCTION_KEY not in terminal.output

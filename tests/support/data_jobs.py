@@ -9,6 +9,7 @@ from eyas.graph.phases.data.jobs import GenerationSettings, download_spec, gener
 from eyas.tools.hosts.host import Host
 from eyas.tools.jobs.detached import Jobs, JobState
 from eyas.tools.jobs.upload import upload_workloads
+from eyas.tools.launch.api_key import configured_key
 from eyas.tools.settings.config import HostConfig, TargetConfig
 from eyas.tools.settings.sizes import PROMPT_SET
 from eyas.tools.workloads.progress import last_progress
@@ -32,7 +33,8 @@ def launch_data_jobs(
 ) -> dict[str, JobState]:
     """Generation, and the drafter download beside it when one is named; job states by role."""
     workloads = upload_workloads(host, host_config.workdir)
-    specs = {"generate": generation_spec(f"{run_id}-generate", host_config, target, workloads, generation)}
+    key = configured_key(target)
+    specs = {"generate": generation_spec(f"{run_id}-generate", host_config, target, workloads, generation, key)}
     if drafter:
         out = f"{host_config.workdir.rstrip('/')}/drafters/{drafter.replace('/', '--')}"
         specs["download"] = download_spec(f"{run_id}-download", host_config, workloads, drafter, out)

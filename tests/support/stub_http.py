@@ -17,14 +17,18 @@ Route = tuple[int, str]  # (status, body)
 
 
 @contextmanager
-def stub_server(routes: dict[str, Route]) -> Iterator[str]:
-    """Serve `routes` ("GET /path" or "POST /path" -> (status, body)); yields the base URL."""
+def stub_server(routes: dict[str, Route], *, key: str | None = None) -> Iterator[str]:
+    """Serve `routes` ("GET /path" or "POST /path" -> (status, body)); yields the base URL. With `key`, a /v1 request
+    without `Authorization: Bearer KEY` is refused with 401, as vLLM's --api-key middleware does (/health and
+    /metrics stay open, as there)."""
 
     class Handler(BaseHTTPRequestHandler):
         def _answer(self, method: str) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             self.rfile.read(length)
             status, body = routes.get(f"{method} {self.path}", (404, json.dumps({"error": "not found"})))
+            if key and self.path.startswith("/v1") and self.headers.get("Authorization") != f"Bearer {key}":
+                status, body = 401, json.dumps({"error": "Unauthorized"})
             data = body.encode()
             self.send_response(status)
             self.send_header("Content-Length", str(len(data)))

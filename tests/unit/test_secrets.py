@@ -21,6 +21,7 @@ from eyas.tools.errors import ConfigError
 from eyas.tools.hosts.host import CommandResult
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobStatus
+from eyas.tools.launch.api_key import configured_key
 from eyas.tools.settings.config import HostConfig, TargetConfig, load_config
 from eyas.tools.settings.sizes import DEFAULT_SIZES
 from planted_secrets import API_KEY_FLAG, JWT, PLANTED, SLACK_BOT, URL_PASSWORD
@@ -127,7 +128,7 @@ def test_a_jobs_api_key_reaches_it_by_file_never_through_ps_or_a_command(
     settings = GenerationSettings(
         input="/dev/null", output=str(tmp_path / "out.jsonl"), **generation_sizes(DEFAULT_SIZES)
     )
-    spec = generation_spec("gen", host_config, target, str(tmp_path), settings)
+    spec = generation_spec("gen", host_config, target, str(tmp_path), settings, configured_key(target))
     # The "workload": hashes the key it was given, then holds until the test opens the FIFO.
     script = tmp_path / "generate.py"
     script.write_text(f'printf %s "$EYAS_TEST_LEAK_KEY" | sha256sum > {tmp_path}/got; cat {fifo} > /dev/null\n')

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
+from eyas.tools.checks.service import production_headers
 from eyas.tools.checks.vllm_metrics import summarize_vllm_metrics
 from eyas.tools.hosts.http import HttpError
-from eyas.tools.settings.config import secret
 
 PROBE_PROMPT = "Reply with one short sentence: what is 2 + 2?"
 
@@ -20,8 +20,7 @@ def _fail(tier: str, message: str, facts: dict[str, Any]) -> CheckResult:
 
 def check_health(ctx: CheckContext) -> CheckResult:
     base = ctx.target.base_url
-    key = secret(ctx.target.api_key_env)
-    headers = {"Authorization": f"Bearer {key}"} if key else None
+    headers = production_headers(ctx)
     facts: dict[str, Any] = {"base_url": base}
     try:
         facts["tcp_connect_ms"] = round(ctx.http.tcp_connect(base) * 1000, 1)
@@ -36,7 +35,7 @@ def check_health(ctx: CheckContext) -> CheckResult:
 
         listing = ctx.http.get(f"{base}/v1/models", headers=headers)
         if listing.status == 401:
-            return _fail("models", "The server wants an API key: set target.api_key_env and export it.", facts)
+            return _fail("models", refused_key(headers is not None), facts)
         models = [entry["id"] for entry in listing.json().get("data", [])]
         facts["models"] = models
         if ctx.target.model not in models:
@@ -72,6 +71,21 @@ def check_health(ctx: CheckContext) -> CheckResult:
         return _fail("protocol", f"The server at {base} answered something that is not the OpenAI API: {exc}", facts)
 
     return _with_metrics(ctx, base, headers, facts)
+
+
+def refused_key(sent: bool) -> str:
+    """Why production answered 401, and the fix, in one paragraph."""
+    if sent:
+        return (
+            "The server refuses eyas's API key (HTTP 401): the key eyas sent (target.api_key_env where eyas runs, else "
+            "--api-key or VLLM_API_KEY in production's unit) is not the one it serves with. Fix the variable, or unset "
+            "target.api_key_env so that eyas takes the unit's own."
+        )
+    return (
+        "The server wants an API key (HTTP 401) and eyas found none: production's unit gives vLLM no --api-key or "
+        "VLLM_API_KEY that eyas can read (an EnvironmentFile= is not read). Set target.api_key_env to the name of a "
+        "variable holding the key where eyas runs, and export it."
+    )
 
 
 def _generation_facts(status: int, body: Any, duration_s: float) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
+from eyas.tools.launch.api_key import ProductionKey
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.settings.config import HostConfig, TargetConfig
 
@@ -48,3 +49,5 @@ class CheckContext:
     unit_file: str | None = None
     drafter_base: str | None = None  # pipeline.drafter_base: a hub id or a directory on the host
     binaries: list[str] = field(default_factory=lambda: ["nvidia-smi", "vllm", "torchrun", "huggingface-cli"])
+    # Production's API key once read (tools/checks/service.production_headers): None until then.
+    key: ProductionKey | None = field(default=None, repr=False)

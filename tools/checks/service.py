@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from eyas.tools.checks.result import CheckContext, CheckResult, Status
 from eyas.tools.errors import RemoteFileNotFound
+from eyas.tools.launch.api_key import ProductionKey, configured_key, production_key
 from eyas.tools.launch.unit_file import UnitFile, parse_unit_file
 from eyas.tools.recording.redact import shown_env
 
@@ -36,6 +37,19 @@ def read_unit(ctx: CheckContext) -> UnitFile | None:
         return parse_unit_file(text) if text is not None else None
     except (RemoteFileNotFound, ValueError):
         return None
+
+
+def production_api_key(ctx: CheckContext) -> ProductionKey:
+    """The key production wants: the configured one, else the one its unit gives vLLM. Read once per context, the
+    unit only when the config names no key."""
+    if ctx.key is None:
+        ctx.key = production_key(ctx.target, None if configured_key(ctx.target) else read_unit(ctx))
+    return ctx.key
+
+
+def production_headers(ctx: CheckContext) -> dict[str, str] | None:
+    """The Authorization header every request to production carries; None when it wants no key."""
+    return production_api_key(ctx).headers
 
 
 def check_service(ctx: CheckContext) -> CheckResult:

@@ -24,7 +24,7 @@ from eyas.tools.checks.disk import check_disk
 from eyas.tools.checks.gpus import check_gpus
 from eyas.tools.checks.remote_code import trust_remote_code
 from eyas.tools.checks.result import CheckContext, Status
-from eyas.tools.checks.service import check_service, read_unit
+from eyas.tools.checks.service import check_service, production_headers, read_unit
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
@@ -279,7 +279,7 @@ def model_on_host(ctx: CheckContext, config: EyasConfig, figures: Figures, serve
     """The server's answer (none when down), the model's shape and weights, production's unit, and the context the
     server takes, against which the run's sizes are checked before anything is probed (ContextTooShort)."""
     host, target = ctx.host, config.target
-    served = None if server_down else served_model(ctx.http, target)
+    served = None if server_down else served_model(ctx.http, target, production_headers(ctx))
     need = None in (figures.hidden_size, figures.num_layers, figures.vocab_size)
     config_path = locate_model(host, target, served, need=need)
     dims, source = model_dims(host, config_path, figures)
@@ -347,8 +347,9 @@ def measure_inputs(
         if figures.generation_tok_s is None and found.served is not None:
             length = found.context.tokens if found.context else None
             throughput = probe_throughput(
-                http, config.target, concurrency=probe_concurrency, clock=clock, max_model_len=length
-            )
+                http, config.target, concurrency=probe_concurrency, clock=clock, max_model_len=length,
+                headers=production_headers(ctx),
+            )  # fmt: skip
             tok_s, overhead, single = throughput.tokens_per_s, throughput.overhead_s, throughput.single_tok_s
             sources["throughput"] = f"probe: {throughput.requests} requests at concurrency {throughput.concurrency}"
         elif figures.generation_tok_s is None:

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from eyas.tools.checks.result import CheckContext
+from eyas.tools.checks.service import production_headers
 from eyas.tools.hosts.http import HttpClient, HttpError
 from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.planning.estimate import (
@@ -17,7 +18,7 @@ from eyas.tools.planning.estimate import (
     prompt_supply,
 )
 from eyas.tools.planning.figures import Figures
-from eyas.tools.planning.served import ServedModel, auth_headers
+from eyas.tools.planning.served import ServedModel
 from eyas.tools.recording.task_scope import submit_in_task
 from eyas.tools.settings.config import EyasConfig, TargetConfig
 from eyas.tools.settings.sizes import (
@@ -110,14 +111,16 @@ def count_prompts(ctx: CheckContext | None, figures: Figures) -> PromptSupply:
     return supply(found, f"prompt_split.py --count on {ctx.host.name}")
 
 
-def measure_prompt_tokens(http: HttpClient, target: TargetConfig, prompts: list[str]) -> float | None:
-    """The average of `prompts`, chat template included, tokenized by the server itself (vLLM's /tokenize);
-    None when the server cannot tokenize."""
+def measure_prompt_tokens(
+    http: HttpClient, target: TargetConfig, prompts: list[str], headers: dict[str, str] | None = None
+) -> float | None:
+    """The average of `prompts`, chat template included, tokenized by the server itself (vLLM's /tokenize, which
+    vLLM leaves open; `headers`: production's key all the same); None when the server cannot tokenize."""
 
     def one(prompt: str) -> int | None:
         body = {"model": target.model, "messages": [{"role": "user", "content": prompt}], "add_generation_prompt": True}
         try:
-            response = http.post_json(f"{target.base_url}/tokenize", body, headers=auth_headers(target))
+            response = http.post_json(f"{target.base_url}/tokenize", body, headers=headers)
             return int(response.json()["count"]) if response.status == 200 else None
         except (HttpError, ValueError, KeyError):
             return None
@@ -145,7 +148,7 @@ def prompt_tokens_on_host(
     if not prompts:
         return None, f"unknown: the {figures.prompt_source} source"
     named = f"{len(prompts)} prompts of the {figures.prompt_source} source"
-    tokens = measure_prompt_tokens(ctx.http, config.target, prompts) if served else None
+    tokens = measure_prompt_tokens(ctx.http, config.target, prompts, production_headers(ctx)) if served else None
     if tokens is not None:
         return tokens, f"{named}, tokenized by the server"
     why = "the server could not be asked" if served is None else "the server did not tokenize them"

@@ -12,7 +12,7 @@ from eyas.tools.planning.estimate import (
     ModelDims,
 )
 from eyas.tools.planning.model_config import MeasureError
-from eyas.tools.settings.config import TargetConfig, secret
+from eyas.tools.settings.config import TargetConfig
 from eyas.tools.settings.sizes import (
     MIN_PROMPT_TOKENS,
 )
@@ -27,11 +27,6 @@ class ContextTooShort(EyasError):
     """The run's sizes do not fit the context the server takes: it would refuse every request (HTTP 400)."""
 
 
-def auth_headers(target: TargetConfig) -> dict[str, str] | None:
-    key = secret(target.api_key_env)
-    return {"Authorization": f"Bearer {key}"} if key else None
-
-
 class ServedModel(BaseModel):
     """The model as /v1/models lists it: where the server loaded it from, and the context it serves."""
 
@@ -39,12 +34,13 @@ class ServedModel(BaseModel):
     max_model_len: int | None = None
 
 
-def served_model(http: HttpClient, target: TargetConfig) -> ServedModel:
-    """The served model's directory (or hub id) and max_model_len, as /v1/models reports them; ServerDown when the
-    server does not answer (stopped, loading), MeasureError when it answers without the model."""
+def served_model(http: HttpClient, target: TargetConfig, headers: dict[str, str] | None) -> ServedModel:
+    """The served model's directory (or hub id) and max_model_len, as /v1/models reports them (`headers`: production's
+    key, tools/checks/service.production_headers); ServerDown when the server does not answer (stopped, loading),
+    MeasureError when it answers without the model."""
     url = f"{target.base_url}/v1/models"
     try:
-        listing = http.get(url, headers=auth_headers(target))
+        listing = http.get(url, headers=headers)
     except HttpError as exc:
         raise ServerDown(f"{target.base_url} did not answer ({exc})") from None
     if listing.status >= 500:
@@ -54,7 +50,8 @@ def served_model(http: HttpClient, target: TargetConfig) -> ServedModel:
     except (ValueError, KeyError, TypeError) as exc:
         raise MeasureError(
             f"{url} answered HTTP {listing.status} with no model listing ({exc}): is it vLLM, and does it want an API "
-            "key (target.api_key_env)? Or give --hidden-size, --num-layers and --vocab-size instead."
+            "key its unit does not give (set target.api_key_env)? Or give --hidden-size, --num-layers and "
+            "--vocab-size instead."
         ) from None
     entry = entries.get(target.model)
     if entry is None:

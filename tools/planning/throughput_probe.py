@@ -12,7 +12,6 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.http import HttpClient, HttpError
 from eyas.tools.planning.model_config import MeasureError
 from eyas.tools.planning.prompt_count import PROMPT_SAMPLE, probe_prompts
-from eyas.tools.planning.served import auth_headers
 from eyas.tools.recording.task_scope import submit_in_task
 from eyas.tools.settings.config import TargetConfig
 from eyas.tools.settings.sizes import (
@@ -59,14 +58,15 @@ def probe_throughput(
     lengths: tuple[int, int] = (8, 40),
     clock: Clock = SYSTEM_CLOCK,
     max_model_len: int | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Throughput:
     """Two waves of `concurrency` real requests, each generating exactly the given number of tokens
     (ignore_eos). A wave takes a + b x length: b is the decoding step, a the prefill and handling, which a
     single short wave would count as decoding and so underestimate the throughput of long answers. Then one
     request alone: the evaluation sends its prompts one at a time, far slower in tokens/s than a batch. Last, a
     wave of long prompts answered with one token each: extraction is that (one forward pass over every sample's
-    tokens), and it runs at prefill speed, tens of times the decoding rate on a GPU."""
-    headers, url = auth_headers(target), f"{target.base_url}/v1/chat/completions"
+    tokens), and it runs at prefill speed, tens of times the decoding rate on a GPU. `headers`: production's key."""
+    url = f"{target.base_url}/v1/chat/completions"
 
     def one(prompt: str, max_tokens: int) -> dict[str, int]:
         body = {

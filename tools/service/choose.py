@@ -25,8 +25,10 @@ def production_service(config: EyasConfig, host: Host, http: HttpClient, clock: 
     target = config.target
     host_config = config.host()
 
+    # One context for every health check of this service, so production's key is read from its unit once.
+    ctx = CheckContext(host=host, host_config=host_config, target=target, http=http, data_path=host_config.workdir)
+
     def health() -> CheckResult:
-        ctx = CheckContext(host=host, host_config=host_config, target=target, http=http, data_path=host_config.workdir)
         return check_health(ctx)
 
     if target.unit and has_systemd(host):

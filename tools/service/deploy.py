@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from eyas.tools.checks.vllm_metrics import SpecDecodeCounters, summarize_vllm_metrics
 from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.http import HttpClient, HttpError
+from eyas.tools.launch.api_key import production_key
 from eyas.tools.launch.unit_file import UnitFile
 from eyas.tools.service.base import Service, ServiceError
 from eyas.tools.settings.config import TargetConfig
@@ -149,8 +150,11 @@ def without_speculative_config(argv: list[str]) -> list[str]:
     return kept
 
 
-def probe(http: HttpClient, target: TargetConfig, clock: Clock, thresholds: Thresholds) -> Probe:
-    """Send the probe requests one by one and read the spec-decode counters before and after them."""
+def probe(
+    http: HttpClient, target: TargetConfig, clock: Clock, thresholds: Thresholds, headers: dict[str, str] | None
+) -> Probe:
+    """Send the probe requests one by one (with production's key, `headers`) and read the spec-decode counters
+    before and after them (vLLM leaves /metrics open)."""
     base = str(target.base_url).rstrip("/")
     before = _counters(http, base)
     tokens, started = 0, clock.monotonic()
@@ -159,7 +163,9 @@ def probe(http: HttpClient, target: TargetConfig, clock: Clock, thresholds: Thre
         body = {"model": target.model, "messages": [{"role": "user", "content": prompt}],
                 "max_tokens": thresholds.probe_max_tokens, "temperature": 0}  # fmt: skip
         try:
-            answer = http.post_json(f"{base}/v1/chat/completions", body, timeout=thresholds.probe_timeout_s)
+            answer = http.post_json(
+                f"{base}/v1/chat/completions", body, headers=headers, timeout=thresholds.probe_timeout_s
+            )
         except HttpError as exc:
             raise ServiceError(f"A probe request to production got no answer ({exc}).") from None
         if answer.status != 200:
@@ -222,8 +228,9 @@ def deploy(
         raise ServiceError(f"{path} exists: a drafter is deployed already. Run `eyas rollback RUN` first.")
     text, argv = drop_in_text(unit, drafter_dir, k)
     share = share_drafter_command(unit, drafter_dir)
+    headers = production_key(target, unit).headers  # the drop-in changes no key: one for both measurements
     progress(f"deploy: measuring production before ({thresholds.probe_requests} probe requests)")
-    before = probe(http, target, clock, thresholds)
+    before = probe(http, target, clock, thresholds, headers)
     result = DeployResult(kept=False, reason="", drop_in=path, drop_in_text=text, share_drafter=share,
                           argv_before=unit.exec_start, argv_deployed=argv, before=before)  # fmt: skip
     if share is not None:
@@ -241,7 +248,7 @@ def deploy(
     result.restart_s = service.last_start_s
     progress(f"deploy: {service.name} is healthy with the drafter; measuring ({thresholds.probe_requests} requests)")
     try:
-        after = probe(http, target, clock, thresholds)
+        after = probe(http, target, clock, thresholds, headers)
     except ServiceError as exc:
         result = result.model_copy(update={"reason": f"production with the drafter failed the probe: {exc}"})
         return rollback(service, thresholds, progress, result)

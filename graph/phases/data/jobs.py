@@ -16,7 +16,8 @@ from pydantic import BaseModel, Field
 
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.request import optional_flags, workload_job
-from eyas.tools.settings.config import HostConfig, TargetConfig, secret
+from eyas.tools.launch.api_key import JOB_KEY_ENV
+from eyas.tools.settings.config import HostConfig, TargetConfig
 from eyas.tools.settings.sizes import Sizes
 
 PROGRESS_EVERY_S = 10.0  # seconds between generate.py's progress lines, which the run's polls read
@@ -51,8 +52,15 @@ def generation_sizes(sizes: Sizes) -> GenerationSizes:
 
 
 def generation_spec(
-    job_id: str, host_config: HostConfig, target: TargetConfig, workloads: str, settings: GenerationSettings
+    job_id: str,
+    host_config: HostConfig,
+    target: TargetConfig,
+    workloads: str,
+    settings: GenerationSettings,
+    key: str | None,
 ) -> JobSpec:
+    """generate.py against production (or the cluster's endpoints), with production's API key `key` (None: it wants
+    none), which the job reads from its environment, filled from a file in its directory only the owner reads."""
     flags = [
         "--input", settings.input, "--output", settings.output,
         "--base-url", settings.base_url or target.base_url, "--model", target.model,
@@ -63,11 +71,10 @@ def generation_spec(
         flags += ["--shard", f"{settings.shard[0]}/{settings.shard[1]}"]
     flags += optional_flags({"--temperature": settings.temperature, "--limit": settings.limit})
     secrets: dict[str, str] = {}
-    key = secret(target.api_key_env)
-    if target.api_key_env and key:
-        # The job reads the key from its environment, filled from a file in its directory only the owner reads.
-        flags += ["--api-key-env", target.api_key_env]
-        secrets[target.api_key_env] = key
+    if key:
+        name = target.api_key_env or JOB_KEY_ENV
+        flags += ["--api-key-env", name]
+        secrets[name] = key
     return workload_job(job_id, host_config, workloads, "generate.py", flags, secrets=secrets, cwd=host_config.workdir)
 
 

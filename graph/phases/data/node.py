@@ -9,7 +9,9 @@ from typing import Any
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases.data.jobs import GenerationSettings, generation_sizes, generation_spec
+from eyas.graph.phases.servers import production_checks
 from eyas.graph.state import RunState, run_sizes
+from eyas.tools.checks.service import production_api_key
 from eyas.tools.errors import ConfigError
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.settings.sizes import PROMPT_SET
@@ -25,8 +27,10 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
     )
     run_id = ctx.run.run_id
     endpoints = ctx.config.cluster.endpoints
+    key = production_api_key(production_checks(ctx)).value
+    target = ctx.config.target
     if len(endpoints) < 2:
-        specs = [generation_spec(f"{run_id}.generate", ctx.host_config, ctx.config.target, ctx.workloads_dir, settings)]
+        specs = [generation_spec(f"{run_id}.generate", ctx.host_config, target, ctx.workloads_dir, settings, key)]
     else:
         # One job per endpoint, each with a disjoint share of the prompts (by a hash of their ids) and its own
         # output: a shard that fails is retried alone and resumes from its own file; the extract phase joins them.
@@ -35,9 +39,10 @@ def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
             generation_spec(
                 f"{run_id}.generate-{i}",
                 ctx.host_config,
-                ctx.config.target,
+                target,
                 ctx.workloads_dir,
                 settings.model_copy(update={"base_url": url, "output": shard_output(ctx, i, n), "shard": (i, n)}),
+                key,
             )
             for i, url in enumerate(endpoints)
         ]

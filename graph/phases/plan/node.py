@@ -12,11 +12,11 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
-from eyas.graph.phases.servers import on_gpu
+from eyas.graph.phases.servers import on_gpu, production_checks
 from eyas.graph.state import RunPlan, RunState, run_sizes
 from eyas.tools.checks.health import check_health
 from eyas.tools.checks.loading import wait_until_loaded
-from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.checks.result import Status
 from eyas.tools.checks.service import read_unit
 from eyas.tools.launch.inherited import inherit_launch
 from eyas.tools.planning.backend import BackendChoice, choose_backend
@@ -47,7 +47,7 @@ def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
     figures = _figures(state)
     measured = _measure(ctx, figures)
-    supply = count_prompts(_checks(ctx), figures)
+    supply = count_prompts(production_checks(ctx), figures)
     return {"phase": "plan", "plan": made_plan(ctx, state, measured, supply).model_dump(mode="json")}
 
 
@@ -99,13 +99,6 @@ def made_plan(ctx: RunContext, state: RunState, measured: Measured, supply: Prom
     )
 
 
-def _checks(ctx: RunContext) -> CheckContext:
-    return CheckContext(
-        host=ctx.host, host_config=ctx.host_config, target=ctx.config.target, http=ctx.http,
-        data_path=ctx.host_config.workdir,
-    )  # fmt: skip
-
-
 def _figures(state: RunState) -> Figures:
     """What the run gives the plan: its sizes, and what verify and the data phase found."""
     return Figures(
@@ -120,7 +113,7 @@ def planned_supply(ctx: RunContext, state: RunState) -> PromptSupply:
     """The prompts the run's source holds against those it asks, counted on the host as the data phase will split
     them (the plan's own, and the dry run's when the server cannot be measured): a run its source cannot feed stops
     at its data gate, before any GPU hour."""
-    return count_prompts(_checks(ctx), _figures(state))
+    return count_prompts(production_checks(ctx), _figures(state))
 
 
 def _measure(ctx: RunContext, figures: Figures) -> Measured:
@@ -136,7 +129,7 @@ def _measure(ctx: RunContext, figures: Figures) -> Measured:
     try:
         return measure()
     except MeasureError as exc:
-        checks = _checks(ctx)
+        checks = production_checks(ctx)
         health = check_health(checks)
         if health.status is not Status.FAIL:
             raise
@@ -193,7 +186,7 @@ def production_plan(
     gpus = [GpuFree.model_validate(gpu) for gpu in gpu_facts.get("gpus", [])]
     tensor, pipeline, share = 1, 1, None
     if gpus:  # only a GPU host needs the layout and the weights' size; a CPU host is asked nothing more
-        launch = inherit_launch(read_unit(_checks(ctx)))
+        launch = inherit_launch(read_unit(production_checks(ctx)))
         flags = dict(launch.flags)
         tensor = int(flags.get("--tensor-parallel-size") or 1)
         pipeline = int(flags.get("--pipeline-parallel-size") or 1)

@@ -19,6 +19,7 @@ from eyas.graph.phases.report.headline import headline
 from eyas.graph.phases.report.what_ran import list_files, size_rows, what_ran_rows
 from eyas.graph.phases.servers import online_training
 from eyas.graph.state import DeployOutcome, RunState
+from eyas.tools.recording.redact import Redactor
 from eyas.tools.settings.units import format_size
 
 ONLINE_SUMMARY = "online_summary.json"  # train.py --online writes it beside the drafter
@@ -290,10 +291,10 @@ def deploy_lines(deploy: dict[str, Any]) -> list[str]:
         lines += ["", f"Production was down {deploy['downtime_s']:.0f} s (each restart until it was healthy again)."]
     now = deploy["argv_deployed"] if deploy["kept"] else deploy["argv_before"]
     if now:
-        lines += ["", f"Production runs: {md_code(shlex.join(now))}"]
+        lines += ["", f"Production runs: {md_code(shown_argv(now))}"]
     removed = " (removed by the rollback)" if not deploy["kept"] else ""
     lines += ["", f"Drop-in {md_code(deploy['drop_in'])}{removed}:"]
-    text = deploy.get("drop_in_text", "").rstrip()
+    text = Redactor().text(deploy.get("drop_in_text", "").rstrip())
     fence = _fence(text, 3)  # production's argv is in it: no run of backticks in it closes the block
     lines += ["", fence, text, fence]
     return lines
@@ -305,8 +306,13 @@ def deploy_section(outcome: DeployOutcome, result: dict[str, Any] | None) -> lis
         return deploy_lines(result)
     lines = [DEPLOY_HEADING, "", f"**Drafter not deployed ({outcome['status']}):** {md_text(outcome['reason'])}"]
     if outcome["argv_after"]:
-        lines += ["", f"Production runs: {md_code(shlex.join(outcome['argv_after']))}"]
+        lines += ["", f"Production runs: {md_code(shown_argv(outcome['argv_after']))}"]
     return lines
+
+
+def shown_argv(argv: list[str]) -> str:
+    """Production's command line as the report shows it: an --api-key in it hidden (the report is shared)."""
+    return shlex.join(Redactor().value(argv))
 
 
 def with_deploy(report: str, deploy: dict[str, Any]) -> str:
