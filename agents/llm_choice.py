@@ -17,7 +17,8 @@ from pydantic import BaseModel
 
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.host import Host
-from eyas.tools.hosts.http import HttpClient
+from eyas.tools.hosts.http import HttpClient, HttpError
+from eyas.tools.launch.api_key import configured_key
 from eyas.tools.planning.model_config import model_config_path, read_model_dims
 from eyas.tools.planning.served import served_model
 from eyas.tools.settings.config import AgentConfig, EyasConfig, TargetConfig
@@ -82,6 +83,11 @@ def choose_llm(config: EyasConfig, http: HttpClient, host: Callable[[], Host]) -
     about = f"{target.model}, about {human_count(size)} parameters ({said_by})"
     if round(size / 1e9) * 1e9 < MIN_TOOL_PARAMS:  # counts are estimates: compared in whole billions, as names are
         return embedded_choice(f"no [agent] in the config, and production serves {about}, too few to research well")
+    if target.api_key_env is None and wants_a_key(target, http):
+        return embedded_choice(
+            f"no [agent] in the config, and production serves {about} but wants an API key the agent has not been "
+            "given (name it with [target] api_key_env)"
+        )
     production = AgentConfig(base_url=f"{target.base_url}/v1", model=target.model, api_key_env=target.api_key_env)
     why = f"production's own server: no [agent] in the config, and it serves {about}; {OPT_OUT}"
     return LlmChoice(agent=production, source="production", why=why)
@@ -102,9 +108,19 @@ def production_size(target: TargetConfig, http: HttpClient, host: Callable[[], H
     if named is not None:
         return named, "its name"
     try:
-        root = served_model(http, target).root
+        key = configured_key(target)
+        root = served_model(http, target, {"Authorization": f"Bearer {key}"} if key else None).root
         machine = host()
         dims = read_model_dims(machine, model_config_path(machine, root))
     except EyasError as exc:
         return None, f"its name states none, and {exc}"
     return float(dims.active_parameters()), "its config.json, counting the parameters a token passes through"
+
+
+def wants_a_key(target: TargetConfig, http: HttpClient) -> bool:
+    """Whether production refuses a request without a key (its unit's --api-key or VLLM_API_KEY, which eyas's own
+    requests read from the unit but the agent's client cannot)."""
+    try:
+        return http.get(f"{target.base_url}/v1/models").status == 401
+    except HttpError:
+        return False  # down: the agent's first request says so

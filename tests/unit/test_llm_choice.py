@@ -23,6 +23,7 @@ from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.settings.config import AgentConfig, EyasConfig, HostConfig, TargetConfig
 from openai_stub import OpenAIStub
+from stub_http import HEALTHY, stub_server
 
 KEY_ENV = "EYAS_TEST_PRODUCTION_KEY"
 # Kimi-K2's shape, a MoE (8 routed experts and 1 shared a token): 61 x (4 h^2 + 3 h x 9 x 2048) + vocab x h = 37.9B.
@@ -34,7 +35,7 @@ SMOLLM2 = {"hidden_size": 576, "num_hidden_layers": 30, "vocab_size": 49152, "in
 
 def config(base_url: str, model: str, **target: Any) -> EyasConfig:
     host = HostConfig(address="local", python="/usr/bin/python3", workdir="/tmp/eyas-test-llm-choice")
-    production = TargetConfig(base_url=base_url, model=model, api_key_env=KEY_ENV, **target)
+    production = TargetConfig(base_url=base_url, model=model, **{"api_key_env": KEY_ENV, **target})
     return EyasConfig(hosts={"local": host}, target=production)
 
 
@@ -130,3 +131,13 @@ class NoteTaker:
 
     def on_note(self, message: str) -> None:
         self.notes.append(message)
+
+
+def test_production_behind_a_key_the_agent_was_not_given_leaves_the_embedded_model() -> None:
+    """Production's unit holds the key (eyas's own requests read it there), but without [target] api_key_env the
+    agent's client has none: every request would get 401, so the embedded model is used, and the reason names the
+    fix. Stand-in: tests/support/stub_http.py refusing /v1 without the key, as vLLM's --api-key does."""
+    with stub_server(HEALTHY, key="unit-only-key") as url:
+        choice = choose_llm(config(url, "Qwen/Qwen2.5-72B-Instruct", api_key_env=None), HttpClient(), never_opened)
+    assert choice.source == "embedded"
+    assert "wants an API key the agent has not been given (name it with [target] api_key_env)" in choice.why
