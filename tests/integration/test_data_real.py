@@ -110,6 +110,7 @@ def test_a_killed_generation_job_resumes_with_nothing_lost_or_doubled(data_serve
         output=str(tmp_path / "data" / "out.jsonl"),
         concurrency=2,
         max_tokens=MAX_TOKENS,
+        max_seq_len=2048,
         temperature=0,
         limit=24,
         progress_every=0.5,

@@ -236,7 +236,9 @@ class PromptSupply(BaseModel):
     available: int | None = Field(ge=0, description="usable prompts found, both sides")
     train_available: int | None = Field(ge=0)
     held_out_available: int | None = Field(ge=0)
-    skipped: int | None = Field(ge=0, description="rows skipped: a first question longer than max_prompt_chars, or no question")
+    skipped: int | None = Field(
+        ge=0, description="rows skipped: a first question longer than max_prompt_chars, or no question"
+    )
     max_prompt_chars: int = Field(gt=0)
     whole: bool = Field(description="the count read the whole source")
     enough: bool | None

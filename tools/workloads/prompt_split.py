@@ -239,7 +239,9 @@ def main() -> None:
     parser.add_argument(
         "--held-out-percent", type=float, default=HELD_OUT_PERCENT, help="share of conversations held out"
     )
-    parser.add_argument("--max-prompt-chars", type=int, default=4000, help="cut conversations to the leading turns whose text fits")
+    parser.add_argument(
+        "--max-prompt-chars", type=int, default=4000, help="cut conversations to the leading turns whose text fits"
+    )
     parser.add_argument("--count", action="store_true", help="write nothing; count what the split would find")
     args = parser.parse_args()
     if min(args.train, args.held_out) < 0 or not 0 < args.held_out_percent < 100 or args.max_prompt_chars < 1:
