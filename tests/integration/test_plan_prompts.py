@@ -103,7 +103,7 @@ def test_the_plan_counts_the_prompts_each_source_holds_on_the_host(tmp_path: Pat
     ctx = context(target, tmp_path / "work")
     operator = {"samples": 25_000, "held_out": 64, "max_tokens": 4096, "max_seq_len": 8192}
     sharegpt = count_prompts(ctx, Figures(**operator, prompt_source="sharegpt"))
-    # ShareGPT's first human turns: about eleven thousand at these lengths, read whole, and not 25,000.
+    # ShareGPT's conversations: about eleven thousand at these lengths (3.4 questions each), read whole, not 25,000.
     assert sharegpt.whole and sharegpt.enough is False and sharegpt.available is not None
     assert 5_000 < sharegpt.available < 25_000 and sharegpt.counted == "prompt_split.py --count on local"
     verdict = supply_verdict(sharegpt)
