@@ -26,7 +26,7 @@ from eyas.tools.planning.estimate import FILE_HEADER_BYTES, estimate
 from eyas.tools.planning.figures import Figures
 from eyas.tools.planning.measure import measure_inputs
 from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
-from eyas.tools.settings.sizes import PROMPT_SET
+from eyas.tools.settings.sizes import PROMPT_SET, prompt_chars
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from waiting import wait_for
 
@@ -110,6 +110,7 @@ def test_a_killed_generation_job_resumes_with_nothing_lost_or_doubled(data_serve
         output=str(tmp_path / "data" / "out.jsonl"),
         concurrency=2,
         max_tokens=MAX_TOKENS,
+        max_seq_len=2048,
         temperature=0,
         limit=24,
         progress_every=0.5,
@@ -199,3 +200,81 @@ def test_the_planner_measures_the_live_target(data_server_url: str, tmp_path: Pa
     assert abs(inputs.free_disk_bytes - shutil.disk_usage(tmp_path).free) < 0.01 * shutil.disk_usage(tmp_path).total
     assert any(str(tmp_path).startswith(volume.mount) for volume in inputs.other_volumes)
     assert estimate(inputs).fits
+
+
+SPLIT = Path(__file__).resolve().parents[2] / "tools" / "workloads" / "prompt_split.py"
+RENDER_MASKS = Path(__file__).resolve().parents[1] / "support" / "render_masks.py"
+GLACIER = [
+    "Describe, in a few careful sentences, how a glacier carves a valley over thousands of years, and what it leaves "
+    "behind.",
+    "Now compare that slow carving with how a river shapes its own valley, and say which of the two leaves steeper "
+    "walls.",
+    "Finally, name one famous valley shaped by each process and say where in the world a traveller would find it.",
+]
+
+
+def test_a_multi_turn_source_is_generated_whole_within_the_context_and_every_answer_is_learned(
+    data_server_url: str, tmp_path: Path
+) -> None:
+    """A tiny real run of the data stage from an operator's multi-turn JSONL: prompt_split.py keeps every question
+    (the corpus's answers dropped), generate.py has the real target answer each in turn and leaves unasked the
+    questions that would pass --max-seq-len with their answer (counted by the server's own /tokenize), and the
+    extraction's loss mask covers every answer the target wrote."""
+    target, max_seq_len = EmbeddedTarget.from_env(), 140
+    chats = [
+        ("arithmetic", ["What is 2+2?", "And times 3?", "Thanks!"]),
+        ("colours", ["Name a primary colour.", "Another one?", "And a third?"]),
+        ("glacier", GLACIER),  # each question fits alone, and all three fit the split; not with two answers before
+    ]
+    source = tmp_path / "chats.jsonl"
+    source.write_text("".join(
+        json.dumps({"id": chat_id, "conversations": [turn for question in questions for turn in (
+            {"from": "human", "value": question}, {"from": "gpt", "value": "The corpus's answer, dropped."})]}) + "\n"
+        for chat_id, questions in chats
+    ))  # fmt: skip
+    prompts = tmp_path / "prompts.jsonl"
+    split = [
+        str(target.python), str(SPLIT), "--source", str(source), "--train", "10", "--held-out", "0",
+        "--train-out", str(prompts), "--held-out-out", os.devnull,
+        "--max-prompt-chars", str(prompt_chars(max_seq_len, MAX_TOKENS)),
+    ]  # fmt: skip
+    assert subprocess.run(split, capture_output=True, text=True, timeout=120).returncode == 0
+    assert [len(row["conversations"]) for row in records(prompts)] == [3, 3, 3]  # every question, no answer
+    out = tmp_path / "out.jsonl"
+    generate = [
+        str(target.python), str(GENERATE), "--input", str(prompts), "--output", str(out),
+        "--base-url", data_server_url, "--model", SERVED_MODEL, "--concurrency", "3",
+        "--max-tokens", str(MAX_TOKENS), "--max-seq-len", str(max_seq_len), "--temperature", "0",
+    ]  # fmt: skip
+    result = subprocess.run(generate, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+    def tokens(messages: list[dict[str, str]]) -> int:
+        body = {"model": SERVED_MODEL, "messages": messages, "add_generation_prompt": True}
+        return int(httpx.post(f"{data_server_url}/tokenize", json=body, timeout=30).json()["count"])
+
+    samples = {record["id"]: record for record in records(out)}
+    questions = dict(chats)
+    for chat_id, record in samples.items():
+        turns = record["conversations"]
+        asked = [turn["content"] for turn in turns if turn["role"] == "user"]
+        assert asked == questions[chat_id][: len(asked)] and turns[-1]["role"] == "assistant"
+        assert "The corpus's answer, dropped." not in json.dumps(turns)
+        for index in (i for i, turn in enumerate(turns) if turn["role"] == "user" and i > 0):
+            assert tokens(turns[: index + 1]) + MAX_TOKENS <= max_seq_len, (chat_id, index)  # each asked one fit
+        unasked = questions[chat_id][len(asked) :]
+        assert record.get("cut_turns", 0) == len(unasked)
+        if unasked:  # the next question did not fit with an answer
+            assert tokens([*turns, {"role": "user", "content": unasked[0]}]) + MAX_TOKENS > max_seq_len
+    assert [len(samples[chat_id]["conversations"]) for chat_id, _ in chats][:2] == [6, 6]
+    assert 2 <= len(samples["glacier"]["conversations"]) < 6  # cut: asked whole it would pass max_seq_len
+
+    done = subprocess.run(
+        [str(target.python), str(RENDER_MASKS), "--model", str(target.model_dir), "--input", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rendered = {sample["id"]: sample for sample in json.loads(done.stdout.strip().splitlines()[-1])["own"]["samples"]}
+    for chat_id, record in samples.items():
+        answers = [turn["content"] for turn in record["conversations"] if turn["role"] == "assistant"]
+        assert rendered[chat_id]["spans"] == [answer + "<|im_end|>" for answer in answers], chat_id

@@ -20,6 +20,7 @@ from extraction import (
     extract,
     prepared_target,
     probe,
+    run_python,
     summary,
     tensor_bytes,
     write_conversations,
@@ -33,6 +34,7 @@ from small_volume import small_volume
 from waiting import process_gone, wait_for
 
 pytestmark = pytest.mark.slow
+RENDER_MASKS = Path(__file__).resolve().parents[1] / "support" / "render_masks.py"
 LAYERS = [2, 15, 27, 30]  # SmolLM2 has 30 layers: [2, L//2, L-3] plus L
 HIDDEN = 576
 VLLM_PORT = 8811
@@ -224,3 +226,62 @@ def test_the_gpu_server_command_line_is_what_vllm_and_speculators_expect(target:
     transfer = json.loads(argv[argv.index("--kv-transfer-config") + 1])
     assert transfer == built["speculators_transfer"]
     assert "--enforce-eager" not in argv and argv[argv.index("--host") + 1] == "127.0.0.1"
+
+
+# A ChatML template with a reasoning block, as Qwen3's and Kimi-K2's render one (reasoning_content in think tags
+# before the content), in two kinds: on every answer, and (as Qwen3's) only on the answers after the last question.
+REASONING_BLOCK = (
+    "{%- set ns = namespace(last=-1) -%}{%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.last = "
+    "loop.index0 -%}{%- endif -%}{%- endfor -%}{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' }}"
+    "{%- if m.role == 'assistant' and m.reasoning_content is defined and m.reasoning_content and (EVERY or "
+    "loop.index0 > ns.last) -%}{{ '<think>\\n' + m.reasoning_content + '\\n</think>\\n\\n' }}{%- endif -%}"
+    "{{ m.content + '<|im_end|>\\n' }}{%- endfor -%}{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}"
+    "{%- endif -%}"
+)
+THINKING = {
+    "id": "thinking",
+    "conversations": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "4", "reasoning": "Two and two."},
+        {"role": "user", "content": "And times 3?"},
+        {"role": "assistant", "content": "12", "reasoning_content": "Four times three."},
+        {"role": "user", "content": "Thanks"},
+        {"role": "assistant", "content": "You are welcome."},
+    ],
+}
+
+
+def render_masks(target: EmbeddedTarget, conversations: Path, tmp_path: Path, **templates: str) -> dict:
+    """conversations.py's loss mask, decoded span by span, under the model's own template ("own") and these."""
+    args: list[str | Path] = ["--model", target.model_dir, "--input", conversations]
+    for name, template in templates.items():
+        (tmp_path / f"{name}.jinja").write_text(template)
+        args += ["--template", f"{name}={tmp_path / f'{name}.jinja'}"]
+    done = run_python(target, RENDER_MASKS, *args, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_thinking_models_answers_are_learned_with_their_reasoning_as_the_template_renders_them(
+    target: EmbeddedTarget, tmp_path: Path
+) -> None:
+    """Every answer of a multi-turn conversation is in the loss with its reasoning: inside the think tags where
+    the template ignores reasoning (SmolLM2's own), in the template's reasoning block where it has one; where the
+    template drops earlier answers' reasoning (Qwen3's), those answers are context, and only the last is learned."""
+    source = tmp_path / "thinking.jsonl"
+    source.write_text(json.dumps(THINKING) + "\n")
+    every, last = (REASONING_BLOCK.replace("EVERY", flag) for flag in ("true", "false"))
+    rendered = render_masks(target, source, tmp_path, every=every, last=last)
+    welcome = "You are welcome.<|im_end|>"
+    (own,) = rendered["own"]["samples"]
+    assert not rendered["own"]["renders_reasoning"]
+    assert own["spans"] == ["<think>Two and two.</think>4<|im_end|>",
+                            "<think>Four times three.</think>12<|im_end|>", welcome]  # fmt: skip
+    (block,) = rendered["every"]["samples"]
+    assert rendered["every"]["renders_reasoning"]
+    assert block["spans"] == ["<think>\nTwo and two.\n</think>\n\n4<|im_end|>",
+                              "<think>\nFour times three.\n</think>\n\n12<|im_end|>", welcome]  # fmt: skip
+    (qwen3_like,) = rendered["last"]["samples"]
+    assert qwen3_like["spans"] == [welcome]
+    assert "Two and two" not in qwen3_like["text"] and "4<|im_end|>" in qwen3_like["text"]

@@ -20,10 +20,12 @@ from eyas.tools.planning.prompt_count import (
     measure_prompt_tokens,
     probe_prompts,
     source_prompts,
+    split_prompts,
 )
 from eyas.tools.settings.config import LOCAL, HostConfig, TargetConfig
 from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
+from eyas.tools.workloads import prompt_split
 
 CHARS = DEFAULT_SIZES.max_prompt_chars  # the longest prompt the data phase keeps at the default sizes
 
@@ -49,6 +51,21 @@ def test_each_row_form_gives_its_opening_turn() -> None:
     assert first_turns(lines, 2) == ["plain prompt", "sharegpt turn"]
 
 
+def test_the_plan_measures_the_prompts_the_split_gives_every_question_of_a_conversation() -> None:
+    """What the target is asked over a sample's turns: every system and human turn the split keeps, the corpus's
+    answers not among them, held-out rows left out, and the turns past max_prompt_chars cut."""
+    rows = [
+        {"id": "chat", "conversations": [{"from": "human", "value": "first"}, {"from": "gpt", "value": "old answer"},
+                                         {"from": "human", "value": "second"}, {"from": "human", "value": "x" * 50}]},
+        {"id": "plain", "prompt": "a prompt"},
+        {"id": "answer-first", "conversations": [{"from": "gpt", "value": "continued"}]},
+    ]  # fmt: skip
+    held = next(f"h{i}" for i in range(1000) if prompt_split.is_held_out(f"h{i}", prompt_split.HELD_OUT_PERCENT))
+    rows.insert(1, {"id": held, "prompt": "held out"})
+    assert split_prompts(iter(rows), 10, 40) == ["first\n\nsecond", "a prompt"]
+    assert split_prompts(iter(rows), 1, 100) == ["first\n\nsecond\n\n" + "x" * 50]
+
+
 @pytest.mark.slow  # prompt_split.py runs in the target venv (`make target`)
 def test_a_file_source_is_split_on_the_host_like_the_data_phase(tmp_path: Path) -> None:
     target = EmbeddedTarget.from_env()
@@ -69,7 +86,9 @@ def test_sharegpt_prompts_are_measured_longer_than_the_shipped_set(
     ctx = context(embedded_target, tmp_path / "work")
     sharegpt = source_prompts(ctx, "sharegpt", 32, CHARS)
     assert sharegpt is not None and len(sharegpt) == 32 and set(sharegpt).isdisjoint(probe_prompts(32))
-    assert source_prompts(ctx, "shipped", 32, CHARS) == probe_prompts(32)
+    shipped = source_prompts(ctx, "shipped", 32, CHARS)
+    assert shipped is not None and len(shipped) == 32 and shipped[:6] != probe_prompts(32)[:6]
+    assert shipped[0].startswith("Can you help me write a SQL query?\n\norders(id,")  # both questions of chat-006
     target = ctx.target
     long, short = (
         measure_prompt_tokens(ctx.http, target, sharegpt),
@@ -84,7 +103,7 @@ def test_the_plan_counts_the_prompts_each_source_holds_on_the_host(tmp_path: Pat
     ctx = context(target, tmp_path / "work")
     operator = {"samples": 25_000, "held_out": 64, "max_tokens": 4096, "max_seq_len": 8192}
     sharegpt = count_prompts(ctx, Figures(**operator, prompt_source="sharegpt"))
-    # ShareGPT's first human turns: about eleven thousand at these lengths, read whole, and not 25,000.
+    # ShareGPT's conversations: about eleven thousand at these lengths (3.4 questions each), read whole, not 25,000.
     assert sharegpt.whole and sharegpt.enough is False and sharegpt.available is not None
     assert 5_000 < sharegpt.available < 25_000 and sharegpt.counted == "prompt_split.py --count on local"
     verdict = supply_verdict(sharegpt)

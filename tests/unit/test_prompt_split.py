@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from eyas.tools.jobs.upload import WORKLOADS_DIR
+from eyas.tools.workloads import prompt_split
 
 SCRIPT = WORKLOADS_DIR / "prompt_split.py"
 
@@ -158,3 +159,62 @@ def test_a_split_needs_its_outputs_unless_it_counts(tmp_path: Path) -> None:
     refused = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "--train-out and --held-out-out are required, unless --count" in refused.stderr
     assert count(tmp_path, str(path), 1, 1)["train"] + count(tmp_path, str(path), 1, 1)["held_out"] == 1
+
+
+def conversation(*turns: tuple[str, str], key: str = "conversations") -> dict[str, Any]:
+    fields = ("from", "value") if key == "conversations" else ("role", "content")
+    return {"id": "chat", key: [dict(zip(fields, turn, strict=True)) for turn in turns]}
+
+
+def kept(row: dict[str, Any], max_chars: int = 10_000) -> list[tuple[str, str]] | None:
+    prompt = prompt_split.conversation_prompt(row, max_chars)
+    return None if prompt is None else [(turn["from"], turn["value"]) for turn in prompt["conversations"]]
+
+
+@pytest.mark.parametrize("key", ["conversations", "messages"])
+def test_a_conversation_is_used_whole_with_its_answers_dropped(key: str) -> None:
+    """Every system and human turn in order, and none of the corpus's answers (the target writes its own); ShareGPT
+    rows and chat `messages` rows alike."""
+    asker, answerer = ("human", "gpt") if key == "conversations" else ("user", "assistant")
+    row = conversation(
+        ("system", "be brief"), (asker, "first"), (answerer, "an old answer"), (asker, "second"),
+        (answerer, "another"), (asker, "third"), (answerer, "the last old answer"), key=key,
+    )  # fmt: skip
+    assert kept(row) == [("system", "be brief"), ("human", "first"), ("human", "second"), ("human", "third")]
+    assert kept({"id": "p", "prompt": "one question"}) == [("human", "one question")]
+
+
+def test_a_conversation_keeps_the_leading_turns_that_fit() -> None:
+    """The cut is on the kept text (the answers dropped do not count): the leading turns within max_chars; a row
+    whose first question alone is over it, or that opens with an answer, is no prompt."""
+    row = conversation(("human", "a" * 40), ("gpt", "b" * 500), ("human", "c" * 40), ("gpt", "d"), ("human", "e" * 40))
+    assert kept(row, 120) == [("human", "a" * 40), ("human", "c" * 40), ("human", "e" * 40)]
+    assert kept(row, 119) == [("human", "a" * 40), ("human", "c" * 40)]
+    assert kept(row, 40) == [("human", "a" * 40)]
+    assert kept(row, 39) is None
+    assert kept(conversation(("gpt", "a continued part"), ("human", "so?"))) is None
+    assert kept(conversation(("human", "first"), ("gpt", "x"), ("human", "  "), ("human", "after a blank"))) == [
+        ("human", "first")
+    ]
+    assert kept(conversation(("system", "alone"), ("gpt", "x"))) is None
+    assert kept(conversation(("human", "q"), ("system", "trailing"))) == [("human", "q")]
+
+
+def test_a_multi_turn_file_is_split_whole_and_counted_as_split(tmp_path: Path) -> None:
+    """An operator's JSONL of multi-turn rows goes through the same conversion: the split writes every question of
+    each conversation, and the plan's count finds exactly the rows the split keeps."""
+    rows = [
+        conversation(("human", f"q{i}a " * (i % 9)), ("gpt", "old"), ("human", f"q{i}b"), key="conversations")
+        | {"id": f"c{i}"}
+        for i in range(60)
+    ]
+    path = tmp_path / "chats.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    summary, train, held = split(tmp_path, str(path), 10**6, 10**6, "--max-prompt-chars", "30")
+    written = [json.loads(line) for line in (tmp_path / "out-1000000-1000000" / "train.jsonl").read_text().splitlines()]
+    assert all(turn["from"] == "human" for row in written for turn in row["conversations"])
+    whole = [row for row in written if len(row["conversations"]) == 2]
+    assert whole and len(whole) < len(written)  # the long first questions leave no room for the second
+    assert summary["skipped"] == sum(len(f"q{i}a " * (i % 9)) > 30 or i % 9 == 0 for i in range(60))
+    counted = count(tmp_path, str(path), 10**6, 10**6, "--max-prompt-chars", "30")
+    assert (counted["train"], counted["held_out"], counted["skipped"]) == (len(train), len(held), summary["skipped"])

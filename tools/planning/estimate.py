@@ -236,7 +236,9 @@ class PromptSupply(BaseModel):
     available: int | None = Field(ge=0, description="usable prompts found, both sides")
     train_available: int | None = Field(ge=0)
     held_out_available: int | None = Field(ge=0)
-    skipped: int | None = Field(ge=0, description="rows skipped: longer than max_prompt_chars, or without a prompt")
+    skipped: int | None = Field(
+        ge=0, description="rows skipped: a first question longer than max_prompt_chars, or no question"
+    )
     max_prompt_chars: int = Field(gt=0)
     whole: bool = Field(description="the count read the whole source")
     enough: bool | None
@@ -312,8 +314,9 @@ def supply_ways_out(supply: PromptSupply) -> list[str]:
     )
     if supply.skipped:
         ways.append(
-            f"keep longer prompts: {supply.skipped:,} rows were skipped (longer than {supply.max_prompt_chars:,} "
-            "characters, what --max-seq-len leaves beside --max-tokens, or without an id and a prompt), and a larger "
+            f"keep longer prompts: {supply.skipped:,} rows were skipped (a first question longer than "
+            f"{supply.max_prompt_chars:,} characters, what --max-seq-len leaves beside --max-tokens, or without an id "
+            "and a question), and a larger "
             "--max-seq-len keeps the longer ones"
         )
     return ways

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -42,7 +43,7 @@ def probe_prompts(count: int) -> list[str]:
 
 def first_turns(lines: list[str], count: int) -> list[str]:
     """The opening user turn of each prompt row (`prompt`, ShareGPT `conversations` or chat `messages`), the
-    first `count` that have one. A multi-turn row counts as its opening turn: a lower bound on its length."""
+    first `count` that have one: single requests, as the throughput probe sends them."""
     prompts: list[str] = []
     for line in lines:
         if len(prompts) == count:
@@ -56,13 +57,24 @@ def first_turns(lines: list[str], count: int) -> list[str]:
     return prompts
 
 
+def split_prompts(rows: Iterator[Any], count: int, max_prompt_chars: int) -> list[str]:
+    """The first `count` training prompts the data phase's split gives from these source rows, each the text of
+    every turn it keeps (its system and human turns, cut to max_prompt_chars): what the target is asked, over all the
+    sample's turns, and what the plan's prompt length counts."""
+    rows_kept: list[dict[str, Any]] = []
+    prompt_split.walk(
+        rows, train=count, held_out=0, max_prompt_chars=max_prompt_chars, write=lambda _, row: rows_kept.append(row)
+    )
+    return ["\n\n".join(turn["value"] for turn in row["conversations"]) for row in rows_kept]
+
+
 def source_prompts(ctx: CheckContext, source: str, count: int, max_prompt_chars: int) -> list[str] | None:
-    """The first training prompts of the run's own source, split on the host by prompt_split.py as the data
-    phase will split them, no longer than it keeps (ShareGPT's first turns are three times the shipped set's: 147
-    against 47 tokens with SmolLM2's template); None when the host cannot split it (the data phase will then say
-    why)."""
+    """The first training prompts of the run's own source, split as the data phase will split them: the shipped set
+    here (eyas's own file), any other source on the host by prompt_split.py, whose rows are then read back (ShareGPT's
+    first turns alone are three times the shipped set's: 147 against 47 tokens with SmolLM2's template); None when
+    the host cannot split it (the data phase will then say why)."""
     if source == "shipped":
-        return probe_prompts(count)
+        return split_prompts(prompt_split.jsonl_rows(PROMPT_SET), count, max_prompt_chars)
     workloads = upload_workloads(ctx.host, ctx.host_config.workdir)
     made = ctx.host.run("mktemp -d", timeout=15)
     if not made.ok:
@@ -76,7 +88,8 @@ def source_prompts(ctx: CheckContext, source: str, count: int, max_prompt_chars:
     split = ctx.host.run(shlex.join(argv), timeout=120)
     rows = ctx.host.read_text(f"{directory}/prompts.jsonl") if split.ok else ""
     ctx.host.run(f"rm -rf {shlex.quote(directory)}", timeout=15)
-    return first_turns(rows.splitlines(), count) or None
+    lines = (json.loads(line) for line in rows.splitlines() if line.strip())
+    return split_prompts(lines, count, max_prompt_chars) or None
 
 
 def count_prompts(ctx: CheckContext | None, figures: Figures) -> PromptSupply:
@@ -91,7 +104,7 @@ def count_prompts(ctx: CheckContext | None, figures: Figures) -> PromptSupply:
         return prompt_supply(source, figures.samples, figures.held_out, chars, found, counted)
 
     if source == "shipped":
-        shipped = prompt_split.count(prompt_split.jsonl_rows(PROMPT_SET), prompt_split.file_row, **asked)
+        shipped = prompt_split.count(prompt_split.jsonl_rows(PROMPT_SET), **asked)
         return supply(shipped, f"{PROMPT_SET.name}, split here as the data phase splits it")
     if ctx is None:
         return supply(None, f"the {source} source is on the host, and this plan contacts none")

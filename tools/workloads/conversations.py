@@ -4,12 +4,22 @@ Accepted lines: `{"id", "conversations": [{"role", "content"}, ...]}` (also `mes
 `conversations`, and ShareGPT turns `{"from": "human"|"gpt"|..., "value"}`). Trailing non-assistant
 turns are dropped; a line without an assistant answer after some context is skipped with a reason.
 
-The loss mask marks what the target itself generated: for each assistant turn, its content tokens and
-the end-of-turn token (an EOS id of the tokenizer or generation config, e.g. `<|im_end|>`), and nothing
-else: not the role header the template writes before the answer (`<|im_start|>assistant\\n`), not the
-separator after the end-of-turn token (`\\n`), which the model never generates. A turn's start is where
-the render of the conversation up to it with the generation prompt ends; this needs a prefix-stable
-template, which is checked (a sample whose template is not prefix-stable is skipped).
+The loss mask marks what the target itself generated: for each assistant turn, its reasoning and content tokens
+and the end-of-turn token (an EOS id of the tokenizer or generation config, e.g. `<|im_end|>`), and nothing
+else: not the role header the template writes before the answer (`<|im_start|>assistant\n`), not the
+separator after the end-of-turn token (`\n`), which the model never generates. A turn's start is where
+the render of the conversation up to it with the generation prompt ends. An assistant turn whose render the
+template changes once later turns follow (Qwen3's drops the reasoning of every answer before the last question)
+is left out of the loss: the whole render is what the server saw at the last request, where that turn is
+context, not an emission; a conversation with no turn left in the loss is skipped.
+
+Reasoning (thinking models): the drafter learns what the server really emits, reasoning included, in the
+template's own rendering. A turn's reasoning comes as generate.py keeps it, `reasoning` (or `reasoning_content`)
+beside `content`, when the server ran a reasoning parser; without one it is inside `content` already and renders
+as written. A template that renders an assistant turn's reasoning (it reads `reasoning_content` or `reasoning`,
+as Qwen3's and Kimi-K2's do) is given both names, as vLLM gives them; one that ignores them (found by rendering a
+probe turn once) gets the reasoning back inside the content, between THINK_TAGS, the tags the reasoning parser
+took off (DeepSeek-R1's, Qwen3's and Kimi-K2's alike), so the text is the model's own output again.
 """
 
 from __future__ import annotations
@@ -17,10 +27,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
+THINK_TAGS = ("<think>", "</think>")  # around an answer's reasoning, for a template that does not render it
+_PROBE = "eyas-reasoning-probe"
 
 
 @dataclass(frozen=True)
@@ -72,12 +85,13 @@ def _parse(line_number: int, record: Any) -> Conversation | Skipped:
             return Skipped(line_number, "a turn is not an object")
         role = ROLES.get(str(turn.get("role", turn.get("from", ""))))
         content = turn.get("content", turn.get("value"))
-        if role is None or not isinstance(content, str):
+        reasoning = turn.get("reasoning", turn.get("reasoning_content"))
+        if role is None or not isinstance(content, str) or not isinstance(reasoning, str | None):
             return Skipped(line_number, "a turn has an unknown role or non-text content")
-        messages.append({"role": role, "content": content})
+        messages.append({"role": role, "content": content, **({"reasoning": reasoning} if reasoning else {})})
     while messages and messages[-1]["role"] != "assistant":
         messages.pop()
-    if not any(message["role"] == "assistant" and message["content"] for message in messages[1:]):
+    if not any(message["role"] == "assistant" and answer_text(message) for message in messages[1:]):
         return Skipped(line_number, "no assistant answer after context")
     return Conversation(line_number, str(record.get("id", line_number)), messages)
 
@@ -92,11 +106,43 @@ def end_of_turn_ids(tokenizer: Any, generation_eos: int | list[int] | None) -> s
     return ids
 
 
+def answer_text(message: dict[str, str]) -> str:
+    return message.get("reasoning", "") + message["content"]
+
+
+@cache
+def renders_reasoning(tokenizer: Any) -> bool:
+    """Whether the chat template writes an assistant turn's `reasoning_content` (or `reasoning`) itself."""
+    probe = [{"role": "user", "content": "?"}, {"role": "assistant", "content": "!", **reasoning_fields(_PROBE)}]
+    return _PROBE in tokenizer.apply_chat_template(probe, tokenize=False)
+
+
+def reasoning_fields(reasoning: str) -> dict[str, str]:
+    return {"reasoning_content": reasoning, "reasoning": reasoning}  # both names, as vLLM passes them
+
+
+def for_template(tokenizer: Any, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The messages as the chat template takes them: an answer's reasoning in the fields it reads, or back inside
+    the content between THINK_TAGS where it reads none."""
+    rendered = []
+    for message in messages:
+        reasoning = message.get("reasoning")
+        if not reasoning:
+            rendered.append({"role": message["role"], "content": message["content"]})
+        elif renders_reasoning(tokenizer):
+            rendered.append({"role": message["role"], "content": message["content"], **reasoning_fields(reasoning)})
+        else:
+            opening, closing = THINK_TAGS
+            rendered.append({"role": message["role"], "content": f"{opening}{reasoning}{closing}{message['content']}"})
+    return rendered
+
+
 def tokenize(tokenizer: Any, messages: list[dict[str, str]], end_ids: set[int], max_tokens: int) -> Tokenized:
     """Token ids of the whole conversation and its loss mask, cut to `max_tokens`.
 
-    Raises ValueError when the chat template is not prefix-stable at an assistant turn.
+    Raises ValueError when the template's render of a turn's prompt is not where its render of the turn begins.
     """
+    messages = for_template(tokenizer, messages)
     token_ids = _render(tokenizer, messages, generation_prompt=False)
     mask = [False] * len(token_ids)
     for turn, message in enumerate(messages):
@@ -105,8 +151,10 @@ def tokenize(tokenizer: Any, messages: list[dict[str, str]], end_ids: set[int], 
         prompt = _render(tokenizer, messages[:turn], generation_prompt=True)
         through_turn = _render(tokenizer, messages[: turn + 1], generation_prompt=False)
         start = len(prompt)
-        if through_turn[:start] != prompt or token_ids[: len(through_turn)] != through_turn:
+        if through_turn[:start] != prompt:
             raise ValueError(f"the chat template is not prefix-stable at turn {turn}")
+        if token_ids[: len(through_turn)] != through_turn:
+            continue  # the template renders this answer otherwise once later turns follow: context, not emission
         ends = [index for index in range(start, len(through_turn)) if through_turn[index] in end_ids]
         stop = ends[-1] + 1 if ends else len(through_turn)
         mask[start:stop] = [True] * (stop - start)

@@ -110,7 +110,7 @@ def plan(args: argparse.Namespace, tokenizer: Any, end_ids: set[int], skipped: C
             skipped[str(error)] += 1
             continue
         if not tokenized.loss_tokens:
-            skipped["no assistant token within --max-tokens"] += 1
+            skipped["no assistant token in the loss within --max-tokens"] += 1
             continue
         if index % args.shard[1] == args.shard[0]:
             ids = torch.tensor(tokenized.token_ids, dtype=torch.long)

@@ -10,9 +10,19 @@ Input: JSONL, one sample per line: ShareGPT style {"id", "conversations": [{"fro
 (role/content turns and a "messages" key work too), or {"id", "prompt"}. The corpus's own assistant turns
 are dropped and every user turn is answered by the target in order, so the whole conversation is the
 target's. A line without an id gets one from a hash of its turns (identical prompts are generated once).
+Each later turn carries the earlier answers, whose lengths only the target decides: before asking one, its request
+is counted by the server's own /tokenize, and when that count and an answer of --max-tokens would pass
+--max-seq-len or the server's context, the conversation ends with the turns answered so far (a record's
+"cut_turns" says how many questions were left unasked).
+
+Thinking models: an answer's reasoning is kept beside its content, as "reasoning", when the server's reasoning
+parser splits it off (vLLM's `reasoning`, or `reasoning_content` in older versions), and is sent back with the
+later turns, where the chat template decides what of it the model sees; without a parser it stays inside the
+content, as the model wrote it. extract.py renders it back through the template (conversations.py).
 
 Output: append-only JSONL, one line per finished sample, flushed as it finishes:
-{"id", "conversations": [{"role", "content"}, ...], "usage": {...}, "finish_reason"}. usage sums the
+{"id", "conversations": [{"role", "content"[, "reasoning"]}, ...], "usage": {...}, "finish_reason"[, "cut_turns"]}.
+usage sums the
 server's counts over the sample's requests; usage.sequence_tokens is the length of the whole conversation.
 Kill it at any moment and run the same command again: ids already in the output are skipped (a torn last
 line is cut off first), so every sample ends up exactly once. One process per output (a file lock).
@@ -57,6 +67,12 @@ from shards import WHOLE, Shard, parse_shard, shard_of
 EXIT_FATAL, EXIT_STOPPED = 1, 3
 ROLES = {"human": "user", "user": "user", "system": "system"}  # every other role is an answer, dropped
 RETRY_STATUS = {408, 409, 429}  # and every 5xx
+
+
+def with_reasoning_names(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The conversation as it goes back to the server: an answer's reasoning under both names vLLM has read from
+    an assistant turn (`reasoning`, and `reasoning_content` before it), so the chat template gets it either way."""
+    return [turn | {"reasoning_content": turn["reasoning"]} if "reasoning" in turn else turn for turn in messages]
 
 
 class Fatal(Exception):  # the run cannot go on; the message names the problem and the fix
@@ -157,7 +173,9 @@ class Generator:
             timeout=args.timeout,
             http_client=openai.DefaultAsyncHttpxClient(limits=limits),
         )
+        self.tokenize_url = args.base_url.removesuffix("/v1") + "/tokenize"  # vLLM's, beside /v1
         self.queue = iter(plan.pending)
+        self.cut_turns = 0  # questions left unasked, as their conversations would pass --max-seq-len
         self.done = self.failed = self.retries = self.in_a_row = 0
         self.first_error = ""  # the server's reason for the first sample that failed, whole (vLLM's 400 is ~300 B)
         self.tokens: Counter[str] = Counter()
@@ -192,8 +210,9 @@ class Generator:
         if self.args.model not in served:
             raise Fatal(f"The server at {self.args.base_url} serves {served}, not {self.args.model!r}: fix --model.")
 
-    async def chat(self, messages: list[dict[str, str]]) -> tuple[str, dict[str, int], str]:
-        """One completion as (text, usage, finish reason); a malformed answer raises here, so it is retried."""
+    async def chat(self, messages: list[dict[str, str]]) -> tuple[dict[str, str], dict[str, int], str]:
+        """One completion as (the assistant turn, usage, finish reason); a malformed answer raises here, so it is
+        retried. The turn holds the reasoning too when the server's reasoning parser split it off the content."""
         body: dict[str, Any] = {"model": self.args.model, "messages": messages, "max_tokens": self.args.max_tokens}
         if self.args.temperature is not None:
             body["temperature"] = self.args.temperature
@@ -201,19 +220,43 @@ class Generator:
         answer = json.loads(await self.client.post("/chat/completions", body=body, cast_to=bytes))
         choice, counts = answer["choices"][0], answer["usage"]
         usage = {key: int(counts[key]) for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
-        return str(choice["message"]["content"] or ""), usage, str(choice["finish_reason"])
+        message = choice["message"]
+        turn = {"role": "assistant", "content": str(message["content"] or "")}
+        reasoning = message.get("reasoning") or message.get("reasoning_content")
+        if reasoning:
+            turn["reasoning"] = str(reasoning)
+        return turn, usage, str(choice["finish_reason"])
+
+    async def fits(self, messages: list[dict[str, str]]) -> bool:
+        """Whether a request of these messages, with an answer of up to --max-tokens, fits --max-seq-len and the
+        server's context; counted by the server itself (vLLM's /tokenize, chat template included)."""
+        body = {"model": self.args.model, "messages": messages, "add_generation_prompt": True}
+        answer = json.loads(await self.client.post(self.tokenize_url, body=body, cast_to=bytes))
+        limit = min(int(answer.get("max_model_len") or sys.maxsize), self.args.max_seq_len or sys.maxsize)
+        return int(answer["count"]) + self.args.max_tokens <= limit
 
     async def generate(self, sample: Sample) -> dict[str, Any]:
         messages: list[dict[str, str]] = []
         usage: Counter[str] = Counter()
         finish = None
-        for turn in sample.turns:
+        questions = [index for index, turn in enumerate(sample.turns) if turn["role"] == "user"]
+        for index, turn in enumerate(sample.turns):
+            later = index > questions[0] and turn["role"] == "user"
+            if later and not await self.call(lambda request=[*messages, turn]: self.fits(request)):
+                unasked = sum(question >= index for question in questions)
+                return self.record(sample, messages, usage, finish) | {"cut_turns": unasked}
             messages.append(turn)
             if turn["role"] == "user":
-                text, counts, finish = await self.call(lambda: self.chat(list(messages)))
-                messages.append({"role": "assistant", "content": text})
+                answer, counts, finish = await self.call(lambda: self.chat(with_reasoning_names(messages)))
+                messages.append(answer)
                 usage.update(counts, requests=1)
                 usage["sequence_tokens"] = counts["prompt_tokens"] + counts["completion_tokens"]
+        return self.record(sample, messages, usage, finish)
+
+    @staticmethod
+    def record(
+        sample: Sample, messages: list[dict[str, str]], usage: Counter[str], finish: str | None
+    ) -> dict[str, Any]:
         return {"id": sample.id, "conversations": messages, "usage": dict(usage), "finish_reason": finish}
 
     def write(self, file: IO[bytes], record: dict[str, Any]) -> None:
@@ -241,6 +284,7 @@ class Generator:
                 continue
             self.write(self.out, record)
             self.done += 1
+            self.cut_turns += record.get("cut_turns", 0)
             self.in_a_row = 0
             self.tokens.update(record["usage"])
             self.finish[str(record["finish_reason"])] += 1
@@ -323,6 +367,7 @@ class Generator:
             "failed": self.failed + len(self.plan.bad),
             "not_tried": self.not_tried,
             "retries": self.retries,
+            "cut_turns": self.cut_turns,
             "usage_this_run": dict(self.tokens),
             "finish_reasons": dict(self.finish),
             "wall_s": round(elapsed, 3),
@@ -380,6 +425,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--api-key-env", help="environment variable holding the server's API key (default: none)")
     add("--concurrency", type=int, default=64, help="requests in flight at once (default 64)")
     add("--max-tokens", type=int, default=2048, help="longest answer per turn, in tokens (default 2048)")
+    add(
+        "--max-seq-len",
+        type=int,
+        help="longest conversation, questions and answers, in tokens: a later question "
+        "that would pass it with an answer of --max-tokens is not asked (default: the server's context)",
+    )
     add("--temperature", type=float, help="sampling temperature (default: the server's, i.e. the model's own)")
     add("--limit", type=int, help="use only the first N samples of the input (default: all)")
     add("--timeout", type=float, default=600.0, help="seconds one request may take (default 600)")
@@ -393,8 +444,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--summary", help="summary JSON path (default: <output>.summary.json)")
     add("--failed", help="JSONL of samples that failed this run (default: <output>.failed.jsonl)")
     args = parser.parse_args(argv)
-    if args.concurrency < 1 or args.max_tokens < 1 or args.retries < 0 or args.abort_after < 1:
-        parser.error("--concurrency, --max-tokens and --abort-after must be at least 1, --retries at least 0")
+    if min(args.concurrency, args.max_tokens, args.abort_after, args.max_seq_len or 1) < 1 or args.retries < 0:
+        parser.error("--concurrency, --max-tokens, --max-seq-len and --abort-after must be at least 1, --retries >= 0")
     stem = str(Path(args.output).with_suffix(""))
     args.summary = args.summary or stem + ".summary.json"
     args.failed = args.failed or stem + ".failed.jsonl"

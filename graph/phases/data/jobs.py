@@ -32,6 +32,7 @@ class GenerationSettings(BaseModel):
     base_url: str | None = Field(None, description="the server as the HOST reaches it; default target.base_url")
     concurrency: int = Field(ge=1)
     max_tokens: int = Field(ge=1, description="longest answer per turn")
+    max_seq_len: int = Field(ge=1, description="longest conversation: a later question that would pass it is not asked")
     temperature: float | None = None
     limit: int | None = Field(None, ge=1, description="the first N prompts; None: all of them")
     progress_every: float = Field(PROGRESS_EVERY_S, gt=0)
@@ -43,12 +44,18 @@ class GenerationSizes(TypedDict):
 
     concurrency: int
     max_tokens: int
+    max_seq_len: int
     limit: int
 
 
 def generation_sizes(sizes: Sizes) -> GenerationSizes:
     """The one mapping from a run's sizes to generate.py's flags, for the data phase and the tests alike."""
-    return {"concurrency": sizes.concurrency, "max_tokens": sizes.max_tokens, "limit": sizes.samples}
+    return {
+        "concurrency": sizes.concurrency,
+        "max_tokens": sizes.max_tokens,
+        "max_seq_len": sizes.max_seq_len,
+        "limit": sizes.samples,
+    }
 
 
 def generation_spec(
@@ -65,6 +72,7 @@ def generation_spec(
         "--input", settings.input, "--output", settings.output,
         "--base-url", settings.base_url or target.base_url, "--model", target.model,
         "--concurrency", str(settings.concurrency), "--max-tokens", str(settings.max_tokens),
+        "--max-seq-len", str(settings.max_seq_len),
         "--progress-every", str(settings.progress_every),
     ]  # fmt: skip
     if settings.shard != (0, 1):

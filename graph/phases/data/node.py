@@ -108,8 +108,8 @@ def setup(ctx: RunContext, state: RunState) -> dict[str, Any]:
         chars = run_sizes(state).max_prompt_chars
         raise ConfigError(
             f"The prompt source {summary['source']} gave {summary['train']} training and {summary['held_out']} "
-            f"held-out prompts ({summary['skipped']} rows skipped: longer than {chars} characters, or without an id "
-            "and a prompt); both need at least one. Choose another source (`--prompts`), or a file with more "
-            "rows that have an id and a prompt."
+            f"held-out prompts ({summary['skipped']} rows skipped: a first question longer than {chars} characters, "
+            "or without an id and a question); both need at least one. Choose another source (`--prompts`), or a "
+            "file with more rows that have an id and a question."
         )
     return {"prompts": summary}
