@@ -192,10 +192,11 @@ def end_message(run: RunDir, outcome: Outcome, report: Path) -> str:
     elif state.get("stopped"):
         what = f"stopped: {state['stopped']}"
     elif evaluation:
-        length, speedup = evaluation.mean_acceptance_length, evaluation.speedup
+        length, speedup, ngram = evaluation.mean_acceptance_length, evaluation.speedup, evaluation.ngram_speedup()
         what = (
             f"finished: mean acceptance length {'not measured' if length is None else f'{length:.2f}'} at "
-            f"k={evaluation.k}, speedup {'not measured' if speedup is None else f'{speedup:.2f}x'}"
+            f"k={evaluation.k}, speedup {'not measured' if speedup is None else f'{speedup:.2f}x'} "
+            f"({'n-gram not measured' if ngram is None else f'n-gram {ngram:.2f}x'})"
         )
     else:
         what = f"ended after the {state.get('phase', 'first')} phase"

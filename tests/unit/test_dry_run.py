@@ -108,7 +108,7 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     assert walk["plan"]["production_load"] == {"load_s": 1320.0, "source": "target.load_time_s in the config"}
 
     servers = {**extract["servers"]["servers"], **phases["evaluate"]["servers"]["servers"]}
-    assert set(servers) == {"extraction", "baseline", "speculative-k3"}
+    assert set(servers) == {"extraction", "baseline", "speculative-k3", "ngram-k3"}
     for name, argv in servers.items():
         assert argv[argv.index("--tensor-parallel-size") + 1] == "8", name
         assert "--trust-remote-code" in argv and "--enable-expert-parallel" in argv, name
@@ -119,6 +119,8 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
         "/runs/dry-run/drafter"
         in servers["speculative-k3"][servers["speculative-k3"].index("--speculative-config") + 1]
     )
+    ngram = json.loads(servers["ngram-k3"][servers["ngram-k3"].index("--speculative-config") + 1])
+    assert ngram["method"] == "ngram" and ngram["num_speculative_tokens"] == 3  # beside the drafter, at its k
     assert "NCCL_SOCKET_IFNAME (environment)" in phases["evaluate"]["servers"]["inherited"]
 
     deploy = phases["deploy"]

@@ -23,6 +23,7 @@ from eyas.tools.settings.sizes import (
     MIN_PROMPT_TOKENS,
     Sizes,
     recorded_sizes,
+    shown_size,
     starting_sizes,
 )
 from pipeline_runs import TINY
@@ -66,12 +67,8 @@ def test_plan_offers_the_sizes_it_plans_with_and_agrees_with_run() -> None:
 def test_the_help_names_both_defaults(command: str) -> None:
     for option in size_options(command):
         assert option.name is not None and option.help is not None
-        assert f"default {shown(getattr(DEFAULT_SIZES, option.name))};" in option.help
-        assert f"{shown(getattr(DEMO, option.name))} on the embedded default" in option.help
-
-
-def shown(value: object) -> str:
-    return f"{value:,}" if isinstance(value, int) else str(value)
+        assert f"default {shown_size(getattr(DEFAULT_SIZES, option.name))};" in option.help
+        assert f"{shown_size(getattr(DEMO, option.name))} on the embedded default" in option.help
 
 
 def test_a_run_starts_from_the_preset_that_fits_its_target() -> None:

@@ -12,7 +12,7 @@ from eyas.agents.faces.report_html.charts import Chart, Series, bar_chart, gantt
 from eyas.agents.faces.report_html.record import RunRecord
 from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
 from eyas.graph.phases.report.headline import headline
-from eyas.graph.phases.report.node import EVALUATION_KEYS, online_caption, online_rows
+from eyas.graph.phases.report.node import EVALUATION_KEYS, SIDE_BY_SIDE, online_caption, online_rows, side_by_side_rows
 from eyas.graph.state import run_plan
 
 JOB_PHASES = ("data", "extract", "vocab", "train", "evaluate")
@@ -95,6 +95,8 @@ def summary(record: RunRecord) -> str:
             [(h(k), *(measured(result, key) for key, _ in measures)) for k, result in results.items()],
         )
         body += "</div>"  # fmt: skip
+        body += f"<h3>Side by side at k={h(evaluation.k)}, on the same prompts and server flags</h3>"
+        body += table(SIDE_BY_SIDE, [tuple(h(cell) for cell in row) for row in side_by_side_rows(evaluation)])
         if not any(result.intervals for result in results.values()):
             body += missing("confidence intervals (this evaluation predates them)")
     else:
@@ -321,12 +323,15 @@ def evaluation(record: RunRecord) -> str:
             errors[f"k={k}"] = ([float(b[0] or 0) for b in bounds], [float(b[1] or 0) for b in bounds])
     chart = bar_chart("eval-pos", "Acceptance by draft position", categories, groups, "acceptance rate", errors)
     body = figure(chart, "Acceptance per position for each k" + (" (95% intervals)" if errors else ""))
-    speeds: dict[str, list[float]] = {"baseline": [], "speculative": []}
-    for result in results.values():
-        speeds["baseline"].append(result.tokens_per_s_baseline or 0.0)
-        speeds["speculative"].append(result.tokens_per_s_speculative or 0.0)
+    speeds: dict[str, list[float]] = {"target alone": [], "n-gram": [], "drafter": []}
+    for k, result in results.items():
+        ngram = evaluation.ngram_at(k)
+        speeds["target alone"].append(result.tokens_per_s_baseline or 0.0)
+        speeds["n-gram"].append((ngram.tokens_per_s_speculative or 0.0) if ngram else 0.0)
+        speeds["drafter"].append(result.tokens_per_s_speculative or 0.0)
     chart = bar_chart("eval-tps", "Decode speed", [f"k={k}" for k in results], speeds, "tokens/s")
-    body += figure(chart, "Tokens per second without and with the drafter")
+    unmeasured = "" if evaluation.ngram else "; n-gram not measured"
+    body += figure(chart, f"Tokens per second: the target alone, n-gram speculation and the drafter{unmeasured}")
     return section("evaluation", "Evaluation", body)
 
 

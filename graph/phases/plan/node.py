@@ -150,12 +150,12 @@ def _measure(ctx: RunContext, figures: Figures) -> Measured:
 
 
 def evaluation_hours(state: RunState, load_s: float, tok_s: float | None) -> float | None:
-    """Two servers (the baseline and the drafter's), each loading like production and answering every held-out
-    prompt; None without a measured throughput."""
+    """Two servers (the baseline and the drafter's), three with n-gram speculation beside them (eval_ngram), each
+    loading like production and answering every held-out prompt; None without a measured throughput."""
     if tok_s is None:
         return None
     sizes = run_sizes(state)
-    return 2 * (load_s + sizes.held_out * sizes.eval_max_tokens / tok_s) / 3600
+    return (3 if sizes.eval_ngram else 2) * (load_s + sizes.held_out * sizes.eval_max_tokens / tok_s) / 3600
 
 
 def production_load(ctx: RunContext, state: RunState, model_bytes: int | None) -> tuple[float, str]:
