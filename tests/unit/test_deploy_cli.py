@@ -159,12 +159,10 @@ def faster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Producti
 @pytest.fixture
 def faster_than_ngram(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Production]:
     """Production five times as fast with the drafter, whose evaluation measured n-gram speculation at 1.2x."""
-    evaluation = {
-        "k": DEMO.num_speculative_tokens,
-        "mean_acceptance_length": 3.0,
-        "speedup": 4.0,
-        "ngram": {str(DEMO.num_speculative_tokens): {"k": DEMO.num_speculative_tokens, "speedup": 1.2}},
-    }
+    k = DEMO.num_speculative_tokens
+    evaluation = {"k": k, "prompts": 16, "mean_acceptance_length": 3.0, "speedup": 4.0, "tokens_per_s_baseline": 10.0,
+                  "tokens_per_s_speculative": 40.0,
+                  "ngram": {str(k): {"k": k, "speedup": 1.2, "tokens_per_s_speculative": 12.0}}}  # fmt: skip
     yield from production_at(tmp_path, monkeypatch, without_s=0.1, with_s=0.02, evaluation=evaluation)  # fmt: skip
 
 
@@ -316,8 +314,13 @@ def test_production_is_held_to_n_gram_speculations_evaluated_speedup_by_the_marg
     faster_than_ngram: Production,
 ) -> None:
     """Production's own counters measure the drafter against the target alone; n-gram's bar comes from the run's
-    evaluation: five times as fast, but short of n-gram's 1.2x plus a margin of 10, is a rollback that names n-gram
-    with the figures (production's rule in words is test_deploy_judge.py's)."""
+    evaluation (which `eyas status` shows beside the other two): five times as fast, but short of n-gram's 1.2x plus
+    a margin of 10, is a rollback that names n-gram with the figures (the rule itself: test_deploy_judge.py)."""
+    status = eyas("status", RUN)  # the three side by side, as the evaluation measured them
+    assert f"evaluated at k={DEMO.num_speculative_tokens} on 16 held-out prompts, side by side:" in status.output
+    assert "  target alone: 10.0 tokens/s\n" in status.output
+    assert "  n-gram: 12.0 tokens/s, no drafts accepted, speedup 1.20x\n" in status.output
+    assert "  drafter: 40.0 tokens/s, acceptance length 3.00, speedup 4.00x\n" in status.output
     dry = eyas("deploy", RUN, "--dry-run")
     assert "and >= 1.25x (n-gram speculation's evaluated 1.20x plus the margin 0.05)" in dry.output, dry.output
     ran = eyas("deploy", RUN, "--yes", "--probe-requests", "2", "--ngram-margin", "10")

@@ -323,15 +323,16 @@ def evaluation(record: RunRecord) -> str:
             errors[f"k={k}"] = ([float(b[0] or 0) for b in bounds], [float(b[1] or 0) for b in bounds])
     chart = bar_chart("eval-pos", "Acceptance by draft position", categories, groups, "acceptance rate", errors)
     body = figure(chart, "Acceptance per position for each k" + (" (95% intervals)" if errors else ""))
-    speeds: dict[str, list[float]] = {"target alone": [], "n-gram": [], "drafter": []}
-    for k, result in results.items():
-        ngram = evaluation.ngram_at(k)
-        speeds["target alone"].append(result.tokens_per_s_baseline or 0.0)
-        speeds["n-gram"].append((ngram.tokens_per_s_speculative or 0.0) if ngram else 0.0)
-        speeds["drafter"].append(result.tokens_per_s_speculative or 0.0)
+    ngrams = {k: evaluation.ngram_at(k) for k in results} if evaluation.ngram else {}  # none: not measured
+    speeds = {
+        "target alone": [result.tokens_per_s_baseline or 0.0 for result in results.values()],
+        **({"n-gram": [(ngram.tokens_per_s_speculative or 0.0) if ngram else 0.0 for ngram in ngrams.values()]}
+           if ngrams else {}),
+        "drafter": [result.tokens_per_s_speculative or 0.0 for result in results.values()],
+    }  # fmt: skip
     chart = bar_chart("eval-tps", "Decode speed", [f"k={k}" for k in results], speeds, "tokens/s")
-    unmeasured = "" if evaluation.ngram else "; n-gram not measured"
-    body += figure(chart, f"Tokens per second: the target alone, n-gram speculation and the drafter{unmeasured}")
+    which = "the target alone, n-gram speculation and the drafter" if ngrams else "the target alone and the drafter"
+    body += figure(chart, f"Tokens per second: {which}" + ("" if ngrams else " (n-gram not measured)"))
     return section("evaluation", "Evaluation", body)
 
 
