@@ -291,4 +291,9 @@ def check_the_small_disk_run(run: Path, train_log: Path, peak: int) -> None:
     assert set(trained.values()) == {1} and len(trained) == int(extracted["files"] * 0.9)
     evaluation = json.loads(artifacts["evaluation"].read_text())
     assert evaluation["drafts"] > 0 and evaluation["outputs_identical"], evaluation  # vLLM served it
-    assert "## Online hidden states" in (run / "report.md").read_text()
+    # The run's evaluation measures n-gram speculation too (eval_ngram, on by default), at the drafter's k and on the
+    # same prompts and flags: greedy output unchanged, its speed beside the drafter's in the report.
+    ngram = evaluation["ngram"][str(evaluation["k"])]
+    assert ngram["outputs_identical"] and ngram["speedup"] > 0 and ngram["prompts"] == evaluation["prompts"], ngram
+    markdown = (run / "report.md").read_text()
+    assert "## Online hidden states" in markdown and f"| n-gram | {ngram['tokens_per_s_speculative']:.3f} |" in markdown

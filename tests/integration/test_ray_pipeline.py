@@ -27,7 +27,8 @@ SAMPLES = 24  # TINY's
 # The evaluation shows that vLLM serves the drafter the two nodes trained, at the least that measures it: that the
 # pair trains (the loss goes down) is test_ray_train's, and what acceptance a recipe reaches is test_drafter_e2e's
 # ceiling. At 12 prompts of 64 tokens it was half of this test's time (two servers at 10 tokens/s, one prompt at a
-# time), and TINY's two-node drafter accepted 0 to 15 of about 650 drafts.
+# time), and TINY's two-node drafter accepted 0 to 15 of about 650 drafts. Without n-gram speculation's server
+# (--no-eval-ngram, the switch a run turns it off with): test_online_train's run measures it through the pipeline.
 HELD_OUT, EVAL_TOKENS = 4, 16
 
 
@@ -73,7 +74,7 @@ def test_a_run_on_ray_shards_every_phase_and_resumes_after_kill_9_without_a_seco
     config.write_text(config_text(embedded_target, ray_cluster, tmp_path / "work"))
     runs = tmp_path / "runs"
     sizes = [*TINY, "--held-out", str(HELD_OUT), "--eval-max-tokens", str(EVAL_TOKENS), "--extraction-backend", "hf",
-             "--prompts", "shipped"]  # fmt: skip
+             "--prompts", "shipped", "--no-eval-ngram"]  # fmt: skip
     first = start(embedded_target, runs, "run", "--config", str(config), "--auto-approve", *sizes)
     wait_for(lambda: run_started(runs), timeout=120, what="the run's run.json")
     run = only_run(runs)
@@ -110,3 +111,4 @@ def test_a_run_on_ray_shards_every_phase_and_resumes_after_kill_9_without_a_seco
     assert {"config.json", "model.safetensors", "metrics.jsonl"} <= {path.name for path in drafter.iterdir()}
     evaluation = json.loads(Path(artifacts["evaluation"]).read_text())
     assert evaluation["outputs_identical"] and evaluation["drafts"] > 0, evaluation  # vLLM served it
+    assert "ngram" not in evaluation and state["sizes"]["eval_ngram"] is False  # switched off: no n-gram server
