@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
+from eyas.graph.phases.report.drafter_card import evaluation_lines
 from eyas.graph.phases.report.node import side_by_side_rows
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "runs" / "examples" / "full-pipeline" / "evaluation.json"
@@ -63,3 +64,9 @@ def test_the_three_side_by_side_and_an_evaluation_without_n_gram_says_so() -> No
     assert side_by_side_rows(after)[1] == ("n-gram", "12.250", "n/a", "1.100")
     assert side_by_side_rows(after)[0][3] == "1 (the reference)"
     assert after.model_dump(mode="json")["ngram"][k]["speedup"] == 1.1  # kept as evaluate.py wrote it
+    # The drafter's model card says how n-gram did beside it, or that it was not measured.
+    assert (
+        evaluation_lines(after)[-1]
+        == "- n-gram speculation (no drafter): 12.2 tokens/s, no drafts accepted, speedup 1.10x"
+    )
+    assert evaluation_lines(before)[-1] == "- n-gram speculation (no drafter): not measured"
