@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from eyas.graph.phases.evaluate.record import Evaluation
+from eyas.graph.phases.evaluate.record import evaluated_ngram
 from eyas.tools.errors import ConfigError
 from eyas.tools.planning.estimate import PromptSupply, supply_verdict
 from eyas.tools.recording.redact import Redactor
@@ -213,8 +213,7 @@ def judge_deploy(policy: Policy, evaluation: dict[str, Any] | None) -> Verdict:
         f"evaluation speedup {shown} {'reaches' if within else 'is under'} the threshold {policy.deploy_min_speedup:g}x"
         + ("" if within else " (lost to the target alone)")
     )
-    ngram = Evaluation.model_validate(evaluation).ngram_speedup() if evaluation else None
-    beats, said = against_ngram(speedup, ngram, policy.deploy_ngram_margin)
+    beats, said = against_ngram(speedup, evaluated_ngram(evaluation), policy.deploy_ngram_margin)
     (passed if beats else blockers).append(f"evaluation {said}" if beats else f"evaluation lost to n-gram: {said}")
     return Verdict(approve=not blockers, reasons=blockers + passed)
 

@@ -204,7 +204,8 @@ def deploy_command(
     After an error, production is untouched unless the message says otherwise.
     """
     from eyas.graph.life.runner import read_run
-    from eyas.graph.phases.deploy.node import evaluated_ngram, expected_restart, keep_rule, planned_change, steps
+    from eyas.graph.phases.deploy.node import expected_restart, keep_rule, planned_change, steps
+    from eyas.graph.phases.evaluate.record import evaluated_ngram
     from eyas.graph.state import RunState, run_sizes
 
     run = open_run(run_id)

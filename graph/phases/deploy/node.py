@@ -21,7 +21,7 @@ from langgraph.types import interrupt
 
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import RECORD, log_stop, restore, stop_start_commands, summary, write_record
-from eyas.graph.phases.evaluate.record import Evaluation
+from eyas.graph.phases.evaluate.record import Evaluation, evaluated_ngram
 from eyas.graph.phases.plan.node import production_load
 from eyas.graph.policy import Policy, judge_deploy
 from eyas.graph.runs import RunDir
@@ -96,11 +96,6 @@ def keep_rule(thresholds: Thresholds, ngram_speedup: float | None) -> str:
         f"{rule} and >= {needed:.2f}x (n-gram speculation's evaluated {ngram_speedup:.2f}x plus the margin "
         f"{thresholds.ngram_margin:g})"
     )
-
-
-def evaluated_ngram(evaluation: dict[str, Any] | None) -> float | None:
-    """n-gram speculation's speedup in the evaluation at the drafter's k; None where it was not measured."""
-    return Evaluation.model_validate(evaluation).ngram_speedup() if evaluation else None
 
 
 def steps(

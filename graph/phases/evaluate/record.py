@@ -115,6 +115,12 @@ class Evaluation(Record):
         return getattr(self, measure, None)
 
 
+def evaluated_ngram(evaluation: Mapping[str, Any] | None) -> float | None:
+    """n-gram speculation's speedup in evaluate.py's JSON at the drafter's k (the deploy's bar); None where it was
+    not measured."""
+    return Evaluation.model_validate(evaluation).ngram_speedup() if evaluation else None
+
+
 def run_evaluation(state: Mapping[str, Any]) -> Evaluation | None:
     """The run's evaluation, typed; None before the evaluate phase ended."""
     recorded = state.get("evaluation")
