@@ -8,10 +8,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from eyas.graph.phases.evaluate.record import evaluated_ngram
 from eyas.tools.errors import ConfigError
 from eyas.tools.planning.estimate import PromptSupply, supply_verdict
 from eyas.tools.recording.redact import Redactor
-from eyas.tools.service.deploy import Thresholds
+from eyas.tools.service.deploy import Thresholds, against_ngram
 from eyas.tools.settings.config import format_validation_error
 from eyas.tools.settings.local_files import UnreadableFile, read_text_file
 
@@ -54,6 +55,10 @@ class Policy(BaseModel):
         _THRESHOLD["min_speedup"], gt=0,
         description="tokens/s production serves with the drafter over tokens/s before it, to keep the drafter",
     )  # fmt: skip
+    deploy_ngram_margin: float = Field(
+        _THRESHOLD["ngram_margin"], ge=0,
+        description="how far the drafter's speedup must exceed n-gram speculation's (evaluated on the same prompts)",
+    )  # fmt: skip
     deploy_probe_requests: int = Field(
         _THRESHOLD["probe_requests"], gt=0, description="probe requests per deploy measurement window"
     )
@@ -95,6 +100,7 @@ class Policy(BaseModel):
         return Thresholds(
             min_acceptance_length=self.deploy_min_acceptance_length,
             min_speedup=self.deploy_min_speedup,
+            ngram_margin=self.deploy_ngram_margin,
             probe_requests=self.deploy_probe_requests,
         )
 
@@ -185,7 +191,8 @@ def _judge_production(policy: Policy, estimate: PhaseEstimate, blockers: list[st
 
 def judge_deploy(policy: Policy, evaluation: dict[str, Any] | None) -> Verdict:
     """The deploy gate's verdict: "auto" approves when the evaluation reached the thresholds production's counters
-    will be held to; "ask" never approves (a person decides), but says how the evaluation compares."""
+    will be held to, against the target alone and against n-gram speculation on the same prompts (where measured);
+    "ask" never approves (a person decides), but says how the evaluation compares."""
     blockers: list[str] = []
     passed: list[str] = []
     if policy.deploy == "ask":
@@ -204,7 +211,10 @@ def judge_deploy(policy: Policy, evaluation: dict[str, Any] | None) -> Verdict:
     shown = f"{speedup:.2f}x" if speedup is not None else "unknown"
     (passed if within else blockers).append(
         f"evaluation speedup {shown} {'reaches' if within else 'is under'} the threshold {policy.deploy_min_speedup:g}x"
+        + ("" if within else " (lost to the target alone)")
     )
+    beats, said = against_ngram(speedup, evaluated_ngram(evaluation), policy.deploy_ngram_margin)
+    (passed if beats else blockers).append(f"evaluation {said}" if beats else f"evaluation lost to n-gram: {said}")
     return Verdict(approve=not blockers, reasons=blockers + passed)
 
 

@@ -80,7 +80,8 @@ class ChatPipeline:
         if evaluation := run_evaluation(state):
             lines.append(
                 f"evaluation: mean acceptance length {evaluation.mean_acceptance_length} at "
-                f"k={evaluation.k}, speedup {evaluation.speedup}"
+                f"k={evaluation.k}, speedup {evaluation.speedup}; n-gram speculation's speedup "
+                f"{evaluation.ngram_speedup() or 'not measured'}"
             )
         rows, unreadable = job_rows(self.run, state)
         if unreadable:

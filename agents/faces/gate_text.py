@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from eyas.graph.gates.view import ClusterView, GateEstimate, GateView, ProductionEntry
 from eyas.tools.planning.estimate import format_hours, supply_verdict
 from eyas.tools.planning.gpu_budget import gpu_phrase
+from eyas.tools.settings.sizes import typed_size
 from eyas.tools.settings.units import format_size
 
 
@@ -34,7 +35,7 @@ class Section:
 
 def gate_sections(view: GateView) -> list[Section]:
     """Every part the view has, in the order the operator reads it; a part this gate lacks is left out."""
-    sizes = ", ".join(f"{key}={value}" for key, value in view.sizes.items())
+    sizes = ", ".join(f"{key}={typed_size(value)}" for key, value in view.sizes.items())
     checks = [
         Line(f"verify {name}", f"{check.status}: {check.message}", alarm=check.status == "fail")
         for name, check in view.verification.items()

@@ -47,6 +47,8 @@ def test_a_policy_that_skips_the_deploy_ends_the_run_with_its_evaluation(tmp_pat
     assert '**Outcome:** not deployed: the policy\'s deploy = "skip"' in state["report"]
     assert "The drafter measured mean acceptance length 1.40 at k=3, speedup 1.10x" in state["report"]
     assert "**Drafter not deployed (skipped):**" in state["report"]
+    # An evaluation without n-gram figures (from before they were measured, or --no-eval-ngram) says so.
+    assert "| n-gram | n-gram not measured | n/a | n/a |" in state["report"]
 
 
 def test_an_approved_deploy_to_a_service_eyas_cannot_read_fails_before_touching_it(tmp_path: Path) -> None:
@@ -56,6 +58,8 @@ def test_an_approved_deploy_to_a_service_eyas_cannot_read_fails_before_touching_
     assert view["choices"] == ["approve", "reject"] and view["deploy"]["error"].startswith("the deploy cannot be made")
     assert not view["policy"]["approve"] and view["policy"]["reasons"].startswith("the deploy cannot be made")
     assert view["estimate"]["evaluation mean acceptance length"] == "1.400"
+    assert view["estimate"]["evaluation n-gram"] == "n-gram not measured"
+    assert "evaluation n-gram not measured" in view["policy"]["reasons"]
     deploy = outcome.state["deploy"]
     assert outcome.finished and deploy["status"] == "failed" and "production untouched" in deploy["reason"]
     assert not (tmp_path / "runs" / "evaluated" / "production-stopped.json").exists()

@@ -173,8 +173,9 @@ RUN = "online-small-disk"
 # the whole data set's hidden states, so no volume would make online training the one that fits.
 WINDOW = ["--online-window", "2"]
 # TINY with an evaluation just long enough to show that vLLM serves the drafter, and `vllm bench serve` at its
-# smallest: one request at concurrency 1, TINY's 4 at 4 (--bench-prompts 1), on each of the two servers.
-RUN_SIZES = [*TINY, *WINDOW, "--held-out", "4", "--eval-max-tokens", "16", "--bench-prompts", "1"]
+# smallest: one request at concurrency 1, TINY's 4 at 4 (--bench-prompts 1), on each of the two servers, and n-gram
+# speculation beside the drafter (which TINY leaves out).
+RUN_SIZES = [*TINY, *WINDOW, "--held-out", "4", "--eval-max-tokens", "16", "--bench-prompts", "1", "--eval-ngram"]
 # TINY as `eyas plan` takes it: the sizes that shape the plan, not how a run polls or how many requests it sends.
 PLAN_SIZES = [
     *(word for flag, value in zip(TINY[::2], TINY[1::2], strict=True)
@@ -302,3 +303,8 @@ def check_the_small_disk_run(run: Path, train_log: Path, peak: int) -> None:
     assert set(bench["speedup"]["speculative-k3"]) == {"1", "4"}
     report = (run / "report.md").read_text()
     assert "## Online hidden states" in report and "### Latency under load" in report
+    # The run's evaluation measures n-gram speculation too, at the drafter's k and on the same prompts and flags:
+    # greedy output unchanged, its speed beside the drafter's in the report.
+    ngram = evaluation["ngram"][str(evaluation["k"])]
+    assert ngram["outputs_identical"] and ngram["speedup"] > 0 and ngram["prompts"] == evaluation["prompts"], ngram
+    assert f"| n-gram | {ngram['tokens_per_s_speculative']:.3f} |" in report

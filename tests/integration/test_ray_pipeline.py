@@ -27,7 +27,7 @@ SAMPLES = 24  # TINY's
 # The evaluation shows that vLLM serves the drafter the two nodes trained, at the least that measures it: that the
 # pair trains (the loss goes down) is test_ray_train's, and what acceptance a recipe reaches is test_drafter_e2e's
 # ceiling. At 12 prompts of 64 tokens it was half of this test's time (two servers at 10 tokens/s, one prompt at a
-# time), and TINY's two-node drafter accepted 0 to 15 of about 650 drafts.
+# time), and TINY's two-node drafter accepted 0 to 15 of about 650 drafts. TINY measures no n-gram speculation.
 HELD_OUT, EVAL_TOKENS = 4, 16  # and no `vllm bench serve` (test_online_train's evaluation runs it)
 
 
@@ -110,3 +110,4 @@ def test_a_run_on_ray_shards_every_phase_and_resumes_after_kill_9_without_a_seco
     assert {"config.json", "model.safetensors", "metrics.jsonl"} <= {path.name for path in drafter.iterdir()}
     evaluation = json.loads(Path(artifacts["evaluation"]).read_text())
     assert evaluation["outputs_identical"] and evaluation["drafts"] > 0, evaluation  # vLLM served it
+    assert "ngram" not in evaluation and state["sizes"]["eval_ngram"] is False  # switched off: no n-gram server

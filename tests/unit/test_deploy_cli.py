@@ -125,10 +125,10 @@ class Production:
 
 
 def production_at(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, without_s: float, with_s: float
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, without_s: float, with_s: float, evaluation: dict | None = None
 ) -> Iterator[Production]:
-    """A run whose evaluation has just ended (its state as monitor_evaluate leaves it), the production unit, and
-    vLLM's stand-in at the unit's port."""
+    """A run whose evaluation has just ended (its state as monitor_evaluate leaves it, with `evaluation` as
+    evaluate.py wrote it), the production unit, and vLLM's stand-in at the unit's port."""
     monkeypatch.setenv("EYAS_RUNS_DIR", str(tmp_path / "runs"))
     vllm = VllmStandIn(without_s, with_s)
     target = EmbeddedTarget(tmp_path / "cache", port=vllm.port)
@@ -139,7 +139,8 @@ def production_at(
     run = RunDir(tmp_path / "runs" / RUN)
     run.write_meta(run_meta(ConfigSource(None, "a test", target), None, DEMO))
     values = {"run_id": RUN, "sizes": DEMO.model_dump(), "decisions": [], "plan": {"verdict": "fits"},
-              "artifacts": {"drafter": str(target.workdir / "runs" / RUN / "drafter")}}  # fmt: skip
+              "artifacts": {"drafter": str(target.workdir / "runs" / RUN / "drafter")},
+              **({"evaluation": evaluation} if evaluation else {})}  # fmt: skip
     with checkpointer(run) as saver:
         build_graph(saver).update_state(thread(run), values, as_node="monitor_evaluate")
     try:
@@ -153,6 +154,16 @@ def production_at(
 def faster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Production]:
     """Production that serves about five times the tokens/s with the drafter."""
     yield from production_at(tmp_path, monkeypatch, without_s=0.1, with_s=0.02)
+
+
+@pytest.fixture
+def faster_than_ngram(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Production]:
+    """Production five times as fast with the drafter, whose evaluation measured n-gram speculation at 1.2x."""
+    k = DEMO.num_speculative_tokens
+    evaluation = {"k": k, "prompts": 16, "mean_acceptance_length": 3.0, "speedup": 4.0, "tokens_per_s_baseline": 10.0,
+                  "tokens_per_s_speculative": 40.0,
+                  "ngram": {str(k): {"k": k, "speedup": 1.2, "tokens_per_s_speculative": 12.0}}}  # fmt: skip
+    yield from production_at(tmp_path, monkeypatch, without_s=0.1, with_s=0.02, evaluation=evaluation)  # fmt: skip
 
 
 @pytest.fixture
@@ -282,9 +293,10 @@ def test_a_drafter_that_makes_production_slower_is_rolled_back_by_default(slower
     assert (said["kept"], said["result"]["reason"]) == (False, result.reason)
     assert not result.kept and result.speedup is not None and result.speedup < 0.6, result
     assert result.after is not None and result.after.mean_acceptance_length == 3.0  # accepted, but slower
-    assert result.reason.startswith(f"speedup {result.speedup:.2f}x is under the threshold 1x (")
+    lost = f"lost to the target alone: speedup {result.speedup:.2f}x is under the threshold 1x ("
+    assert result.reason.startswith(lost)
     assert "lower deploy_min_speedup in the policy file" in result.reason and "--min-speedup" in result.reason
-    assert "drafter rolled back: speedup" in ran.output
+    assert "drafter rolled back: lost to the target alone: speedup" in ran.output
     assert not slower.drop_in.exists() and slower.running_argv() == PRODUCTION_ARGV
 
     # The operator who wants it anyway lowers the threshold.
@@ -296,3 +308,27 @@ def test_a_bad_threshold_is_one_paragraph(faster: Production) -> None:
     ran = eyas("deploy", RUN, "--yes", "--min-speedup", "-1")
     assert ran.code == 2 and "Those thresholds are not valid: min_speedup" in ran.output, ran.output
     assert ran.output.count("error:") == 1 and faster.vllm.completions == 0
+
+
+def test_production_is_held_to_n_gram_speculations_evaluated_speedup_by_the_margin(
+    faster_than_ngram: Production,
+) -> None:
+    """Production's own counters measure the drafter against the target alone; n-gram's bar comes from the run's
+    evaluation (which `eyas status` shows beside the other two): five times as fast, but short of n-gram's 1.2x plus
+    a margin of 10, is a rollback that names n-gram with the figures (the rule itself: test_deploy_judge.py)."""
+    status = eyas("status", RUN)  # the three side by side, as the evaluation measured them
+    assert f"evaluated at k={DEMO.num_speculative_tokens} on 16 held-out prompts, side by side:" in status.output
+    assert "  target alone: 10.0 tokens/s\n" in status.output
+    assert "  n-gram: 12.0 tokens/s, no drafts accepted, speedup 1.20x\n" in status.output
+    assert "  drafter: 40.0 tokens/s, acceptance length 3.00, speedup 4.00x\n" in status.output
+    dry = eyas("deploy", RUN, "--dry-run")
+    assert "and >= 1.25x (n-gram speculation's evaluated 1.20x plus the margin 0.05)" in dry.output, dry.output
+    ran = eyas("deploy", RUN, "--yes", "--probe-requests", "2", "--ngram-margin", "10")
+    assert ran.code == ExitCode.ROLLED_BACK, ran.output
+    result = DeployResult.model_validate_json((faster_than_ngram.run.root / "deploy.json").read_text())
+    assert result.speedup is not None and result.speedup > 1.5 and "target alone" not in result.reason, result
+    assert result.reason == (
+        f"lost to n-gram speculation: speedup {result.speedup:.2f}x does not beat n-gram's 1.20x by the margin 10 "
+        "(needs 11.20x) (deploy_ngram_margin in the policy, --ngram-margin)"
+    )
+    assert not faster_than_ngram.drop_in.exists() and faster_than_ngram.running_argv() == PRODUCTION_ARGV

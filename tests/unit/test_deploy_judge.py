@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eyas.agents.faces.report_html.page import render_html
-from eyas.graph.phases.deploy.node import outcome
+from eyas.graph.phases.deploy.node import keep_rule, outcome
 from eyas.graph.phases.report.node import deploy_section, with_deploy
 from eyas.graph.policy import Policy, judge_deploy
 from eyas.tools.launch.unit_file import parse_unit_file
@@ -34,7 +34,9 @@ def test_under_the_acceptance_threshold_or_without_counters_is_rolled_back() -> 
     kept, reason, _ = judge(before, probe(20.0, 1.2), thresholds)
     assert not kept and reason == "mean acceptance length 1.20 is under the threshold 1.5"
     kept, reason, _ = judge(before, probe(10.5, 2.1), thresholds)
-    assert not kept and reason.startswith("speedup 1.05x is under the threshold 1.1x (10.5 tokens/s with the drafter")
+    assert not kept and reason.startswith(
+        "lost to the target alone: speedup 1.05x is under the threshold 1.1x (10.5 tokens/s with the drafter"
+    )
     kept, reason, _ = judge(before, probe(20.0, None), thresholds)
     assert not kept and "no speculative-decoding counters" in reason
 
@@ -45,22 +47,22 @@ def test_by_default_a_drafter_that_makes_production_slower_is_rolled_back_and_th
     kept, reason, speedup = judge(before, probe(8.6, 1.9), Thresholds())
     assert not kept and speedup == pytest.approx(8.6 / 11.8)
     assert reason == (
-        "speedup 0.73x is under the threshold 1x (8.6 tokens/s with the drafter, 11.8 without); to keep a drafter "
-        "slower than that, lower deploy_min_speedup in the policy file (`eyas run --policy FILE`) or pass "
-        "--min-speedup to `eyas deploy RUN`"
+        "lost to the target alone: speedup 0.73x is under the threshold 1x (8.6 tokens/s with the drafter, 11.8 "
+        "without); to keep a drafter slower than that, lower deploy_min_speedup in the policy file (`eyas run "
+        "--policy FILE`) or pass --min-speedup to `eyas deploy RUN`"
     )
     kept, reason, _ = judge(before, probe(8.6, 1.06), Thresholds())
-    assert not kept and reason.startswith("mean acceptance length 1.06 is under the threshold 1.2; speedup 0.73x is ")
+    assert not kept and reason.startswith("mean acceptance length 1.06 is under the threshold 1.2; lost to the target ")
     # As fast as without it (1.0x) is kept, faster is kept; both figures are in the reason.
     kept, reason, _ = judge(before, probe(11.8, 1.9), Thresholds())
     assert kept and reason.endswith(
-        "speedup 1.00x reaches the threshold 1x (11.8 tokens/s with the drafter, 11.8 without)"
+        "speedup 1.00x reaches the threshold 1x (11.8 tokens/s with the drafter, 11.8 without); n-gram not measured"
     )
     kept, reason, _ = judge(before, probe(17.7, 1.9), Thresholds())
     assert kept and reason.startswith("mean acceptance length 1.90 reaches the threshold 1.2; speedup 1.50x reaches")
     # No rate measured before the drafter: a speedup nobody measured does not keep it.
     kept, reason, _ = judge(probe(0.0, None), probe(17.7, 1.9), Thresholds())
-    assert not kept and reason.startswith("speedup unknown is under the threshold 1x")
+    assert not kept and reason.startswith("lost to the target alone: speedup unknown is under the threshold 1x")
 
 
 def test_the_drop_in_clears_exec_start_and_sets_only_the_speculative_config() -> None:
@@ -106,15 +108,19 @@ def test_the_deploy_gate_policy_asks_by_default_and_auto_approves_only_at_the_th
     assert not asked.approve and asked.reasons[0].startswith('the policy\'s deploy = "ask"')
     assert "evaluation mean acceptance length 1.60 reaches the threshold 1.2" in asked.reasons
     assert "evaluation speedup 1.05x reaches the threshold 1x" in asked.reasons
+    assert "evaluation n-gram not measured" in asked.reasons  # an evaluation without n-gram figures still judges
     assert judge_deploy(Policy(deploy="auto"), evaluation).approve
     slow = judge_deploy(Policy(deploy="auto", deploy_min_speedup=1.1), evaluation)
     assert not slow.approve and slow.reasons == [
-        "evaluation speedup 1.05x is under the threshold 1.1x",
+        "evaluation speedup 1.05x is under the threshold 1.1x (lost to the target alone)",
         "evaluation mean acceptance length 1.60 reaches the threshold 1.2",
+        "evaluation n-gram not measured",
     ]
     # By default an evaluation that measured the drafter slower, or measured no speedup, is not approved unattended.
     slower = judge_deploy(Policy(deploy="auto"), {"mean_acceptance_length": 1.6, "speedup": 0.8})
-    assert not slower.approve and slower.reasons[0] == "evaluation speedup 0.80x is under the threshold 1x"
+    assert not slower.approve and slower.reasons[0] == (
+        "evaluation speedup 0.80x is under the threshold 1x (lost to the target alone)"
+    )
     assert not judge_deploy(Policy(deploy="auto"), {"mean_acceptance_length": 1.6}).approve
     assert not judge_deploy(Policy(deploy="auto"), {"mean_acceptance_length": 1.1, "speedup": 1.2}).approve
     assert not judge_deploy(Policy(deploy="auto"), None).approve
@@ -132,3 +138,61 @@ def test_a_deploy_that_did_not_change_production_says_why_in_the_report() -> Non
     lines = "\n".join(deploy_section(rejected, None))
     assert lines.startswith("## Deploy") and "**Drafter not deployed (rejected):** rejected at the deploy gate" in lines
     assert f"Production runs: `{shlex.join(argv)}`" in lines
+
+
+def test_production_keeps_the_drafter_only_when_it_beats_the_target_alone_and_n_gram_by_the_margin() -> None:
+    """Production's counters give the drafter's speedup over the target alone; n-gram speculation's is the one the
+    evaluation measured on the same prompts and flags, and the drafter must exceed it by the policy's margin."""
+    before, thresholds = probe(10.0, None), Thresholds(ngram_margin=0.1)
+    kept, reason, _ = judge(before, probe(15.0, 1.9), thresholds, ngram_speedup=1.3)
+    assert kept and reason.endswith("speedup 1.50x beats n-gram's 1.30x by the margin 0.1 (needs 1.40x)")
+    # Faster than the target alone, but within the margin of n-gram: rolled back, naming n-gram and its figures.
+    kept, reason, speedup = judge(before, probe(13.5, 1.9), thresholds, ngram_speedup=1.3)
+    assert not kept and speedup == pytest.approx(1.35)
+    assert reason == (
+        "lost to n-gram speculation: speedup 1.35x does not beat n-gram's 1.30x by the margin 0.1 (needs 1.40x) "
+        "(deploy_ngram_margin in the policy, --ngram-margin)"
+    )
+    # Slower than both: each baseline it lost to is named.
+    kept, reason, _ = judge(before, probe(9.0, 1.9), thresholds, ngram_speedup=1.3)
+    assert not kept and reason.startswith("lost to the target alone: speedup 0.90x is under the threshold 1x")
+    assert "; lost to n-gram speculation: speedup 0.90x does not beat n-gram's 1.30x" in reason
+    # n-gram drafting slower than the target alone still sets the bar at its speedup plus the margin.
+    assert judge(before, probe(10.0, 1.9), thresholds, ngram_speedup=0.8)[0] is True
+    assert judge(before, probe(10.0, 1.9), Thresholds(ngram_margin=0.3), ngram_speedup=0.8)[0] is False
+
+
+def test_the_gate_policy_refuses_a_drafter_that_does_not_beat_n_gram_in_the_evaluation() -> None:
+    def evaluation(speedup: float, ngram: float | None) -> dict:
+        measured = {"k": 3, "mean_acceptance_length": 1.8, "speedup": speedup, "tokens_per_s_baseline": 10.0}
+        if ngram is not None:
+            measured["ngram"] = {"3": {"k": 3, "speedup": ngram, "tokens_per_s_speculative": 10.0 * ngram}}
+        return measured
+
+    auto = Policy(deploy="auto", deploy_ngram_margin=0.1)
+    beaten = judge_deploy(auto, evaluation(1.2, 1.15))
+    assert not beaten.approve and beaten.reasons == [
+        "evaluation lost to n-gram: speedup 1.20x does not beat n-gram's 1.15x by the margin 0.1 (needs 1.25x)",
+        "evaluation mean acceptance length 1.80 reaches the threshold 1.2",
+        "evaluation speedup 1.20x reaches the threshold 1x",
+    ]
+    passed = judge_deploy(auto, evaluation(1.3, 1.15))
+    assert passed.approve and "evaluation speedup 1.30x beats n-gram's 1.15x by the margin 0.1 (needs 1.25x)" in (
+        passed.reasons
+    )
+    # n-gram measured at another k only (not the drafter's) is no comparison: said as not measured.
+    other_k = {**evaluation(1.2, None), "ngram": {"5": {"k": 5, "speedup": 2.0}}}
+    assert (
+        judge_deploy(auto, other_k).approve and "evaluation n-gram not measured" in judge_deploy(auto, other_k).reasons
+    )
+    # One default, the deploy's own, which the policy carries into the thresholds it hands the deploy.
+    assert Policy().deploy_ngram_margin == Thresholds().ngram_margin
+    assert auto.deploy_thresholds().ngram_margin == 0.1
+
+
+def test_the_keep_rule_states_the_n_gram_bar_or_that_n_gram_was_not_measured() -> None:
+    thresholds = Thresholds(min_speedup=1.0, ngram_margin=0.05)
+    assert keep_rule(thresholds, 1.2).endswith(
+        "and >= 1.25x (n-gram speculation's evaluated 1.20x plus the margin 0.05)"
+    )
+    assert keep_rule(thresholds, None).endswith("(tokens/s with the drafter over without); n-gram not measured")

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from eyas.graph.phases.plan.node import evaluation_hours
+from eyas.tools.settings.sizes import DEMO
 from in_process import eyas
 from nvidia_smi_standin import FIXTURES, install_nvidia_smi
 from planted_secrets import AMZ_SIGNATURE, API_KEY_FLAG, AZURE_KEY, NOTIFY_TOKEN, QUERY_KEY, SHAPED_ENV, UNIT_ENV
@@ -90,7 +92,8 @@ def eyas_dry_run(tmp_path: Path, config: Path, *form: str) -> str:
 
 def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: Path) -> None:
     workdir = tmp_path / "work"
-    walk = json.loads(eyas_dry_run(tmp_path, kimi_host(tmp_path), "--json"))
+    config = kimi_host(tmp_path)
+    walk = json.loads(eyas_dry_run(tmp_path, config, "--json"))
     phases = {phase["phase"]: phase for phase in walk["phases"]}
 
     # With the server down the prompts are counted all the same: the shipped set cannot feed 25,000.
@@ -108,7 +111,7 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     assert walk["plan"]["production_load"] == {"load_s": 1320.0, "source": "target.load_time_s in the config"}
 
     servers = {**extract["servers"]["servers"], **phases["evaluate"]["servers"]["servers"]}
-    assert set(servers) == {"extraction", "baseline", "speculative-k3"}
+    assert set(servers) == {"extraction", "baseline", "speculative-k3", "ngram-k3"}
     for name, argv in servers.items():
         assert argv[argv.index("--tensor-parallel-size") + 1] == "8", name
         assert "--trust-remote-code" in argv and "--enable-expert-parallel" in argv, name
@@ -119,6 +122,17 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
         "/runs/dry-run/drafter"
         in servers["speculative-k3"][servers["speculative-k3"].index("--speculative-config") + 1]
     )
+    ngram = json.loads(servers["ngram-k3"][servers["ngram-k3"].index("--speculative-config") + 1])
+    assert ngram["method"] == "ngram" and ngram["num_speculative_tokens"] == 3  # beside the drafter, at its k
+    # Switched off, the evaluation starts no n-gram server and plans the time of two servers, not three.
+    without = json.loads(eyas_dry_run(tmp_path, config, "--json", "--no-eval-ngram"))
+    evaluate = next(phase for phase in without["phases"] if phase["phase"] == "evaluate")
+    assert list(evaluate["servers"]["servers"]) == ["baseline", "speculative-k3"]
+    # The plan's time for the evaluation counts the servers it starts (here no throughput was measured: none).
+    with_ngram, without_ngram = DEMO.model_dump(), {**DEMO.model_dump(), "eval_ngram": False}
+    answering = DEMO.held_out * DEMO.eval_max_tokens / 10.0  # seconds at 10 tokens/s
+    assert evaluation_hours({"sizes": with_ngram}, 60.0, 10.0) == pytest.approx(3 * (60 + answering) / 3600)
+    assert evaluation_hours({"sizes": without_ngram}, 60.0, 10.0) == pytest.approx(2 * (60 + answering) / 3600)
     assert "NCCL_SOCKET_IFNAME (environment)" in phases["evaluate"]["servers"]["inherited"]
 
     deploy = phases["deploy"]

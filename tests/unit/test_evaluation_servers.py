@@ -87,15 +87,16 @@ def files_on_this_machine(request: EvaluateRequest) -> None:
 
 @pytest.mark.parametrize("cpu", [False, True], ids=["cuda", "cpu"])
 @pytest.mark.parametrize("acceptance_only", [False, True], ids=["with-baseline", "acceptance-only"])
+@pytest.mark.parametrize("ngram", [True, False], ids=["with-ngram", "no-ngram"])
 def test_server_argvs_are_what_evaluate_py_starts_from_the_job(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpu: bool, acceptance_only: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpu: bool, acceptance_only: bool, ngram: bool
 ) -> None:
     root = tmp_path.resolve()  # evaluate.py names the drafter by its resolved path
     host = HostConfig(address=LOCAL, python=sys.executable, workdir=str(root))
     request = EvaluateRequest(
         model_dir="/data/models/Kimi-K2-Instruct", drafter_dir=str(root / "run" / "drafter"),
         prompts=str(root / "run" / "held_out.jsonl"), out=str(root / "run" / "evaluation.json"),
-        **(evaluate_sizes(DEFAULT_SIZES) | {"k": [1, 3]}), acceptance_only=acceptance_only,
+        **(evaluate_sizes(DEFAULT_SIZES) | {"k": [1, 3], "ngram": ngram}), acceptance_only=acceptance_only,
         vllm_args=["--dtype", "float16", "--max-num-seqs", "4"], launch=inherit_launch(KIMI, EVALUATE_OWN),
     )  # fmt: skip
     files_on_this_machine(request)
@@ -103,7 +104,14 @@ def test_server_argvs_are_what_evaluate_py_starts_from_the_job(
     started, steps = started_servers(monkeypatch, evaluate_job("r.evaluate", host, str(root), request).argv, cpu_flags)
     shown = server_argvs(sys.executable, request, cpu_flags)
     assert list(started.items()) == list(shown.items())
-    assert list(shown) == [*([] if acceptance_only else ["baseline"]), "speculative-k1", "speculative-k3"]
+    per_k = [[f"speculative-k{k}", *([f"ngram-k{k}"] if ngram else [])] for k in (1, 3)]
+    assert list(shown) == [*([] if acceptance_only else ["baseline"]), *per_k[0], *per_k[1]]
+    # n-gram speculation at each k on the same flags as the drafter's server: only the speculative config differs.
+    for k in (1, 3) if ngram else ():
+        drafter, lookup = shown[f"speculative-k{k}"], shown[f"ngram-k{k}"]
+        at = drafter.index("--speculative-config") + 1
+        assert drafter[:at] == lookup[:at] and drafter[at + 1 :] == lookup[at + 1 :]
+        assert json.loads(lookup[at]) == evaluate.ngram_config(k)
     assert all(argv[argv.index("--port") + 1] == str(EVALUATE_PORT) for argv in shown.values())
     # In turn: each server starts after the one before has been measured, benched while it is up, and stopped.
     assert steps == [f"{step} {name}" for name in shown for step in ("start", "ready", "measure", "bench", "stop")]
@@ -124,9 +132,9 @@ def test_side_by_side_servers_all_start_first_then_each_is_measured_alone(
     files_on_this_machine(request)
     job = evaluate_job("r.evaluate", host, str(root), request)
     started, steps = started_servers(monkeypatch, job.argv, CPU_FLAGS, together=True)
-    names = ["baseline", "speculative-k1", "speculative-k3"]
+    names = ["baseline", "speculative-k1", "ngram-k1", "speculative-k3", "ngram-k3"]
     assert list(started) == names
-    assert [argv[argv.index("--port") + 1] for argv in started.values()] == [str(EVALUATE_PORT + n) for n in range(3)]
+    assert [argv[argv.index("--port") + 1] for argv in started.values()] == [str(EVALUATE_PORT + n) for n in range(5)]
     starts, readies = [f"start {name}" for name in names], [f"ready {name}" for name in names]
     assert steps == starts + readies + [f"{step} {name}" for name in names for step in ("measure", "bench", "stop")]
 
@@ -179,4 +187,5 @@ def test_the_training_gate_shows_the_servers_the_evaluate_phase_starts(
     view = phase_servers("evaluate", ctx, state)
     assert view is not None
     assert list(started_servers(monkeypatch, job.argv, [])[0].items()) == list(view["servers"].items())
-    assert list(view["servers"]) == ["baseline", f"speculative-k{DEFAULT_SIZES.num_speculative_tokens}"]
+    k = DEFAULT_SIZES.num_speculative_tokens
+    assert list(view["servers"]) == ["baseline", f"speculative-k{k}", f"ngram-k{k}"]

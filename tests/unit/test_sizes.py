@@ -13,7 +13,7 @@ from typer.core import TyperGroup, TyperOption
 
 from eyas.agents.faces.cli.main import app
 from eyas.agents.faces.cli.options import chosen_sizes
-from eyas.agents.faces.dashboard.forms import GateForm
+from eyas.agents.faces.dashboard.forms import SIZE_PREFIX, GateForm
 from eyas.graph.state import GateAnswer, run_sizes
 from eyas.tools.settings.config import format_validation_error
 from eyas.tools.settings.sizes import (
@@ -23,7 +23,9 @@ from eyas.tools.settings.sizes import (
     MIN_PROMPT_TOKENS,
     Sizes,
     recorded_sizes,
+    shown_size,
     starting_sizes,
+    typed_size,
 )
 from pipeline_runs import TINY
 
@@ -66,12 +68,8 @@ def test_plan_offers_the_sizes_it_plans_with_and_agrees_with_run() -> None:
 def test_the_help_names_both_defaults(command: str) -> None:
     for option in size_options(command):
         assert option.name is not None and option.help is not None
-        assert f"default {shown(getattr(DEFAULT_SIZES, option.name))};" in option.help
-        assert f"{shown(getattr(DEMO, option.name))} on the embedded default" in option.help
-
-
-def shown(value: object) -> str:
-    return f"{value:,}" if isinstance(value, int) else str(value)
+        assert f"default {shown_size(getattr(DEFAULT_SIZES, option.name))};" in option.help
+        assert f"{shown_size(getattr(DEMO, option.name))} on the embedded default" in option.help
 
 
 def test_a_run_starts_from_the_preset_that_fits_its_target() -> None:
@@ -175,3 +173,16 @@ def test_an_edit_at_a_gate_takes_the_extraction_mode_and_refuses_an_unknown_one_
     with pytest.raises(ValidationError):
         GateAnswer(action="edit", sizes={"extraction_mode": "sometimes"})
     assert DEFAULT_SIZES.extraction_mode == DEMO.extraction_mode == "auto"
+
+
+def test_the_n_gram_switch_is_edited_at_a_gate_as_the_gate_shows_it() -> None:
+    """eval_ngram is the one switch among the sizes: a gate shows it on or off, and an edit typed that way (the
+    dashboard's form, the terminal's prompt) reads back as a switch, not as the count 1 or the text "on"."""
+    current = DEMO.model_dump()
+    assert current["eval_ngram"] is True and typed_size(True) == "on" and shown_size(25_000) == "25,000"
+    typed = {f"{SIZE_PREFIX}{name}": typed_size(value) for name, value in current.items()}
+    kept = GateForm.parse({"gate_id": "g", "action": "edit", **typed}).answer(current)
+    assert kept.sizes == current and kept.sizes["eval_ngram"] is True
+    off = GateForm.parse({"gate_id": "g", "action": "edit", **typed, f"{SIZE_PREFIX}eval_ngram": "off"})
+    assert off.answer(current).sizes == {**current, "eval_ngram": False}
+    assert starting_sizes(True, eval_ngram=False).eval_ngram is False and starting_sizes(False).eval_ngram is True

@@ -4,8 +4,9 @@ Deploy adds one drop-in to the production unit that replaces its ExecStart with 
 `--speculative-config` (method eagle3, the drafter, k), restarts the service, waits for the deep health check,
 then sends probe requests and reads acceptance from production's own /metrics counters. The drafter stays when
 acceptance and tokens/s pass the thresholds (by default production must not serve fewer tokens/s with the drafter
-than without it); otherwise, and whenever the new service fails to come up, rollback removes exactly that drop-in,
-restarts, and checks that production is healthy with its old command line.
+than without it) and its speedup beats, by a margin, the one vLLM's n-gram speculation reached in the evaluation
+(the free alternative); otherwise, and whenever the new service fails to come up, rollback removes exactly that
+drop-in, restarts, and checks that production is healthy with its old command line.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class Thresholds(BaseModel):
     # 1.0: a drafter that makes production slower than it was is rolled back, whatever its acceptance; an operator
     # who wants one anyway lowers it (deploy_min_speedup in the policy, --min-speedup on eyas deploy).
     min_speedup: float = Field(1.0, gt=0, description="tokens/s with the drafter over tokens/s before")
+    # 0.05: a drafter that only matches n-gram speculation (no training, no drafter to serve) is not worth its upkeep.
+    ngram_margin: float = Field(
+        0.05, ge=0, description="how far the drafter's speedup must exceed n-gram speculation's evaluated speedup"
+    )
     probe_requests: int = Field(8, gt=0, description="probe requests per measurement")
     probe_max_tokens: int = Field(32, gt=0, description="longest probe answer, in tokens")
     probe_timeout_s: float = Field(300.0, gt=0, description="deadline of one probe request")
@@ -191,9 +196,25 @@ def _counters(http: HttpClient, base: str) -> SpecDecodeCounters | None:
     return summarize_vllm_metrics(scraped.body).spec_decode if scraped.status == 200 else None
 
 
-def judge(before: Probe | None, after: Probe, thresholds: Thresholds) -> tuple[bool, str, float | None]:
-    """Keep the drafter only when production's own counters show it accepted often enough and production serves at
-    least `min_speedup` times its tokens/s before; a rollback names every threshold missed, with the figures."""
+def against_ngram(speedup: float | None, ngram_speedup: float | None, margin: float) -> tuple[bool, str]:
+    """Whether `speedup` beats n-gram speculation's evaluated speedup by `margin`, in words with the figures. An
+    evaluation without n-gram figures (an older run, --acceptance-only) holds nothing back, and says so."""
+    if ngram_speedup is None:
+        return True, "n-gram not measured"
+    needed = ngram_speedup + margin
+    beats = speedup is not None and speedup >= needed
+    shown = f"{speedup:.2f}x" if speedup is not None else "unknown"
+    verb = "beats" if beats else "does not beat"
+    return beats, f"speedup {shown} {verb} n-gram's {ngram_speedup:.2f}x by the margin {margin:g} (needs {needed:.2f}x)"
+
+
+def judge(
+    before: Probe | None, after: Probe, thresholds: Thresholds, ngram_speedup: float | None = None
+) -> tuple[bool, str, float | None]:
+    """Keep the drafter only when production's own counters show it accepted often enough, production serves at
+    least `min_speedup` times its tokens/s before (the target alone), and that speedup beats n-gram speculation's in
+    the evaluation by `ngram_margin`; a rollback names each baseline it lost to and every threshold missed, with
+    the figures."""
     speedup = after.tokens_per_s / before.tokens_per_s if before and before.tokens_per_s else None
     if after.mean_acceptance_length is None:
         return False, "production exported no speculative-decoding counters: the drafter is not in use", speedup
@@ -206,22 +227,26 @@ def judge(before: Probe | None, after: Probe, thresholds: Thresholds) -> tuple[b
     fast = speedup is not None and speedup >= thresholds.min_speedup
     shown = f"{speedup:.2f}x" if speedup is not None else "unknown"
     pace = f"speedup {shown} {'reaches' if fast else 'is under'} the threshold {thresholds.min_speedup:g}x ({rate})"
-    if accepted and fast:
-        return True, f"{acceptance}; {pace}", speedup
+    beats, ngram = against_ngram(speedup, ngram_speedup, thresholds.ngram_margin)
+    if accepted and fast and beats:
+        return True, f"{acceptance}; {pace}; {ngram}", speedup
     if not fast:
-        pace += (
-            "; to keep a drafter slower than that, lower deploy_min_speedup in the policy file "
-            "(`eyas run --policy FILE`) or pass --min-speedup to `eyas deploy RUN`"
+        pace = (
+            f"lost to the target alone: {pace}; to keep a drafter slower than that, lower deploy_min_speedup in the "
+            "policy file (`eyas run --policy FILE`) or pass --min-speedup to `eyas deploy RUN`"
         )
-    missed = [part for part, passed in ((acceptance, accepted), (pace, fast)) if not passed]
+    if not beats:
+        ngram = f"lost to n-gram speculation: {ngram} (deploy_ngram_margin in the policy, --ngram-margin)"
+    missed = [part for part, passed in ((acceptance, accepted), (pace, fast), (ngram, beats)) if not passed]
     return False, "; ".join(missed), speedup
 
 
 def deploy(
     service: Service, target: TargetConfig, http: HttpClient, clock: Clock, drafter_dir: str, k: int,
-    thresholds: Thresholds, progress: Progress = print,
+    thresholds: Thresholds, progress: Progress = print, ngram_speedup: float | None = None,
 ) -> DeployResult:  # fmt: skip
-    """Measure production, add the drafter, restart, measure again; roll back unless the drafter passes."""
+    """Measure production, add the drafter, restart, measure again; roll back unless the drafter passes (against
+    the target alone, and against `ngram_speedup`, n-gram speculation's in the evaluation, when it was measured)."""
     unit = service.effective_unit()
     path = service.drop_in_path()
     if service.host.exists(path):
@@ -252,7 +277,7 @@ def deploy(
     except ServiceError as exc:
         result = result.model_copy(update={"reason": f"production with the drafter failed the probe: {exc}"})
         return rollback(service, thresholds, progress, result)
-    kept, reason, speedup = judge(before, after, thresholds)
+    kept, reason, speedup = judge(before, after, thresholds, ngram_speedup)
     result = result.model_copy(update={"after": after, "speedup": speedup, "reason": reason, "kept": kept})
     return result if kept else rollback(service, thresholds, progress, result)
 

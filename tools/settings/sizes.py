@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from eyas.tools.workloads.hidden_states_file import ONLINE_WINDOW
 
-SizeValue = int | str  # a size as JSON keeps it: a count, or a choice such as the prompt source
+SizeValue = bool | int | str  # a size as JSON keeps it: a switch, a count, or a choice such as the prompt source
 PROMPT_SOURCES = ("sharegpt", "shipped")
 EXTRACTION_BACKENDS = ("auto", "hf", "vllm")
 EXTRACTION_MODES = ("auto", "offline", "online", "hybrid")
@@ -113,6 +113,11 @@ class Sizes(BaseModel):
     )
     eval_max_tokens: int = Field(
         128, gt=0, le=SIZE_LIMITS["eval_max_tokens"], description="longest answer when measuring the drafter, in tokens"
+    )
+    eval_ngram: bool = Field(
+        True,
+        description="also measure vLLM's n-gram speculation (no drafter) on the same prompts and flags, the free "
+        "baseline the drafter must beat to be deployed (one more server per k)",
     )
     prompt_source: str = Field(
         "shipped",
@@ -221,6 +226,18 @@ DEMO = Sizes(
     held_out=16,
     bench_prompts=8,
 )
+
+
+def typed_size(value: SizeValue) -> str:
+    """A size as a person types it, and a gate's edit reads it back: a switch on or off, anything else as it is."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def shown_size(value: SizeValue) -> str:
+    """A size as the help and the report write it: a count with thousands' commas, anything else as typed."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else typed_size(value)
 
 
 def recorded_sizes(recorded: Mapping[str, SizeValue]) -> Sizes:

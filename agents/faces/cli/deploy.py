@@ -156,6 +156,14 @@ def deploy_command(
             "to keep a drafter that is)"
         ),
     ] = None,
+    ngram_margin: Annotated[
+        float | None,
+        typer.Option(
+            help="and only when that speedup exceeds n-gram speculation's speedup in the run's evaluation by this "
+            f"(default: the run's policy's deploy_ngram_margin, else {_DEFAULT.ngram_margin:g}; no bar where the "
+            "evaluation did not measure n-gram)"
+        ),
+    ] = None,
     probe_requests: Annotated[
         int | None,
         typer.Option(
@@ -180,7 +188,8 @@ def deploy_command(
     Measures production over probe requests, adds a drop-in to its service that sets --speculative-config to the
     drafter, restarts it, waits for the deep health check, measures again from production's own /metrics, and
     keeps the drafter only at the thresholds: the mean acceptance length, and a speedup (tokens/s with the drafter
-    over without) of at least the policy's deploy_min_speedup, so by default production never ends up slower.
+    over without) of at least the policy's deploy_min_speedup, so by default production never ends up slower, that
+    also beats the speedup vLLM's n-gram speculation reached in the run's evaluation by deploy_ngram_margin.
     Otherwise it removes exactly that drop-in and restarts production with its old command line.
 
     It shows production's argv before and after, the drop-in and the expected downtime, and asks before the
@@ -196,6 +205,7 @@ def deploy_command(
     """
     from eyas.graph.life.runner import read_run
     from eyas.graph.phases.deploy.node import expected_restart, keep_rule, planned_change, steps
+    from eyas.graph.phases.evaluate.record import evaluated_ngram
     from eyas.graph.state import RunState, run_sizes
 
     run = open_run(run_id)
@@ -205,14 +215,16 @@ def deploy_command(
         raise EyasError(f"Run {run_id} has no trained drafter: pass --drafter DIR (a directory on the target host).")
     spec_k = k or run_sizes(state).num_speculative_tokens
     chosen = {"min_acceptance_length": min_acceptance_length, "min_speedup": min_speedup,
-              "probe_requests": probe_requests, "probe_max_tokens": probe_max_tokens}  # fmt: skip
+              "ngram_margin": ngram_margin, "probe_requests": probe_requests,
+              "probe_max_tokens": probe_max_tokens}  # fmt: skip
+    ngram_speedup = evaluated_ngram(state.get("evaluation"))
     thresholds = chosen_thresholds(Policy.model_validate(run.meta().get("policy") or {}), chosen)
     refuse_unasked(yes, dry_run, "deploy")
     with json_result(json_output) as out:
         out["run_id"] = run.run_id
         with production(run) as ctx:
             service, planned = planned_change(ctx, drafter_dir, spec_k, state)
-            deploy_steps, rollback_steps = steps(ctx, planned, thresholds)
+            deploy_steps, rollback_steps = steps(ctx, planned, thresholds, ngram_speedup)
             restart_s, source = expected_restart(ctx, state)
             say(f"eyas deploy {run.run_id}: {service.name} ({service.backend}) restarts with the drafter {drafter_dir} "
                 f"(k={spec_k})")  # fmt: skip
@@ -220,7 +232,7 @@ def deploy_command(
             say(f"  argv after:  {shlex.join(planned.argv_deployed)}")
             say(f"  drop-in:     {planned.drop_in}")
             say(f"  downtime:    about {restart_s:.0f} s per restart, {source}; a rollback restarts once more")
-            say(f"  kept at:     {keep_rule(thresholds)} on production's own counters, else rolled back")
+            say(f"  kept at:     {keep_rule(thresholds, ngram_speedup)} on production's own counters, else rolled back")
             if dry_run:
                 show_text(f"the drop-in {planned.drop_in} would hold:", planned.drop_in_text)
                 show_numbered("the deploy, step by step:", deploy_steps)
@@ -236,7 +248,8 @@ def deploy_command(
                 say(f"not deployed: {service.name} untouched.")
                 out.update(dry_run=False, confirmed=False)
                 raise typer.Exit(ExitCode.NO)
-            result = deploy(service, ctx.config.target, ctx.http, ctx.clock, drafter_dir, spec_k, thresholds, say)
+            result = deploy(service, ctx.config.target, ctx.http, ctx.clock, drafter_dir, spec_k, thresholds, say,
+                            ngram_speedup)  # fmt: skip
         save(run, result)
         print_result(result)
         out.update(dry_run=False, confirmed=True, kept=result.kept, result=result.model_dump(mode="json"))

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from eyas.agents.faces.cli.console import notice
 from eyas.tools.config_source import ConfigSource, find_config
 from eyas.tools.settings.config import EyasConfig, format_validation_error
-from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO, Sizes, SizeValue, starting_sizes
+from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO, Sizes, SizeValue, shown_size, starting_sizes
 
 ConfigOption = Annotated[
     Path | None,
@@ -46,7 +46,8 @@ def size_option(name: str, *flags: str) -> Any:
     """A typer option for the size `name`, its help the field's description and both of its defaults (the
     parameter's own default is None: `starting_sizes` fills in the one that fits the target)."""
     field = Sizes.model_fields[name]
-    defaults = f"default {_shown(getattr(DEFAULT_SIZES, name))}; {_shown(getattr(DEMO, name))} on the embedded default"
+    default, demo = shown_size(getattr(DEFAULT_SIZES, name)), shown_size(getattr(DEMO, name))
+    defaults = f"default {default}; {demo} on the embedded default"
     return typer.Option(*flags, help=f"{field.description} ({defaults})", show_default=False)
 
 
@@ -69,7 +70,3 @@ def positive_seconds(value: float | None) -> float | None:
 def demo_size_option(name: str, *flags: str) -> Any:
     """A size option of `eyas demo`, whose default is the demo preset's (shown by typer)."""
     return typer.Option(*flags, help=Sizes.model_fields[name].description)
-
-
-def _shown(value: object) -> str:
-    return f"{value:,}" if isinstance(value, int) else str(value)

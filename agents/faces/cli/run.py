@@ -106,6 +106,8 @@ def evaluation_table(evaluation: Evaluation) -> Table:
         value = evaluation.figure(key)
         if value is not None:
             table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    for row in evaluation.side_by_side():  # the baselines beside it, on the same prompts and flags
+        table.add_row(row.name, row.summary())
     return table
 
 
@@ -138,6 +140,7 @@ def run_command(
     ttt_steps: Annotated[int | None, size_option("ttt_steps")] = None,
     num_speculative_tokens: Annotated[int | None, size_option("num_speculative_tokens", "--k")] = None,
     eval_max_tokens: Annotated[int | None, size_option("eval_max_tokens")] = None,
+    eval_ngram: Annotated[bool | None, size_option("eval_ngram", "--eval-ngram/--no-eval-ngram")] = None,
     prompt_source: Annotated[str | None, size_option("prompt_source", "--prompts")] = None,
     held_out: Annotated[int | None, size_option("held_out")] = None,
     bench_prompts: Annotated[int | None, size_option("bench_prompts")] = None,
@@ -172,6 +175,7 @@ def run_command(
         source.path is None, samples=samples, max_tokens=max_tokens, max_seq_len=max_seq_len,
         concurrency=concurrency, draft_vocab_size=draft_vocab_size, epochs=epochs,
         ttt_steps=ttt_steps, num_speculative_tokens=num_speculative_tokens, eval_max_tokens=eval_max_tokens,
+        eval_ngram=eval_ngram,
         prompt_source=prompt_source or cfg.pipeline.prompts, held_out=held_out, bench_prompts=bench_prompts,
         extraction_backend=extraction_backend or cfg.pipeline.extraction_backend,
         extraction_mode=extraction_mode or cfg.pipeline.extraction_mode,
@@ -267,6 +271,7 @@ def status_command(
     view = read_run(run)
     state, pending = view.state, view.pending
     jobs, unreachable = job_rows(run, state)
+    evaluation = run_evaluation(state)
     summary = {
         "run_id": run_id,
         "phase": state.get("phase"),
@@ -279,6 +284,7 @@ def status_command(
         "jobs_unreadable": unreachable,
         "plan": run_plan(state).verdict,
         "evaluation": state.get("evaluation"),
+        "side_by_side": [row._asdict() for row in evaluation.side_by_side()] if evaluation else None,
     }
     if json_output:
         print_json(summary)
@@ -300,6 +306,10 @@ def status_command(
         console.print(f"[yellow]jobs not read:[/] {escape(unreachable)}", highlight=False)
     for decision in summary["decisions"]:
         console.print(" ".join(decision_text(decision)), markup=False, highlight=False)
+    if evaluation:
+        console.print(f"evaluated at k={evaluation.k} on {evaluation.prompts} held-out prompts, side by side:")
+        for measured in evaluation.side_by_side():
+            console.print(f"  {measured.name}: {measured.summary()}", markup=False, highlight=False, soft_wrap=True)
 
 
 def gate_phrase(gate: dict[str, Any]) -> str:

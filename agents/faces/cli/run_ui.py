@@ -23,7 +23,7 @@ from eyas.graph.shard_total import phase_total
 from eyas.graph.state import GateAnswer
 from eyas.tools.jobs.detached import JobState, JobStatus
 from eyas.tools.settings.config import format_validation_error
-from eyas.tools.settings.sizes import Sizes, SizeValue
+from eyas.tools.settings.sizes import Sizes, SizeValue, typed_size
 
 
 class RunUI:
@@ -117,7 +117,9 @@ def _edit_sizes(current: dict[str, SizeValue]) -> dict[str, SizeValue]:
     """Ask for each size (Enter keeps it) until the whole set is valid, so the gate never refuses the edit."""
     while True:
         edited: dict[str, SizeValue] = {
-            key: IntPrompt.ask(key, default=value) if isinstance(value, int) else Prompt.ask(key, default=value)
+            key: IntPrompt.ask(key, default=value)
+            if isinstance(value, int) and not isinstance(value, bool)
+            else Prompt.ask(key, default=typed_size(value))
             for key, value in current.items()
         }
         try:

@@ -14,6 +14,7 @@ from eyas.agents.faces.report_html.sections import fmt, h, last_value, section, 
 from eyas.graph.gates.view import FailureView, GateView
 from eyas.graph.shard_total import phase_total
 from eyas.graph.state import GateAnswer
+from eyas.tools.settings.sizes import typed_size
 
 DASHBOARD_STYLE = """
 header.bar { display: flex; justify-content: space-between; align-items: baseline; gap: 1rem; flex-wrap: wrap; }
@@ -173,7 +174,7 @@ def answer_forms(run_id: str, gate_id: str, view: GateView | FailureView, csrf: 
     if not isinstance(view, GateView) or "edit" not in view.actions:
         return forms
     fields = "".join(
-        f'<label>{h(key)} <input type="text" name="{h(SIZE_PREFIX + key)}" value="{h(value)}"></label>'
+        f'<label>{h(key)} <input type="text" name="{h(SIZE_PREFIX + key)}" value="{h(typed_size(value))}"></label>'
         for key, value in view.sizes.items()
     )
     forms += (

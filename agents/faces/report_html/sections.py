@@ -12,7 +12,7 @@ from eyas.agents.faces.report_html.charts import Chart, Series, bar_chart, gantt
 from eyas.agents.faces.report_html.record import RunRecord
 from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
 from eyas.graph.phases.report.headline import headline
-from eyas.graph.phases.report.node import EVALUATION_KEYS, online_caption, online_rows
+from eyas.graph.phases.report.node import EVALUATION_KEYS, SIDE_BY_SIDE, online_caption, online_rows, side_by_side_rows
 from eyas.graph.state import run_plan
 
 JOB_PHASES = ("data", "extract", "vocab", "train", "evaluate")
@@ -95,6 +95,8 @@ def summary(record: RunRecord) -> str:
             [(h(k), *(measured(result, key) for key, _ in measures)) for k, result in results.items()],
         )
         body += "</div>"  # fmt: skip
+        body += f"<h3>Side by side at k={h(evaluation.k)}, on the same prompts and server flags</h3>"
+        body += table(SIDE_BY_SIDE, [tuple(h(cell) for cell in row) for row in side_by_side_rows(evaluation)])
         if not any(result.intervals for result in results.values()):
             body += missing("confidence intervals (this evaluation predates them)")
     else:
@@ -321,12 +323,16 @@ def evaluation(record: RunRecord) -> str:
             errors[f"k={k}"] = ([float(b[0] or 0) for b in bounds], [float(b[1] or 0) for b in bounds])
     chart = bar_chart("eval-pos", "Acceptance by draft position", categories, groups, "acceptance rate", errors)
     body = figure(chart, "Acceptance per position for each k" + (" (95% intervals)" if errors else ""))
-    speeds: dict[str, list[float]] = {"baseline": [], "speculative": []}
-    for result in results.values():
-        speeds["baseline"].append(result.tokens_per_s_baseline or 0.0)
-        speeds["speculative"].append(result.tokens_per_s_speculative or 0.0)
+    ngrams = {k: evaluation.ngram_at(k) for k in results} if evaluation.ngram else {}  # none: not measured
+    speeds = {
+        "target alone": [result.tokens_per_s_baseline or 0.0 for result in results.values()],
+        **({"n-gram": [(ngram.tokens_per_s_speculative or 0.0) if ngram else 0.0 for ngram in ngrams.values()]}
+           if ngrams else {}),
+        "drafter": [result.tokens_per_s_speculative or 0.0 for result in results.values()],
+    }  # fmt: skip
     chart = bar_chart("eval-tps", "Decode speed", [f"k={k}" for k in results], speeds, "tokens/s")
-    body += figure(chart, "Tokens per second without and with the drafter")
+    which = "the target alone, n-gram speculation and the drafter" if ngrams else "the target alone and the drafter"
+    body += figure(chart, f"Tokens per second: {which}" + ("" if ngrams else " (n-gram not measured)"))
     return section("evaluation", "Evaluation", body)
 
 

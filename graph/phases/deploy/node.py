@@ -1,12 +1,13 @@
 """Deploy: the trained drafter into production, the runbook's last step, behind its own gate.
 
 The gate shows what an operator woken at 3 a.m. decides on: the evaluation's acceptance length and speedup (with
-their intervals) against the thresholds, production's exact argv before and after (only its --speculative-config
-is set), the expected downtime (production's last start-to-healthy time) and what a rollback does. The deploy node
-then does what `eyas deploy RUN` does (tools/service/deploy.py): measure production, restart it with the drafter,
-measure again from its own /metrics, and keep the drafter or roll back. Before it touches production it leaves
-graph/downtime.py's record naming the drop-in: a run that dies mid-deploy is rolled back by `eyas resume` before
-anything else, and the deploy node, run again, deploys from a clean production.
+their intervals) against the thresholds and beside the baselines (the target alone, vLLM's n-gram speculation),
+production's exact argv before and after (only its --speculative-config is set), the expected downtime
+(production's last start-to-healthy time) and what a rollback does. The deploy node then does what `eyas deploy
+RUN` does (tools/service/deploy.py): measure production, restart it with the drafter, measure again from its own
+/metrics, and keep the drafter or roll back. Before it touches production it leaves graph/downtime.py's record
+naming the drop-in: a run that dies mid-deploy is rolled back by `eyas resume` before anything else, and the
+deploy node, run again, deploys from a clean production.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from langgraph.types import interrupt
 
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import RECORD, log_stop, restore, stop_start_commands, summary, write_record
+from eyas.graph.phases.evaluate.record import Evaluation, evaluated_ngram
 from eyas.graph.phases.plan.node import production_load
 from eyas.graph.policy import Policy, judge_deploy
 from eyas.graph.runs import RunDir
@@ -80,15 +82,25 @@ def expected_restart(ctx: RunContext, state: RunState) -> tuple[float, str]:
     return production_load(ctx, state, None)
 
 
-def keep_rule(thresholds: Thresholds) -> str:
-    """The rule production's own counters are held to, as the gate and `eyas deploy` state it."""
-    return (
+def keep_rule(thresholds: Thresholds, ngram_speedup: float | None) -> str:
+    """The rule production's own counters are held to, as the gate and `eyas deploy` state it: beat the target
+    alone, and n-gram speculation's evaluated speedup by the margin (where the evaluation measured it)."""
+    rule = (
         f"mean acceptance length >= {thresholds.min_acceptance_length:g} and speedup >= {thresholds.min_speedup:g}x "
         "(tokens/s with the drafter over without)"
     )
+    if ngram_speedup is None:
+        return f"{rule}; n-gram not measured"
+    needed = ngram_speedup + thresholds.ngram_margin
+    return (
+        f"{rule} and >= {needed:.2f}x (n-gram speculation's evaluated {ngram_speedup:.2f}x plus the margin "
+        f"{thresholds.ngram_margin:g})"
+    )
 
 
-def steps(ctx: RunContext, planned: DeployResult, thresholds: Thresholds) -> tuple[list[str], list[str]]:
+def steps(
+    ctx: RunContext, planned: DeployResult, thresholds: Thresholds, ngram_speedup: float | None
+) -> tuple[list[str], list[str]]:
     """The exact deploy, and the exact rollback (after a failed measure or a start that fails, or by hand)."""
     stop, start = stop_start_commands(ctx)
     reload = ["systemctl daemon-reload"] if ctx.config.target.unit else []
@@ -100,7 +112,7 @@ def steps(ctx: RunContext, planned: DeployResult, thresholds: Thresholds) -> tup
         *reload,
         stop,
         f"{start}; then wait for the deep health check",
-        f"measure again ({probe}); keep the drafter at {keep_rule(thresholds)}, else roll back",
+        f"measure again ({probe}); keep the drafter at {keep_rule(thresholds, ngram_speedup)}, else roll back",
     ]
     return deploy_steps, rollback_steps(ctx, planned.drop_in)
 
@@ -136,8 +148,18 @@ def _figures(evaluation: dict[str, Any] | None, policy: Policy, restart_s: float
         "threshold mean acceptance length": policy.deploy_min_acceptance_length,
         "evaluation speedup": measured("speedup", "x"),
         "threshold speedup": f"{policy.deploy_min_speedup:g}x",
+        **baselines(evaluation),
+        "threshold over n-gram": f"n-gram's speedup + {policy.deploy_ngram_margin:g}",
         "expected downtime": f"{restart_s:.0f} s per restart ({source}); a rollback restarts once more",
     }
+
+
+def baselines(evaluation: dict[str, Any]) -> dict[str, str]:
+    """The three measured side by side on the same prompts and flags: the target alone, n-gram speculation, the
+    drafter."""
+    if not evaluation:
+        return {}
+    return {f"evaluation {row.name}": row.summary() for row in Evaluation.model_validate(evaluation).side_by_side()}
 
 
 def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
@@ -159,7 +181,7 @@ def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
         change["error"] = f"the deploy cannot be made: {exc}"
         view["commands"] = []
     else:
-        deploy_steps, rollback_steps = steps(ctx, planned, thresholds)
+        deploy_steps, rollback_steps = steps(ctx, planned, thresholds, evaluated_ngram(evaluation))
         gpus = [gpu["index"] for gpu in (state.get("gpus") or {}).get("gpus", []) if gpu.get("production")]
         change.update(service=service.name, backend=service.backend, drop_in=planned.drop_in,
                       drop_in_text=planned.drop_in_text, argv_before=planned.argv_before,
@@ -179,6 +201,7 @@ def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
     view["deploy"] = change
     if evaluation is not None:
         view["deploy"]["evaluation"] = {key: evaluation.get(key) for key in EVALUATION_SHOWN}
+        view["deploy"]["evaluation"]["ngram"] = evaluation.get("ngram")
     if ctx.policy is not None:
         verdict = judge_deploy(policy, evaluation)
         if "error" in change:
@@ -252,7 +275,8 @@ def deploy_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
     stopped_at = ctx.clock.now()
     try:
         result = deploy(service, ctx.config.target, ctx.http, ctx.clock, drafter, k,
-                        run_policy(ctx).deploy_thresholds(), ctx.on_note)  # fmt: skip
+                        run_policy(ctx).deploy_thresholds(), ctx.on_note,
+                        evaluated_ngram(state.get("evaluation")))  # fmt: skip
     except ServiceError as exc:
         # Production did not answer before the change, or the deploy's own rollback failed: roll back from the
         # record (if that fails too, the record stays for `eyas resume`).

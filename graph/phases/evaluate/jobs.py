@@ -26,6 +26,7 @@ EVALUATE_CONCURRENCY = 1  # prompts one at a time: the counters are read per pro
 # What evaluate.py's vllm_server gives every server it starts, and the method of the drafter's servers.
 SERVER_FLAGS = ("--seed", "0")
 SPECULATIVE_METHOD = "eagle3"
+NGRAM_LOOKUP = {"prompt_lookup_max": 4, "prompt_lookup_min": 2}  # evaluate.ngram_config's n-gram lengths
 
 
 class EvaluateRequest(JobRequest):
@@ -41,6 +42,7 @@ class EvaluateRequest(JobRequest):
     port: int = Field(EVALUATE_PORT, ge=1, le=65535)
     vllm_args: list[str] = Field(default_factory=list, description="extra flags for both servers")
     acceptance_only: bool = False
+    ngram: bool = Field(False, description="also measure n-gram speculation at each k (the run's eval_ngram)")
     launch: InheritedLaunch | None = Field(None, description="production's launch, which both servers start from")
     start_timeout_s: float | None = Field(None, gt=0, description="per server; default: evaluate.py's")
     bench_concurrency: list[int] = Field(
@@ -56,6 +58,7 @@ class EvaluateSizes(TypedDict):
     max_tokens: int
     bench_concurrency: list[int]
     bench_prompts: int
+    ngram: bool
 
 
 def evaluate_sizes(sizes: Sizes) -> EvaluateSizes:
@@ -67,6 +70,7 @@ def evaluate_sizes(sizes: Sizes) -> EvaluateSizes:
         "max_tokens": sizes.eval_max_tokens,
         "bench_concurrency": sorted({1, sizes.concurrency}),
         "bench_prompts": sizes.bench_prompts,
+        "ngram": sizes.eval_ngram,
     }
 
 
@@ -85,6 +89,8 @@ def evaluate_job(job_id: str, host: HostConfig, workloads_dir: str, request: Eva
         flags.append(f"--vllm-args={shlex.join(request.vllm_args)}")  # one value, though it starts with --
     if request.acceptance_only:
         flags.append("--acceptance-only")
+    if request.ngram:
+        flags.append("--ngram")
     if request.start_timeout_s is not None:
         flags += ["--start-timeout", str(request.start_timeout_s)]
     if request.bench_concurrency and request.bench_prompts:
@@ -101,12 +107,12 @@ def evaluate_job(job_id: str, host: HostConfig, workloads_dir: str, request: Eva
 
 def server_argvs(python: str, request: EvaluateRequest, cpu_flags: Sequence[str] = ()) -> dict[str, list[str]]:
     """The argv of each server that evaluate_job(request) starts, by name, in the order it starts them: the
-    baseline (unless acceptance_only), then the drafter at each k. evaluate.py runs in the target's venv and
-    imports no eyas, so this is its eval_servers and measure over the job's own values; test_evaluation_servers.py
-    runs that code on evaluate_job's argv and compares. `python` runs the job (the host's), `cpu_flags` are what
-    evaluate.py adds on a host without CUDA (eval_servers.cpu_server_args), before --vllm-args so that those win.
-    All on request.port: where evaluate.py starts them side by side (no CUDA, memory for all), the n-th takes port
-    + n instead."""
+    baseline (unless acceptance_only), then at each k the drafter and (request.ngram) n-gram speculation.
+    evaluate.py runs in the target's venv and imports no eyas, so this is its eval_servers and measure over the
+    job's own values; test_evaluation_servers.py runs that code on evaluate_job's argv and compares. `python` runs
+    the job (the host's), `cpu_flags` are what evaluate.py adds on a host without CUDA
+    (eval_servers.cpu_server_args), before --vllm-args so that those win. All on request.port: where evaluate.py
+    starts them side by side (no CUDA, memory for all), the n-th takes port + n instead."""
     inherited: list[list[str | None]] = [list(pair) for pair in request.launch.flags] if request.launch else []
 
     def argv(*own: str) -> list[str]:
@@ -118,4 +124,7 @@ def server_argvs(python: str, request: EvaluateRequest, cpu_flags: Sequence[str]
         # evaluate.py names the drafter by its resolved path: the same, but for a symlink on the host.
         speculative = {"method": SPECULATIVE_METHOD, "model": request.drafter_dir, "num_speculative_tokens": k}
         servers[f"speculative-k{k}"] = argv("--speculative-config", json.dumps(speculative))
+        if request.ngram:
+            ngram = {"method": "ngram", "num_speculative_tokens": k, **NGRAM_LOOKUP}
+            servers[f"ngram-k{k}"] = argv("--speculative-config", json.dumps(ngram))
     return servers

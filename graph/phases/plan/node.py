@@ -145,15 +145,19 @@ def _measure(ctx: RunContext, figures: Figures) -> Measured:
 def evaluation_hours(state: RunState, load_s: float, tok_s: float | None) -> float | None:
     """Two servers (the baseline and the drafter's), each loading like production and answering every held-out
     prompt one at a time, then `vllm bench serve`'s requests (evaluate_sizes): bench_prompts one at a time, and at
-    the run's concurrency as many rounds as its requests fill (a round taken as long as one request); None without
-    a measured throughput."""
+    the run's concurrency as many rounds as its requests fill (a round taken as long as one request); with n-gram
+    speculation beside them (eval_ngram) a third server, loading and answering the held-out prompts. None without a
+    measured throughput."""
     if tok_s is None:
         return None
     sizes = run_sizes(state)
     answers = sizes.held_out + sizes.bench_prompts
     if sizes.bench_prompts and sizes.concurrency > 1:
         answers += -(-max(sizes.bench_prompts, sizes.concurrency) // sizes.concurrency)
-    return 2 * (load_s + answers * sizes.eval_max_tokens / tok_s) / 3600
+    seconds = 2 * (load_s + answers * sizes.eval_max_tokens / tok_s)
+    if sizes.eval_ngram:
+        seconds += load_s + sizes.held_out * sizes.eval_max_tokens / tok_s
+    return seconds / 3600
 
 
 def production_load(ctx: RunContext, state: RunState, model_bytes: int | None) -> tuple[float, str]:

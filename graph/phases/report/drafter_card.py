@@ -79,6 +79,8 @@ def evaluation_lines(evaluation: Evaluation | None) -> list[str]:
             f"- tokens/s: {evaluation.tokens_per_s_baseline:.1f} without the drafter, "
             f"{evaluation.tokens_per_s_speculative:.1f} with it"
         )
+    ngram = evaluation.side_by_side()[1]  # vLLM's n-gram speculation, the free baseline, on the same prompts
+    lines.append(f"- n-gram speculation (no drafter): {ngram.summary() if ngram.measured else 'not measured'}")
     return lines
 
 

@@ -13,7 +13,7 @@ from eyas.graph.context import RunContext
 from eyas.graph.downtime import LOG, restore, summary
 from eyas.graph.phases.deploy.node import deploy_record
 from eyas.graph.phases.evaluate.bench_record import LATENCY_HEADERS, Bench
-from eyas.graph.phases.evaluate.record import run_evaluation
+from eyas.graph.phases.evaluate.record import TARGET_ALONE, Evaluation, run_evaluation
 from eyas.graph.phases.report.drafter_card import make_ready_to_publish
 from eyas.graph.phases.report.headline import headline
 from eyas.graph.phases.report.what_ran import list_files, size_rows, what_ran_rows
@@ -87,6 +87,9 @@ def render_report(state: RunState, ctx: RunContext) -> str:
         if per_position:
             rates = ", ".join(f"{position + 1}: {_fmt(rate)}" for position, rate in enumerate(per_position))
             lines += ["", f"Acceptance by draft position: {rates}"]
+        lines += ["", f"Side by side at k={evaluation.k}, on the same prompts and server flags:", ""]
+        lines += [f"| {' | '.join(SIDE_BY_SIDE)} |", "|---|---|---|---|"]
+        lines += [f"| {' | '.join(row)} |" for row in side_by_side_rows(evaluation)]
         if evaluation.bench is not None:
             lines += latency_lines(evaluation.bench)
     if state.get("training"):
@@ -139,6 +142,23 @@ def what_ran_lines(state: RunState) -> list[str]:
     lines += [""]
     lines += [f"- **{label}:** {md_text(text)}" for label, text in what_ran_rows(state)]
     return lines
+
+
+SIDE_BY_SIDE = ("measured", "tokens/s", "mean acceptance length", "speedup")
+
+
+def side_by_side_rows(evaluation: Evaluation) -> list[tuple[str, str, str, str]]:
+    """The target alone, n-gram speculation and the drafter as table cells (SIDE_BY_SIDE), for the Markdown and
+    the HTML report alike; a baseline the evaluation did not measure says so."""
+    rows = []
+    for row in evaluation.side_by_side():
+        if not row.measured:
+            rows.append((row.name, row.summary(), "n/a", "n/a"))
+        elif row.name == TARGET_ALONE:
+            rows.append((row.name, _fmt(row.tokens_per_s), "n/a (no drafts)", "1 (the reference)"))
+        else:
+            rows.append((row.name, _fmt(row.tokens_per_s), _fmt(row.mean_acceptance_length), _fmt(row.speedup)))
+    return rows
 
 
 def _fmt(value: Any) -> str:

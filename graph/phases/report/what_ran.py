@@ -11,7 +11,7 @@ from typing import Any
 
 from eyas.graph.phases.train.jobs import LEARNING_RATE, VAL_RATIO
 from eyas.tools.hosts.host import Host
-from eyas.tools.settings.sizes import Sizes
+from eyas.tools.settings.sizes import Sizes, shown_size
 from eyas.tools.settings.units import format_size
 
 NOT_RECORDED = "not recorded"
@@ -24,8 +24,7 @@ def size_rows(state: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     rows = []
     for name, value in (state.get("sizes") or {}).items():
         field = Sizes.model_fields.get(name)
-        shown = f"{value:,}" if isinstance(value, int) else str(value)
-        rows.append((name, shown, (field.description or "") if field else ""))
+        rows.append((name, shown_size(value), (field.description or "") if field else ""))
     return rows
 
 
