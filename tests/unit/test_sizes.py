@@ -110,9 +110,17 @@ def test_invalid_sizes_are_refused(bad: dict[str, int]) -> None:
 
 
 def flag_sizes(argv: list[str]) -> dict[str, str]:
-    """The sizes a command line's flags set (`--max-seq-len 256` -> max_seq_len; `--prompts` -> prompt_source)."""
-    pairs = dict(zip(argv[::2], argv[1::2], strict=True))
-    names = {flag.removeprefix("--").replace("-", "_"): value for flag, value in pairs.items()}
+    """The sizes a command line's flags set (`--max-seq-len 256` -> max_seq_len; `--prompts` -> prompt_source;
+    a switch `--no-eval-ngram` -> eval_ngram false)."""
+    names: dict[str, str] = {}
+    at = 0
+    while at < len(argv):
+        name = argv[at].removeprefix("--").replace("-", "_")
+        if at + 1 < len(argv) and not argv[at + 1].startswith("--"):
+            names[name], at = argv[at + 1], at + 2
+        else:
+            switched_off = name.startswith("no_")
+            names[name.removeprefix("no_")], at = "false" if switched_off else "true", at + 1
     if "prompts" in names:
         names["prompt_source"] = names.pop("prompts")
     return {name: value for name, value in names.items() if name in Sizes.model_fields}
