@@ -155,7 +155,7 @@ def test_cuda_command_runs_speculators_trainer_under_torchrun_with_the_cpu_loops
         "--d2t-path": [str(inputs["d2t"])],
         "--t2d-path": [str(inputs["t2d"])],
         "--max-steps": ["40"],
-        # drafter_recipe.py's warm-up (5% of 40 steps is 2, its floor of 20 is capped at a quarter of the run) and
+        # drafter_recipe.py's warm-up (5% of 40 steps is 2; its floor, at most a quarter of the run, gives 10) and
         # per-layer norms of the captured layers, as the CPU loop builds them.
         "--scheduler-warmup-steps": ["10"],
         "--fc-norm": [],

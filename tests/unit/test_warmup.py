@@ -16,16 +16,16 @@ sys.path.insert(0, str(WORKLOADS_DIR))  # workloads import their siblings by pla
 
 import train
 
-RECIPE = Recipe(warmup_ratio=0.05, warmup_min_steps=20)
+RECIPE = Recipe(warmup_ratio=0.05, warmup_min_steps=10)
 
 
 @pytest.mark.parametrize(
     ("total", "warmup"),
     [
         (4000, 200),  # a long run: its share
-        (400, 20),  # share and floor agree
-        (108, 20),  # the ceiling test's run: 5% would be 5 steps, the floor gives 20
-        (40, 10),  # a short run: the floor, but never more than a quarter of the run
+        (200, 10),  # share and floor agree
+        (108, 10),  # the ceiling test's run: 5% would be 5 steps, the floor gives 10
+        (24, 6),  # a short run: the floor, but never more than a quarter of the run
         (3, 0),
     ],
 )
