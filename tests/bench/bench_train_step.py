@@ -107,11 +107,10 @@ def inner(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     sys.path.insert(0, str(WORKLOADS))
-    from speculators.models.eagle3 import Eagle3DraftModel
     from transformers import get_linear_schedule_with_warmup
 
     from drafter_data import PackedBatches, stage
-    from train_loop import build_cpu_optimizers, build_drafter, rates, train_step, validate
+    from train_loop import build_cpu_optimizers, build_drafter, loss_kwargs, rates, train_step, validate
 
     threads = args.threads or max(1, (os.cpu_count() or 1) - 1)
     torch.set_num_threads(threads)
@@ -124,9 +123,7 @@ def inner(args: argparse.Namespace) -> dict[str, Any]:
     d2t = torch.from_numpy(np.load(args.vocab / f"d2t-{args.draft_vocab}.npy"))
     t2d = torch.from_numpy(np.load(args.vocab / f"t2d-{args.draft_vocab}.npy"))
     shape = SimpleNamespace(verifier=args.model, num_layers=1, target_layer_ids=staged.aux_layer_ids, ttt_steps=3)
-    call_kwargs, _ = Eagle3DraftModel.get_trainer_kwargs(
-        ttt_steps=3, ttt_step_loss_decay=1.0, loss_fn="kl_div", loss_implementation="eager"
-    )
+    call_kwargs = loss_kwargs(3)
     runs = {}
     for name in args.variants:
         torch.manual_seed(0)

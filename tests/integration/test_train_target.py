@@ -19,13 +19,14 @@ from typing import Any
 import pytest
 
 from extraction import differing_tensors, noise_training_data, prepared_target, run_python
-from eyas.graph.phases.train.jobs import TrainRequest, train_job
+from eyas.graph.phases.train.jobs import LEARNING_RATE, TrainRequest, train_job
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobStatus
 from eyas.tools.jobs.upload import WORKLOADS_DIR, upload_workloads
 from eyas.tools.settings.config import HostConfig
 from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.workloads.drafter_recipe import DEFAULT_RECIPE
 from eyas.tools.workloads.hidden_states_file import read_header
 from eyas.tools.workloads.progress import TAG
 from tensorboard_scalars import read_scalars
@@ -90,16 +91,16 @@ def test_cuda_flags_build_the_same_drafter_through_speculators_own_trainer(
     argv = train_cuda.speculators_argv(
         args, python=str(target.python), nproc=1, dataset=tmp_path / "staged" / "dataset",
         hidden_states=tmp_path / "staged" / "hidden_states", save_path=tmp_path / "speculators", init_drafter=None,
-        checkpoint_freq=1.0,
+        checkpoint_freq=1.0, total_steps=1000,
     )  # fmt: skip
     flags = argv[argv.index(str(WORKLOADS_DIR / "train_cuda.py")) + 1 :]
     resolved = probe(target, "resolve", *flags)
     expected = {"speculator_type": "eagle3", "num_layers": 2, "full_attention_indices": [0, 1], "on_missing": "raise"}
     assert {key: resolved[key] for key in expected} == expected
     assert resolved["d2t_path"] == str(random_data["d2t"])
-    # drafter_recipe's choices: per-layer norms of the captured layers (--fc-norm), a 5% warm-up.
+    # drafter_recipe's choices: per-layer norms of the captured layers (--fc-norm), a warm-up of 5% of 1,000 steps.
     assert (resolved["norm_before_fc"], resolved["fc_norm"], resolved["norm_output"]) == (False, True, True)
-    assert (resolved["loss_fn"], resolved["scheduler_warmup_ratio"]) == ("kl_div", 0.05)
+    assert (resolved["loss_fn"], resolved["scheduler_warmup_steps"]) == ("kl_div", 50)
 
     speculators_run = run_python(target, WORKLOADS_DIR / "train_cuda.py", *flags)
     assert speculators_run.returncode == 0, speculators_run.stderr[-3000:]
@@ -182,8 +183,13 @@ def test_training_resumes_after_sigkill_to_the_same_weights(
     assert curves["killed"] == curves["whole"]
     train_rows = [row for row in curves["whole"] if row[0] == "train"]
     assert [row[1] for row in train_rows] == list(range(1, len(train_rows) + 1))
+    # Each step's own rate: a linear warm-up over drafter_recipe's steps for this run (its floor, as 5% of a run this
+    # short is one step or none), then a linear decay that ends above zero.
     rates = [row[4] for row in train_rows]
-    assert rates == sorted(rates, reverse=True) and rates[-1] > 0  # the linear decay, each step's own rate
+    warmup = DEFAULT_RECIPE.warmup_steps(len(train_rows))
+    assert warmup > int(0.05 * len(train_rows))
+    assert rates[: warmup + 1] == pytest.approx([LEARNING_RATE * step / warmup for step in range(warmup + 1)])
+    assert rates[warmup:] == sorted(rates[warmup:], reverse=True) and rates[-1] > 0
     val_steps = [row[1] for row in curves["whole"] if row[0] == "val"]
     assert len(val_steps) == 3 and val_steps == sorted(val_steps) and val_steps[-1] == len(train_rows)  # each epoch
     # TensorBoard's own reader sees each step's loss once too; the resume added a file and hid what the kill left.

@@ -71,7 +71,7 @@ def fetch_with_speculators(args: argparse.Namespace, staged: Staged) -> dict[str
         argv = train_cuda.speculators_argv(
             args, python=sys.executable, nproc=1, dataset=staged.path / "dataset",
             hidden_states=staged.path / "hidden_states", save_path=args.work / "speculators", init_drafter=None,
-            checkpoint_freq=1.0, endpoint=f"{server.server.base_url}/v1",
+            checkpoint_freq=1.0, total_steps=1, endpoint=f"{server.server.base_url}/v1",
         )  # fmt: skip
 
         def flag(name: str) -> str:

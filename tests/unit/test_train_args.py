@@ -118,7 +118,7 @@ def build(
     staged = inputs["root"] / "staged"
     return train_cuda.speculators_argv(
         args, python="/venv/bin/python", nproc=8, dataset=staged / "dataset", hidden_states=staged / "hidden_states",
-        save_path=inputs["root"] / "ckpt", init_drafter=init, checkpoint_freq=freq, endpoint=endpoint,
+        save_path=inputs["root"] / "ckpt", init_drafter=init, checkpoint_freq=freq, total_steps=40, endpoint=endpoint,
     )  # fmt: skip
 
 
@@ -155,8 +155,9 @@ def test_cuda_command_runs_speculators_trainer_under_torchrun_with_the_cpu_loops
         "--d2t-path": [str(inputs["d2t"])],
         "--t2d-path": [str(inputs["t2d"])],
         "--max-steps": ["40"],
-        # drafter_recipe.py's warm-up and per-layer norms of the captured layers, as the CPU loop builds them.
-        "--scheduler-warmup-ratio": ["0.05"],
+        # drafter_recipe.py's warm-up (5% of 40 steps is 2; its floor, at most a quarter of the run, gives 10) and
+        # per-layer norms of the captured layers, as the CPU loop builds them.
+        "--scheduler-warmup-steps": ["10"],
         "--fc-norm": [],
         "--no-norm-before-fc": [],
     }

@@ -98,11 +98,10 @@ def probe_training(args: argparse.Namespace, data: Path, work: Path, vocab_size:
     """Optimizer steps of a new drafter, built and stepped as train.py's CPU loop (or its CUDA device) does it."""
     import numpy as np
     import torch
-    from speculators.models.eagle3 import Eagle3DraftModel
 
     from drafter_data import PackedBatches, stage
     from train import resolve_optimizer
-    from train_loop import build_cpu_optimizers, build_drafter, train_step
+    from train_loop import build_cpu_optimizers, build_drafter, loss_kwargs, train_step
 
     device = "cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu"
     if device == "cpu":
@@ -119,9 +118,7 @@ def probe_training(args: argparse.Namespace, data: Path, work: Path, vocab_size:
     )  # fmt: skip
     model = build_drafter(shape, staged, None, d2t, t2d).to(device)
     model.train()
-    call_kwargs, _ = Eagle3DraftModel.get_trainer_kwargs(
-        ttt_steps=args.ttt_steps, ttt_step_loss_decay=1.0, loss_fn="kl_div", loss_implementation="eager"
-    )
+    call_kwargs = loss_kwargs(args.ttt_steps)
     optimizer = resolve_optimizer("auto", device)
     optimizers = build_cpu_optimizers(model, optimizer, 1e-4, "float32" if device == "cpu" else "bfloat16")
     schedulers = [torch.optim.lr_scheduler.ConstantLR(opt, factor=1.0) for opt in optimizers]

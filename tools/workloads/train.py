@@ -165,6 +165,8 @@ def check_args(args: argparse.Namespace) -> None:
         )
     if not 0 <= args.warmup_ratio < 1:
         problems.append(f"--warmup-ratio {args.warmup_ratio} must be in [0, 1).")
+    if args.warmup_min_steps < 0:
+        problems.append(f"--warmup-min-steps {args.warmup_min_steps} must be 0 or more.")
     if not 0 <= args.val_ratio < 1:
         problems.append(f"--val-ratio {args.val_ratio} must be in [0, 1).")
     if args.online and args.nodes > 1:
@@ -356,7 +358,7 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     argv = speculators_argv(
         args, python=sys.executable, nproc=nproc, dataset=staged.path / "dataset",
         hidden_states=staged.path / "hidden_states", save_path=save_path, init_drafter=init_drafter,
-        checkpoint_freq=checkpoint_freq, master=master,
+        checkpoint_freq=checkpoint_freq, total_steps=total, master=master,
         endpoint=f"{server.server.base_url}/v1" if server is not None else None,
     )  # fmt: skip
     progress.emit(phase="launch", done=0, total=total, command=argv)

@@ -38,12 +38,14 @@ def speculators_argv(
     save_path: Path,
     init_drafter: Path | None,
     checkpoint_freq: float,
+    total_steps: int,
     master: tuple[str, int] | None = None,
     endpoint: str | None = None,
 ) -> list[str]:
     """torchrun running this file with speculators' train flags, from train.py's parsed arguments; with
     `master` (node 0's address and port), one of --nodes torchruns that form one job; with `endpoint` (an
-    extraction server's /v1), the samples missing on disk are fetched from it."""
+    extraction server's /v1), the samples missing on disk are fetched from it. `total_steps`: the run's optimizer
+    steps as speculators' trainer counts them, which its warm-up is a share of."""
     if master is None:
         where = ["--standalone"]
     else:
@@ -85,7 +87,7 @@ def speculators_argv(
         argv += ["--max-steps", str(args.max_steps)]
     if args.dry_run:
         argv.append("--dry-run")
-    return argv + speculators_flags(Recipe.from_args(args), new_drafter=init_drafter is None)
+    return argv + speculators_flags(Recipe.from_args(args), init_drafter is None, total_steps)
 
 
 def online_workers(window: int, gpus: int, requested: int, max_steps: int | None) -> int:

@@ -202,6 +202,18 @@ def build_cpu_optimizers(model: torch.nn.Module, name: str, lr: float, muon_dtyp
     return [with_float32_newton_schulz(optimizer) for optimizer in optimizers]
 
 
+def loss_kwargs(ttt_steps: int) -> dict[str, Any]:
+    """The drafter's forward arguments in training, as speculators' CLI gives them: a KL divergence to the target's
+    whole next-token distribution (not its argmax) at each of `ttt_steps` positions, all weighted alike; eager,
+    since the fused loss kernels need a GPU."""
+    from speculators.models.eagle3 import Eagle3DraftModel
+
+    call_kwargs, _ = Eagle3DraftModel.get_trainer_kwargs(
+        ttt_steps=ttt_steps, ttt_step_loss_decay=1.0, loss_fn="kl_div", loss_implementation="eager"
+    )
+    return call_kwargs
+
+
 def train_step(
     model: torch.nn.Module,
     batch: dict[str, Any],
@@ -263,7 +275,6 @@ def train_cpu(
     online: OnlineHiddenStates | None = None,
 ) -> torch.nn.Module:
     """Train (or resume training) and return the trained drafter (the same on every rank)."""
-    from speculators.models.eagle3 import Eagle3DraftModel
     from transformers import get_linear_schedule_with_warmup
 
     torch.manual_seed(args.seed)
@@ -272,9 +283,7 @@ def train_cpu(
     recipe = Recipe.from_args(args)
     model = build_drafter(args, staged, init_drafter, d2t, t2d, recipe)
     model.train()
-    call_kwargs, _ = Eagle3DraftModel.get_trainer_kwargs(
-        ttt_steps=args.ttt_steps, ttt_step_loss_decay=1.0, loss_fn="kl_div", loss_implementation="eager"
-    )
+    call_kwargs = loss_kwargs(args.ttt_steps)
     split = {"train_ratio": 1 - args.val_ratio, "total_seq_len": args.total_seq_len, "seed": args.seed}
     train = PackedBatches(staged, split="train", replicas=world.size, rank=world.rank, **split)
     val = PackedBatches(staged, split="val", **split) if args.val_ratio > 0 and world.main else None
@@ -283,7 +292,7 @@ def train_cpu(
     plan = [share[:steps] for share, steps in zip(shares, world.smallest(list(map(len, shares))), strict=True)]
     total = sum(map(len, plan)) if not args.max_steps else min(args.max_steps, sum(map(len, plan)))
     optimizers = build_cpu_optimizers(model, args.optimizer, args.lr, cpu_compute_dtype())
-    warmup = int(total * recipe.warmup_ratio)
+    warmup = recipe.warmup_steps(total)
     schedulers = [get_linear_schedule_with_warmup(optimizer, warmup, total) for optimizer in optimizers]
     signature = {"samples": staged.samples, "tokens": staged.tokens, "total_steps": total, **split}
     if world.size > 1:
