@@ -16,8 +16,8 @@ from eyas.graph.state import FAILURE_ACTIONS, Failure, GateAnswer, RunState
 from eyas.tools.hosts.patience import Backoff, patiently, stamp
 from eyas.tools.jobs.detached import JobSpec, JobState, JobStatus
 from eyas.tools.jobs.executor import JobExecutor, launch_noted
+from eyas.tools.jobs.job_progress import progress_in
 from eyas.tools.jobs.upload import upload_workloads
-from eyas.tools.workloads.progress import last_progress
 
 # How a phase turns the run's state into its jobs (the gate shows them, the launch starts them).
 SpecBuilder = Callable[[RunContext, RunState], list[JobSpec]]
@@ -83,7 +83,7 @@ def make_monitor(phase: str) -> Node:
 
         def poll() -> tuple[list[JobState], dict[str, dict[str, Any]]]:
             states = jobs.statuses(ids)
-            return states, {s.job_id: last_progress(jobs.tail(s.job_id, 20)) or {} for s in states}
+            return states, {s.job_id: progress_in(jobs.tail(s.job_id, 20)) for s in states}
 
         while True:
             states, progress = patient(ctx, poll)

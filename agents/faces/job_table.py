@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from eyas.agents.faces.progress_text import count_text, detail_text, progress_in
+from eyas.agents.faces.progress_text import count_text, detail_text
 from eyas.graph.runs import RunDir
 from eyas.graph.shard_total import phase_total
 from eyas.tools.errors import HostError, JobError
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.jobs.executor import jobs_of
+from eyas.tools.jobs.job_progress import progress_in
 
 
 def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:

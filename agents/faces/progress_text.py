@@ -1,34 +1,17 @@
 """A job's progress in words, from its progress lines (tools/workloads/progress.py): the count it reports (a
 training's steps, an evaluation's prompts, a download's bytes) and the figures beside it (loss, tokens/s,
 acceptance). A job's last line need not carry them all (training ends with `{"phase": "done"}`), so the terminal
-keeps the last value of each field, as the dashboard does."""
+keeps the last value of each field (tools/jobs/job_progress.py), as the dashboard does."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from eyas.tools.jobs.job_progress import COUNTED_PHASE
 from eyas.tools.settings.units import format_size
-from eyas.tools.workloads.progress import progress_lines
 
-COUNTED_PHASE = "counted_phase"  # the phase of the last line that carried a total: what the count counts
-TRAINING_PHASES = ("train", "resumed", "checkpoint")  # their done/total are optimizer steps
-
-
-def merged(before: Mapping[str, Any], latest: Mapping[str, Any]) -> dict[str, Any]:
-    """The job's progress so far: each field's newest value, a field the latest line lacks kept from before."""
-    seen = {**before, **{key: value for key, value in latest.items() if value is not None}}
-    if latest.get("total") is not None:
-        seen[COUNTED_PHASE] = latest.get("phase")
-    return seen
-
-
-def progress_in(log_text: str) -> dict[str, Any]:
-    """A job's progress as far as its log's progress lines tell, each field's newest value (a torn line skipped)."""
-    seen: dict[str, Any] = {}
-    for value in progress_lines(log_text.splitlines()):
-        seen = merged(seen, value)
-    return seen
+TRAINING_PHASES = ("train", "resumed", "checkpoint", "val")  # their done/total are optimizer steps
 
 
 def count_text(seen: Mapping[str, Any]) -> str:

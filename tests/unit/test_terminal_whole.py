@@ -14,10 +14,11 @@ from rich.console import Console
 from eyas.agents.faces.cli.console import decision_text
 from eyas.agents.faces.cli.run_ui import RunUI
 from eyas.agents.faces.job_table import progress_cells
-from eyas.agents.faces.progress_text import count_text, detail_text, merged, progress_in
+from eyas.agents.faces.progress_text import count_text, detail_text
 from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import JobState, JobStatus
+from eyas.tools.jobs.job_progress import merged, progress_in
 from eyas.tools.recording.recorder import Recorder
 from eyas.tools.recording.task_scope import task_scope
 from eyas.tools.workloads.progress import TAG
@@ -89,6 +90,25 @@ def test_a_finished_training_keeps_its_steps_loss_and_tokens_per_s_on_its_bar() 
     assert "succeeded" in vocab_line and "0/1" not in wide, wide
     narrow = bars(polls, 80)  # wrapped, never cut
     assert "…" not in narrow and all(part in narrow for part in ("step 154/154", "loss 2.35", "tokens/s")), narrow
+
+
+def test_a_training_that_ends_between_polls_shows_its_last_step_not_the_polls_before() -> None:
+    """The run polls every few seconds and reads each job's log tail: a short training runs its last steps, its
+    validation and its `done` between two polls. The bar must end at the last step, as the tail's lines merged
+    (graph/supervise.py), not at the step the poll before saw (the example run's bar ended at "step 8/18")."""
+    train = "r1.train"
+
+    def line(phase: str, done: int, **figures: float) -> str:
+        return TAG + json.dumps({"phase": phase, "done": done, "total": 18, **figures})
+
+    before = "\n".join(line("train", step, loss=10.9) for step in range(1, 9))
+    steps = [line("train", step, loss=9.0 + step / 10) for step in range(9, 19)]
+    done = TAG + json.dumps({"phase": "done", "out": "/work/drafter"})
+    after = "\n".join([*steps, line("val", 18, val_loss=9.5), done])
+    polls: Polls = [([job(train, JobStatus.RUNNING)], {train: progress_in(before)}),
+                    ([job(train, JobStatus.SUCCEEDED)], {train: progress_in(after)})]  # fmt: skip
+    shown = bars(polls, 120)
+    assert "step 18/18 succeeded, loss 10.8" in shown and "step 8/18" not in shown, shown
 
 
 def test_an_evaluation_bar_counts_its_prompts_and_ends_with_its_measures() -> None:

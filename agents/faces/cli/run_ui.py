@@ -17,11 +17,12 @@ from rich.table import Column, Table
 
 from eyas.agents.faces.cli.console import console, decision_text
 from eyas.agents.faces.gate_text import gate_sections
-from eyas.agents.faces.progress_text import count_text, detail_text, merged
+from eyas.agents.faces.progress_text import count_text, detail_text
 from eyas.graph.gates.view import FailureView, GateView, read_view
 from eyas.graph.shard_total import phase_total
 from eyas.graph.state import GateAnswer
 from eyas.tools.jobs.detached import JobState, JobStatus
+from eyas.tools.jobs.job_progress import merged
 from eyas.tools.settings.config import format_validation_error
 from eyas.tools.settings.sizes import Sizes, SizeValue, typed_size
 

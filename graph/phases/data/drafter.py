@@ -22,9 +22,9 @@ from eyas.graph.state import Record, RunState
 from eyas.graph.supervise import patient
 from eyas.tools.jobs.detached import JobSpec, JobStatus
 from eyas.tools.jobs.executor import launch_noted
+from eyas.tools.jobs.job_progress import progress_in
 from eyas.tools.jobs.upload import upload_workloads
 from eyas.tools.workloads.drafter_format import shape
-from eyas.tools.workloads.progress import last_progress
 from eyas.tools.workloads.target_model import text_fields
 
 FAILED_PREFIX = "download.py: "  # how download.py's refusals begin (its SystemExit message)
@@ -91,9 +91,7 @@ def _prepare(ctx: RunContext, base: str) -> dict[str, Any]:
     while not job.finished:
         ctx.clock.sleep(ctx.poll_interval_s)
         job = patient(ctx, partial(ctx.jobs.status, job_id))
-        ctx.on_progress(
-            "drafter", [job], {job_id: last_progress(patient(ctx, partial(ctx.jobs.tail, job_id, 20))) or {}}
-        )
+        ctx.on_progress("drafter", [job], {job_id: progress_in(patient(ctx, partial(ctx.jobs.tail, job_id, 20)))})
     tail = patient(ctx, partial(ctx.jobs.tail, job_id, 60))
     found = summary(tail) if job.status is JobStatus.SUCCEEDED else None
     if found is not None:
