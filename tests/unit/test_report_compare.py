@@ -33,6 +33,9 @@ def test_compare_writes_the_runs_side_by_side(runs: tuple[Path, str, str]) -> No
     recorded = folded_output(folder / first / "transcript.jsonl", "evaluation")
     assert by_run[first]["evaluation"][0]["figures"]["speedup"] == recorded["speedup"]
     assert by_run[second]["evaluation"][0]["figures"]["speedup"] == SECOND_SPEEDUP
+    # n-gram speculation beside the drafter, where the evaluation measured it at the drafter's k.
+    ngram = (recorded.get("ngram") or {}).get(str(recorded["k"]), {}).get("speedup")
+    assert by_run[first]["evaluation"][0]["figures"]["ngram_speedup"] == ngram
     assert (by_run[first]["sizes"]["epochs"], by_run[second]["sizes"]["epochs"]) == (1, SECOND_EPOCHS)
     steps = len(folded_output(folder / first / "transcript.jsonl", "training")["train"])
     assert [by_run[run]["training"]["steps"] for run in (first, second)] == [steps, steps]
@@ -46,6 +49,7 @@ def test_compare_writes_the_runs_side_by_side(runs: tuple[Path, str, str]) -> No
     assert Path(result["markdown"]).parent == folder / first
     assert "| **epochs** (differs) | 1 | 2 |" in markdown  # a size that differs is marked; one that agrees is not
     assert "| samples | 24 | 24 |" in markdown
+    assert "| eval_ngram | yes | yes |" in markdown  # a switch in words, not Python's True
     assert f"| {second} | 3 |" in markdown and "| 1.250 |" in markdown
 
     html = Path(result["html"]).read_text()

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from eyas.agents.faces.report_html.record import RunRecord
-from eyas.graph.phases.evaluate.record import run_evaluation
+from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
 from eyas.graph.phases.report.headline import headline
 
 # The evaluation's measures compared, in the order the tables show them (per_position is its own column).
@@ -21,6 +21,7 @@ COMPARED_MEASURES = (
     ("tokens_per_s_baseline", "tokens/s without drafter"),
     ("tokens_per_s_speculative", "tokens/s with drafter"),
     ("speedup", "speedup"),
+    ("ngram_speedup", "n-gram speedup"),  # vLLM's n-gram speculation at the same k: the free baseline to beat
 )
 
 
@@ -67,7 +68,8 @@ def run_figures(run_id: str, record: RunRecord) -> RunFigures:
     measured = [
         Measured(
             k=k,
-            figures={key: _number(result.figure(key)) for key, _ in COMPARED_MEASURES},
+            figures={key: _number(result.figure(key)) for key, _ in COMPARED_MEASURES}
+            | {"ngram_speedup": _ngram_speedup(evaluation, k)},
             per_position=list(result.per_position),
         )
         for k, result in (evaluation.results_by_k().items() if evaluation else ())
@@ -79,6 +81,12 @@ def run_figures(run_id: str, record: RunRecord) -> RunFigures:
         evaluation=measured,
         training=training_curve(record),
     )
+
+
+def _ngram_speedup(evaluation: Evaluation, k: str) -> float | None:
+    """n-gram speculation's speedup at `k`, where the evaluation measured it (the same prompts and flags)."""
+    ngram = evaluation.ngram_at(k)
+    return _number(ngram.speedup) if ngram is not None else None
 
 
 def training_curve(record: RunRecord) -> Curve:
@@ -127,7 +135,9 @@ def mean_tokens_per_s(curve: Curve) -> float | None:
 
 
 def shown(value: Any) -> str:
-    """A value as the comparison's tables write it: floats to 3 decimals, missing as a dash."""
+    """A value as the comparison's tables write it: floats to 3 decimals, a switch as yes or no, missing as a dash."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.3f}"
     return "—" if value is None else str(value)
