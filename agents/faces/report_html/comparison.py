@@ -72,7 +72,8 @@ def run_figures(run_id: str, record: RunRecord) -> RunFigures:
             | {"ngram_speedup": _ngram_speedup(evaluation, k)},
             per_position=list(result.per_position),
         )
-        for k, result in (evaluation.results_by_k().items() if evaluation else ())
+        for evaluation in ([evaluation] if evaluation else [])
+        for k, result in evaluation.results_by_k().items()
     ]
     return RunFigures(
         run_id=run_id,
