@@ -28,7 +28,7 @@ from eyas.tools.planning.estimate import DISK_RESERVE_BYTES
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.workloads.hidden_states_file import sample_files, token_files
 from eyas.tools.workloads.progress import TAG
-from pipeline_runs import TINY, events, eyas, start, write_policy
+from pipeline_runs import TINY, events, eyas, start, without_flags, write_policy
 from small_volume import small_volume
 from waiting import process_gone, wait_for
 
@@ -178,10 +178,9 @@ WINDOW = ["--online-window", "2"]
 RUN_SIZES = [*TINY, *WINDOW, "--held-out", "4", "--eval-max-tokens", "16", "--bench-prompts", "1", "--eval-ngram"]
 # TINY as `eyas plan` takes it: the sizes that shape the plan, not how a run polls or how many requests it sends.
 PLAN_SIZES = [
-    *(word for flag, value in zip(TINY[::2], TINY[1::2], strict=True)
-      if flag not in ("--concurrency", "--poll-interval") for word in (flag, value)),
+    *without_flags(TINY, "--concurrency", "--poll-interval", "--bench-prompts", "--no-eval-ngram"),
     *WINDOW,
-]  # fmt: skip
+]
 
 
 def small_disk_config(target: EmbeddedTarget, workdir: Path) -> str:

@@ -16,10 +16,23 @@ EYAS = str(Path(sys.executable).parent / "eyas")
 # (max_seq_len, draft vocabulary, TTT steps, and the prompt source, whose length sets the probe's sample length; a
 # config's runs too, whose defaults differ), so the host's speed probe measures once and the rest read its cache.
 # No `vllm bench serve` and no n-gram server in the evaluation (a minute or more each per run on 2 cores):
-# test_online_train's run measures both through the pipeline, test_bench_serve the bench alone.
+# test_online_train's run measures both through the pipeline, test_vllm_bench_serve the bench alone.
 TINY = ["--samples", "24", "--max-tokens", "48", "--max-seq-len", "256", "--concurrency", "4",
         "--draft-vocab-size", "2048", "--epochs", "1", "--ttt-steps", "1", "--prompts", "sharegpt",
         "--bench-prompts", "0", "--no-eval-ngram", "--poll-interval", "0.2"]  # fmt: skip
+
+
+def without_flags(argv: list[str], *dropped: str) -> list[str]:
+    """`argv` (flags with values, and switches such as --no-eval-ngram) without the flags named, each with its value."""
+    kept: list[str] = []
+    at = 0
+    while at < len(argv):
+        takes_value = at + 1 < len(argv) and not argv[at + 1].startswith("--")
+        width = 2 if takes_value else 1
+        if argv[at] not in dropped:
+            kept += argv[at : at + width]
+        at += width
+    return kept
 
 
 def environment(target: EmbeddedTarget, runs: Path) -> dict[str, str]:

