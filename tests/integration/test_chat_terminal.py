@@ -65,7 +65,9 @@ def test_the_chat_verifies_then_launches_only_after_yes(tmp_path: Path) -> None:
         terminal = Terminal([sys.executable, str(DRIVER), str(tmp_path / "eyas.toml")], env, str(tmp_path))
         try:
             terminal.expect(
-                r"eyas chat, run run-\S+, talking to stub-model at http://127\.0\.0\.1:\d+/v1\. Type exit", 60
+                r"eyas chat, run run-\S+, talking to stub-model at http://127\.0\.0\.1:\d+/v1 "
+                r"\(the config's \[agent\]\)\. Type exit",
+                60,
             )
             terminal.expect(r"you> ", 60)
             terminal.send("verify the target")
