@@ -16,6 +16,7 @@ from playwright.sync_api import Browser, sync_playwright
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import JobState
+from eyas.tools.recording import redact
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.prepare import prepare
 from eyas.tools.target.provision import provision
@@ -30,6 +31,13 @@ from sshd import Sshd
 def no_operator_config(monkeypatch: pytest.MonkeyPatch) -> None:
     """The developer's $EYAS_CONFIG must not steer the tests (nor the `eyas` processes they start)."""
     monkeypatch.delenv("EYAS_CONFIG", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def secrets_remembered_per_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An eyas process remembers every secret it loads for its life (redact.remember_secrets); a test that runs eyas
+    in-process must not hand its planted secrets to the tests after it, whose redaction would then differ."""
+    monkeypatch.setattr(redact, "_remembered", set())
 
 
 @pytest.fixture(scope="session")
