@@ -68,8 +68,10 @@ def run_figures(run_id: str, record: RunRecord) -> RunFigures:
     measured = [
         Measured(
             k=k,
-            figures={key: _number(result.figure(key)) for key, _ in COMPARED_MEASURES}
-            | {"ngram_speedup": _ngram_speedup(evaluation, k)},
+            figures={
+                key: _ngram_speedup(evaluation, k) if key == "ngram_speedup" else _number(result.figure(key))
+                for key, _ in COMPARED_MEASURES
+            },
             per_position=list(result.per_position),
         )
         for evaluation in ([evaluation] if evaluation else [])
