@@ -172,10 +172,10 @@ RUN = "online-small-disk"
 # A window of 2 fetched samples: at TINY's sizes the default window (8 samples of the longest length) holds more than
 # the whole data set's hidden states, so no volume would make online training the one that fits.
 WINDOW = ["--online-window", "2"]
-# TINY with an evaluation just long enough to show that vLLM serves the drafter, and `vllm bench serve` at its
-# smallest: one request at concurrency 1, TINY's 4 at 4 (--bench-prompts 1), on each of the two servers, and n-gram
-# speculation beside the drafter (which TINY leaves out).
-RUN_SIZES = [*TINY, *WINDOW, "--held-out", "4", "--eval-max-tokens", "16", "--bench-prompts", "1", "--eval-ngram"]
+# TINY with an evaluation just long enough to show that vLLM serves the drafter. vLLM's benchmark and n-gram
+# speculation stay off, as in every TINY run (each costs a minute or more here): the ceiling test runs both through
+# evaluate.py on real servers, and test_bench_serve / test_evaluation_servers check the flags a run's sizes give it.
+RUN_SIZES = [*TINY, *WINDOW, "--held-out", "4", "--eval-max-tokens", "16"]
 # TINY as `eyas plan` takes it: the sizes that shape the plan, not how a run polls or how many requests it sends.
 PLAN_SIZES = [
     *without_flags(TINY, "--concurrency", "--poll-interval", "--bench-prompts", "--no-eval-ngram"),
@@ -292,18 +292,5 @@ def check_the_small_disk_run(run: Path, train_log: Path, peak: int) -> None:
     assert set(trained.values()) == {1} and len(trained) == int(extracted["files"] * 0.9)
     evaluation = json.loads(artifacts["evaluation"].read_text())
     assert evaluation["drafts"] > 0 and evaluation["outputs_identical"], evaluation  # vLLM served it
-    bench = evaluation["bench"]  # vLLM's own benchmark, run by the evaluate job from the run's sizes
-    assert bench["concurrency"] == [1, 4] and bench["requests"] == {"1": 1, "4": 4}
-    assert {name: sorted(runs) for name, runs in bench["servers"].items()} == {
-        "baseline": ["1", "4"], "speculative-k3": ["1", "4"]
-    }  # fmt: skip
-    assert all(run["completed"] == bench["requests"][c] and run["median_ttft_ms"] > 0
-               for runs in bench["servers"].values() for c, run in runs.items()), bench  # fmt: skip
-    assert set(bench["speedup"]["speculative-k3"]) == {"1", "4"}
     report = (run / "report.md").read_text()
-    assert "## Online hidden states" in report and "### Latency under load" in report
-    # The run's evaluation measures n-gram speculation too, at the drafter's k and on the same prompts and flags:
-    # greedy output unchanged, its speed beside the drafter's in the report.
-    ngram = evaluation["ngram"][str(evaluation["k"])]
-    assert ngram["outputs_identical"] and ngram["speedup"] > 0 and ngram["prompts"] == evaluation["prompts"], ngram
-    assert f"| n-gram | {ngram['tokens_per_s_speculative']:.3f} |" in report
+    assert "## Online hidden states" in report
