@@ -33,11 +33,11 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.planning.downtime_window import DowntimeWindow
-from eyas.tools.planning.estimate import supply_verdict
 from eyas.tools.planning.gpu_budget import gpu_phrase
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
 from eyas.tools.planning.model_config import MeasureError, read_model_dims
 from eyas.tools.planning.paths import with_backend
+from eyas.tools.planning.prompt_supply import supply_verdict
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import Sizes
 

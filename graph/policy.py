@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from eyas.graph.phases.evaluate.record import evaluated_ngram
 from eyas.tools.errors import ConfigError
-from eyas.tools.planning.estimate import PromptSupply, supply_verdict
+from eyas.tools.planning.prompt_supply import PromptSupply, supply_verdict
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.service.deploy import Thresholds, against_ngram
 from eyas.tools.settings.config import format_validation_error

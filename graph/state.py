@@ -25,10 +25,11 @@ from typing_extensions import TypedDict  # pydantic (and so LangGraph Studio) ne
 
 from eyas.tools.planning.backend import BackendChoice
 from eyas.tools.planning.downtime_window import DowntimeWindow, downtime_windows
-from eyas.tools.planning.estimate import Alternative, PromptSupply
+from eyas.tools.planning.estimate import Alternative
 from eyas.tools.planning.gpu_budget import GPU_PHASES, ProductionImpact
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
 from eyas.tools.planning.paths import PhasePath
+from eyas.tools.planning.prompt_supply import PromptSupply
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.settings.sizes import DEFAULT_SIZES, Sizes, SizeValue, recorded_sizes
 

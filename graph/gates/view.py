@@ -30,9 +30,9 @@ from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.resources import job_resources
 from eyas.tools.planning.backend import BackendChoice
 from eyas.tools.planning.downtime_window import DowntimeWindow
-from eyas.tools.planning.estimate import PromptSupply
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
 from eyas.tools.planning.paths import PhasePath
+from eyas.tools.planning.prompt_supply import PromptSupply
 from eyas.tools.settings.config import ClusterConfig, JobResources
 from eyas.tools.settings.sizes import SizeValue
 

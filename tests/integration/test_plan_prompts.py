@@ -12,7 +12,6 @@ import pytest
 from eyas.tools.checks.result import CheckContext
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.planning.estimate import supply_verdict
 from eyas.tools.planning.figures import Figures
 from eyas.tools.planning.prompt_count import (
     count_prompts,
@@ -22,6 +21,7 @@ from eyas.tools.planning.prompt_count import (
     source_prompts,
     split_prompts,
 )
+from eyas.tools.planning.prompt_supply import supply_verdict
 from eyas.tools.settings.config import LOCAL, HostConfig, TargetConfig
 from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget

@@ -14,11 +14,8 @@ from eyas.tools.checks.result import CheckContext
 from eyas.tools.checks.service import production_headers
 from eyas.tools.hosts.http import HttpClient, HttpError
 from eyas.tools.jobs.upload import upload_workloads
-from eyas.tools.planning.estimate import (
-    PromptSupply,
-    prompt_supply,
-)
 from eyas.tools.planning.figures import Figures
+from eyas.tools.planning.prompt_supply import PromptSupply, prompt_supply
 from eyas.tools.planning.served import ServedModel
 from eyas.tools.recording.task_scope import submit_in_task
 from eyas.tools.settings.config import EyasConfig, TargetConfig

@@ -17,11 +17,12 @@ from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
-from eyas.tools.planning.estimate import Plan, PromptSupply, estimate, format_hours, supply_verdict
+from eyas.tools.planning.estimate import Plan, estimate, format_hours
 from eyas.tools.planning.figures import Figures, planned_sizes
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode, choose_mode, mode_verdict, offered
 from eyas.tools.planning.measure import Measured, measure_inputs
 from eyas.tools.planning.prompt_count import count_prompts
+from eyas.tools.planning.prompt_supply import PromptSupply, supply_verdict
 from eyas.tools.planning.served import ServerDown
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import SIZE_LIMITS
