@@ -13,6 +13,7 @@ from rich.table import Table
 
 from eyas.agents.faces.cli.console import console, decision_text, json_result, notice, print_json
 from eyas.agents.faces.cli.detach import DetachOption, detach_driver, same_command
+from eyas.agents.faces.cli.evaluation_tables import evaluation_table, latency_table
 from eyas.agents.faces.cli.options import (
     ConfigOption,
     JsonOption,
@@ -23,7 +24,7 @@ from eyas.agents.faces.cli.options import (
 )
 from eyas.agents.faces.job_table import job_rows
 from eyas.graph.life.heartbeat import Heartbeat
-from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
+from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
 from eyas.graph.runs import RUN_ID_RULE, RunDir, open_run, runs_root
 from eyas.graph.state import Action, GateAnswer, run_plan
@@ -90,25 +91,13 @@ def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any]
             if evaluation := run_evaluation(outcome.state):
                 run.write_evaluation(outcome.state["evaluation"])
                 console.print(evaluation_table(evaluation))
+                if evaluation.bench is not None:
+                    console.print(latency_table(evaluation.bench))
         page = write_html_report(run.root, outcome.state)
         beat.ended(Redactor().text(end_message(run, outcome, page)))
         notify(ctx, outcome, page)
     console.print(f"report.html: {escape(str(page))}")
     return outcome
-
-
-def evaluation_table(evaluation: Evaluation) -> Table:
-    table = Table(title="drafter measured on held-out prompts (temperature 0)", title_justify="left")
-    table.add_column("measure")
-    table.add_column("value", justify="right")
-    for key in ("k", "mean_acceptance_length", "acceptance_rate", "tokens_per_s_baseline",
-                "tokens_per_s_speculative", "speedup", "outputs_identical"):  # fmt: skip
-        value = evaluation.figure(key)
-        if value is not None:
-            table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
-    for row in evaluation.side_by_side():  # the baselines beside it, on the same prompts and flags
-        table.add_row(row.name, row.summary())
-    return table
 
 
 def finish(outcome: Outcome) -> None:

@@ -1,0 +1,41 @@
+"""The evaluation as `eyas run` prints it when the run ends: the drafter's figures with the baselines beside it, and
+vLLM's benchmark under load, the same tables both reports show, for the operator who reads the terminal first."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from eyas.graph.phases.evaluate.bench_record import LATENCY_HEADERS, Bench
+from eyas.graph.phases.evaluate.record import Evaluation
+
+FIGURES = (
+    "k", "mean_acceptance_length", "acceptance_rate", "tokens_per_s_baseline", "tokens_per_s_speculative", "speedup",
+    "outputs_identical",
+)  # fmt: skip
+
+
+def evaluation_table(evaluation: Evaluation) -> Table:
+    table = Table(title="drafter measured on held-out prompts (temperature 0)", title_justify="left")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for key in FIGURES:
+        value = evaluation.figure(key)
+        if value is not None:
+            table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    for row in evaluation.side_by_side():  # the baselines beside it, on the same prompts and flags
+        table.add_row(row.name, row.summary())
+    return table
+
+
+def latency_table(bench: Bench) -> Table:
+    """vLLM's benchmark on the evaluation's servers: where a drafter's extra compute costs more than it saves shows
+    at the run's concurrency, not in one request at a time. Its caption says what ran (or why nothing did)."""
+    table = Table(
+        title="latency under load (vllm bench serve)", title_justify="left", caption=bench.caption(),
+        caption_justify="left",
+    )  # fmt: skip
+    for header in LATENCY_HEADERS:
+        table.add_column(header, justify="left" if header == "server" else "right")
+    for row in bench.rows():
+        table.add_row(*row)
+    return table

@@ -1,0 +1,43 @@
+"""What `eyas run` prints when a run ends: the recorded example's evaluation as the drafter table (its baselines
+beside it) and the latency table from vLLM's benchmark, each figure as the example holds it, and a benchmark that
+could not run as its reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from eyas.agents.faces.cli.evaluation_tables import evaluation_table, latency_table
+from eyas.graph.phases.evaluate.bench_record import Bench
+from eyas.graph.phases.evaluate.record import run_evaluation
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "runs" / "examples" / "full-pipeline" / "evaluation.json"
+
+
+def rendered(table: object) -> str:
+    console = Console(record=True, width=220)
+    console.print(table)
+    return console.export_text()
+
+
+def test_the_example_prints_both_tables_with_every_server_and_concurrency() -> None:
+    recorded = json.loads(EXAMPLE.read_text())
+    evaluation = run_evaluation({"evaluation": recorded})
+    assert evaluation is not None and evaluation.bench is not None
+    drafter = rendered(evaluation_table(evaluation))
+    assert f"{recorded['mean_acceptance_length']:.3f}" in drafter and "n-gram" in drafter
+    latency = rendered(latency_table(evaluation.bench)).splitlines()
+    for server, runs in recorded["bench"]["servers"].items():
+        for concurrency, run in runs.items():
+            row = next(line for line in latency if line.replace("│", " ").split()[:2] == [server, concurrency])
+            assert f"{run['median_ttft_ms']:,.0f}" in row and f"{run['output_throughput']:,.1f}" in row, row
+            if server != "baseline":
+                assert f"{recorded['bench']['speedup'][server][concurrency]:.2f}" in row, row
+    assert any("temperature 0" in line for line in latency)  # the caption: what ran, on what
+
+
+def test_a_benchmark_that_could_not_run_says_why_instead_of_rows() -> None:
+    text = rendered(latency_table(Bench(error="vLLM's benchmark is not installed in the target's Python")))
+    assert "vllm bench serve: vLLM's benchmark is not installed" in " ".join(text.split())
