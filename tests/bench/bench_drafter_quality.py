@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -26,8 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
-from drafter_pipeline import Pipeline, Sizes, add_size_options, sizes_from, work_root
-from eyas.tools.jobs.upload import WORKLOADS_DIR
+from drafter_pipeline import Pipeline, Sizes, add_size_options, sizes_from, split_prompts, work_root
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,18 +45,6 @@ EXPERIMENTS: dict[str, tuple[dict[str, Any], list[str]]] = {
     "warmup-1pct": ({}, ["--warmup-ratio", "0.01"]),
     "speculators": ({}, ["--aux-norm", "shared", "--output-norm-init", "ones", "--warmup-ratio", "0.01"]),
 }
-
-
-def split_prompts(target: EmbeddedTarget, root: Path, train: int, held_out: int) -> tuple[Path, Path]:
-    prompts, held = root / "prompts.jsonl", root / "held_out.jsonl"
-    subprocess.run(
-        [
-            str(target.python), str(WORKLOADS_DIR / "prompt_split.py"), "--source", "sharegpt", "--train", str(train),
-            "--held-out", str(held_out), "--train-out", str(prompts), "--held-out-out", str(held),
-        ],
-        check=True, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    return prompts, held
 
 
 def row(name: str, sizes: Sizes, extra: list[str], result: dict[str, Any], seconds: float) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
-from drafter_pipeline import Pipeline, Sizes, add_size_options, sizes_from, work_root
+from drafter_pipeline import Pipeline, Sizes, add_size_options, sizes_from, split_prompts, work_root
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 
@@ -72,18 +72,6 @@ for path in Path(sys.argv[1]).glob("hs_*.safetensors"):
         counts[int(path.stem[3:])] = int(handle.get_tensor("loss_mask").sum())
 print(json.dumps(counts))
 """
-
-
-def split_prompts(target: EmbeddedTarget, root: Path, train: int, held_out: int) -> tuple[Path, Path]:
-    prompts, held = root / "prompts.jsonl", root / "held_out.jsonl"
-    subprocess.run(
-        [
-            str(target.python), str(WORKLOADS_DIR / "prompt_split.py"), "--source", "sharegpt", "--train", str(train),
-            "--held-out", str(held_out), "--train-out", str(prompts), "--held-out-out", str(held),
-        ],
-        check=True, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    return prompts, held
 
 
 def in_prompt_order(generated: Path, prompts: Path, out: Path) -> None:

@@ -51,6 +51,19 @@ def work_root(keep: Path | None, prefix: str) -> Iterator[Path]:
         yield root
 
 
+def split_prompts(target: EmbeddedTarget, root: Path, train: int, held_out: int) -> tuple[Path, Path]:
+    """ShareGPT's training and held-out prompts (prompt_split.py's hash split), as the benchmarks measure on them."""
+    prompts, held = root / "prompts.jsonl", root / "held_out.jsonl"
+    subprocess.run(
+        [
+            str(target.python), str(WORKLOADS_DIR / "prompt_split.py"), "--source", "sharegpt", "--train", str(train),
+            "--held-out", str(held_out), "--train-out", str(prompts), "--held-out-out", str(held),
+        ],
+        check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    return prompts, held
+
+
 @dataclass
 class Pipeline:
     target: EmbeddedTarget
