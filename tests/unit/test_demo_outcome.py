@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from eyas.agents.faces.cli.demo_outcome import rolled_back_lines
+import math
+import statistics
+
+import pytest
+
+from eyas.agents.faces.cli.demo_outcome import CURVE, PAYS_AT, per_doubling, rolled_back_lines
 from eyas.tools.service.deploy import DeployResult, Probe
 from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO
 
@@ -21,6 +26,19 @@ def test_the_lines_quote_productions_counters_and_the_demo_sizes() -> None:
     assert "(acceptance length 1.14 at k=3; 8.6 tokens/s with it, 11.8 without)" in lines[0]
     assert f"{DEMO.samples} samples of up to {DEMO.max_tokens} answer tokens" in lines[0]
     assert f"{DEFAULT_SIZES.samples:,} samples" in lines[2]
+
+
+def test_the_distance_to_a_paying_drafter_is_read_off_the_measured_curve() -> None:
+    """The curve's slope is the least-squares one of its points (each doubling of the data adds about as much), and
+    the doublings the lines quote are what that slope needs from the last point to PAYS_AT."""
+    tokens, accepted = CURVE[-1]
+    first_tokens, first_accepted = CURVE[0]
+    fitted = statistics.linear_regression([math.log2(t) for t, _ in CURVE], [a for _, a in CURVE]).slope
+    assert per_doubling() == pytest.approx(fitted) and per_doubling() > 0
+    doublings = round((PAYS_AT - accepted) / per_doubling())
+    line = rolled_back_lines(result(None), DEMO)[0]
+    assert f"some {doublings} doublings past {tokens / 1000:.0f}K tokens" in line, line
+    assert f"{first_accepted:.2f} at {first_tokens // 1000}K" in line
 
 
 def test_without_counters_the_lines_still_explain() -> None:
