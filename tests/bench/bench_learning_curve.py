@@ -12,7 +12,7 @@ the largest point and shared out by conversations (both are linear in them); the
 evaluation run per point. The recipe is otherwise the demo's (one TTT step, 3 epochs, 512-token conversations,
 an 8,192-token vocabulary filled from ShareGPT). Then the kind with the best acceptance per minute is measured in
 full at its largest point: k = 1, 3 and 5 with bootstrap intervals, the target alone and vLLM's n-gram speculation
-on the same prompts and flags. Written to runs/bench-drafter/curve.json and evaluation.json.
+on the same prompts and flags. Written to runs/bench-drafter/: curve.json, curve.svg (the plot) and evaluation.json.
 
     .venv/bin/python tests/bench/bench_learning_curve.py [--points 25 50 100 200] [--kinds regenerated mix] \\
         [--keep DIR]
@@ -33,6 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
 from drafter_pipeline import Pipeline, Sizes, add_size_options, sizes_from, split_prompts, work_root
+from eyas.agents.faces.report_html.charts import Series, line_chart
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 
@@ -187,6 +188,23 @@ def fit(points: list[dict[str, Any]]) -> tuple[float, float]:
     return mean_y - slope * mean_x, slope
 
 
+def plot(points: list[dict[str, Any]]) -> str:
+    """The curve as an SVG: acceptance at k=3 with its interval against the minutes each point cost, one line per
+    kind of data (what a person compares at a glance: which kind buys more acceptance for the same minutes)."""
+    series = []
+    for kind in KINDS:
+        mine = sorted((p for p in points if p["kind"] == kind), key=lambda p: p["data_and_training_minutes"])
+        if mine:
+            bands = ([p["interval"][0] for p in mine], [p["interval"][1] for p in mine])
+            series.append(Series(kind, [p["data_and_training_minutes"] for p in mine],
+                                 [p["mean_acceptance_length"] for p in mine], band=bands))  # fmt: skip
+    chart = line_chart(
+        "learning-curve", "Acceptance length at k=3 on held-out ShareGPT prompts (vLLM's counters)",
+        "minutes of data and training on 2 CPU cores", "acceptance length", series,
+    )  # fmt: skip
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + chart.svg.replace("<svg", '<svg width="750"', 1) + "\n"
+
+
 def print_point(point: dict[str, Any]) -> None:
     low, high = point["interval"]
     interval = f"[{low:.2f}, {high:.2f}]" if low is not None else "-"
@@ -235,6 +253,7 @@ def main() -> None:
         "machine": "2 CPU cores, no GPU; minutes are wall minutes",
     }  # fmt: skip
     (args.out_dir / "curve.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (args.out_dir / "curve.svg").write_text(plot(points))
     full["experiment"] = f"{best_kind}-{best['conversations']}"
     (args.out_dir / "evaluation.json").write_text(json.dumps(full, indent=2) + "\n")
     print("\nper doubling of minutes: " + ", ".join(f"{k} +{b:.3f}" for k, (_, b) in fits.items()))
