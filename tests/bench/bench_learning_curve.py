@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -179,13 +180,14 @@ class Curve:
 
 
 def fit(points: list[dict[str, Any]]) -> tuple[float, float]:
-    """acceptance = a + b * log2(minutes), least squares: the curve's gain per doubling of the minutes spent."""
+    """acceptance = a + b * log2(minutes), least squares: the curve's gain per doubling of the minutes spent (0 for a
+    single point)."""
     xs = [math.log2(p["data_and_training_minutes"]) for p in points]
     ys = [p["mean_acceptance_length"] for p in points]
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs) or 1.0
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
-    return mean_y - slope * mean_x, slope
+    if len(set(xs)) < 2:
+        return statistics.fmean(ys), 0.0
+    line = statistics.linear_regression(xs, ys)
+    return line.intercept, line.slope
 
 
 def plot(points: list[dict[str, Any]]) -> str:

@@ -16,7 +16,7 @@ EYAS = str(Path(sys.executable).parent / "eyas")
 # (max_seq_len, draft vocabulary, TTT steps, and the prompt source, whose length sets the probe's sample length; a
 # config's runs too, whose defaults differ), so the host's speed probe measures once and the rest read its cache.
 # No `vllm bench serve` and no n-gram server in the evaluation (a minute or more each per run on 2 cores):
-# test_online_train's run measures both through the pipeline, test_vllm_bench_serve the bench alone.
+# the ceiling test (test_drafter_e2e) runs both inside evaluate.py, test_vllm_bench_serve the bench alone.
 TINY = ["--samples", "24", "--max-tokens", "48", "--max-seq-len", "256", "--concurrency", "4",
         "--draft-vocab-size", "2048", "--epochs", "1", "--ttt-steps", "1", "--prompts", "sharegpt",
         "--bench-prompts", "0", "--no-eval-ngram", "--poll-interval", "0.2"]  # fmt: skip

@@ -9,6 +9,7 @@ tests/integration/test_drafter_e2e.py).
 from __future__ import annotations
 
 import math
+import statistics
 
 from eyas.tools.service.deploy import DeployResult
 from eyas.tools.settings.sizes import DEFAULT_SIZES, Sizes
@@ -25,18 +26,17 @@ CEILING = "2.3-2.6 accepted tokens per step of 4, and 1.25-1.6x the target's tok
 
 def per_doubling() -> float:
     """The curve's least-squares gain in acceptance length per doubling of the answer tokens."""
-    xs, ys = [math.log2(tokens) for tokens, _ in CURVE], [accepted for _, accepted in CURVE]
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum((x - mean_x) ** 2 for x in xs)
+    return statistics.linear_regression([math.log2(tokens) for tokens, _ in CURVE], [a for _, a in CURVE]).slope
 
 
 def curve_text() -> str:
     """The curve in words, and how far along it a drafter that pays lies."""
     points = ", ".join(f"{accepted:.2f} at {round(tokens, -3) // 1000:.0f}K" for tokens, accepted in CURVE)
     tokens, accepted = CURVE[-1]
-    doublings = (PAYS_AT - accepted) / per_doubling()
+    slope = per_doubling()
+    doublings = (PAYS_AT - accepted) / slope
     return (
-        f"{points} answer tokens, about +{per_doubling():.2f} per doubling of the data; the ~{PAYS_AT} that pays on "
+        f"{points} answer tokens, about +{slope:.2f} per doubling of the data; the ~{PAYS_AT} that pays on "
         f"this CPU lies some {doublings:.0f} doublings past {tokens / 1000:.0f}K tokens (2^{doublings:.0f} times the "
         "data), out of any CPU's reach"
     )
