@@ -60,6 +60,7 @@ def test_plan_offers_the_sizes_it_plans_with_and_agrees_with_run() -> None:
         "prompt_source",
         "extraction_mode",  # the plan chooses offline, hybrid or online from it
         "online_window",  # online training's disk bound
+        "concurrency",  # the throughput probe runs at it: generation's rate grows with the requests in flight
     }
     assert plan == {name: option_defaults("run")[name] for name in plan}
 

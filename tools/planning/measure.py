@@ -298,6 +298,15 @@ def model_on_host(ctx: CheckContext, config: EyasConfig, figures: Figures, serve
     )  # fmt: skip
 
 
+def probe_shape(throughput: Throughput, run_concurrency: int) -> str:
+    """The probe's shape as the plan's sources name it, and whether it is the run's: a rate probed at another
+    concurrency is not the run's rate (a GPU server's grows with the requests in flight), and the gate says so."""
+    shape = f"probe: {throughput.requests} requests, decoding at concurrency {throughput.concurrency}"
+    if throughput.concurrency == run_concurrency:
+        return f"{shape}, the run's"
+    return f"{shape}, not the run's {run_concurrency} (generation's rate at {run_concurrency} may differ)"
+
+
 def sequence_tokens(stats: TokenStats | None, prompt_tokens: float | None, max_tokens: int) -> float:
     """Tokens per sample as the estimate takes them (PlanInputs.sequence_tokens), before the inputs exist."""
     return stats.avg_sequence_tokens if stats else (prompt_tokens or 0.0) + max_tokens
@@ -309,12 +318,13 @@ def measure_inputs(
     config: EyasConfig,
     host: Host | None,
     http: HttpClient,
-    probe_concurrency: int = 16,
+    probe_concurrency: int | None = None,
     clock: Clock = SYSTEM_CLOCK,
     server_down: str | None = None,
 ) -> Measured:
     """The plan's inputs: given figures as they are, the rest measured on `host` (None: nothing may be). The
-    server is asked first (ServerDown when it does not answer); `server_down` (why it cannot be asked) plans
+    server is asked first (ServerDown when it does not answer), and probed at the run's concurrency unless
+    `probe_concurrency` says otherwise (decoding's rate grows with the requests in flight); `server_down` (why it cannot be asked) plans
     without it: the model from target.model_dir, the rates assumed. Raises ContextTooShort when the run's sizes do
     not fit the context the server takes."""
     data_path = figures.data_path or config.host().workdir
@@ -346,12 +356,13 @@ def measure_inputs(
         sequence = sequence_tokens(stats, prompt_tokens, figures.max_tokens)
         if figures.generation_tok_s is None and found.served is not None:
             length = found.context.tokens if found.context else None
+            concurrency = probe_concurrency or figures.concurrency
             throughput = probe_throughput(
-                http, config.target, concurrency=probe_concurrency, clock=clock, max_model_len=length,
+                http, config.target, concurrency=concurrency, clock=clock, max_model_len=length,
                 headers=production_headers(ctx),
             )  # fmt: skip
             tok_s, overhead, single = throughput.tokens_per_s, throughput.overhead_s, throughput.single_tok_s
-            sources["throughput"] = f"probe: {throughput.requests} requests at concurrency {throughput.concurrency}"
+            sources["throughput"] = probe_shape(throughput, figures.concurrency)
         elif figures.generation_tok_s is None:
             why = server_down or "not asked"
             tok_s, single, sources["throughput"] = assumed_decoding(

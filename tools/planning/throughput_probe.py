@@ -50,6 +50,13 @@ def prefill_prompts(count: int, tokens: int, nonce: str) -> list[str]:
     return [f"[{nonce}-{i}] {body}" for i in range(count)]
 
 
+def wave_prompts(count: int) -> list[str]:
+    """`count` prompts for the decoding waves: the shipped set's, taken again with a numbered suffix where the run's
+    concurrency asks for more than it holds (200 requests in flight need 400 prompts), so every wave is full."""
+    base = probe_prompts(count)
+    return [base[i % len(base)] + (f" ({i // len(base)})" if i >= len(base) else "") for i in range(count)]
+
+
 def probe_throughput(
     http: HttpClient,
     target: TargetConfig,
@@ -87,7 +94,7 @@ def probe_throughput(
                 "figure with --throughput TOKENS_PER_S."
             ) from None
 
-    prompts = probe_prompts(2 * concurrency)
+    prompts = wave_prompts(2 * concurrency)
     prefill_tokens = min(PREFILL_PROBE_TOKENS, max_model_len // 2) if max_model_len else PREFILL_PROBE_TOKENS
     long_prompts = prefill_prompts(min(concurrency, PREFILL_PROBE_REQUESTS), prefill_tokens, f"{clock.now():.6f}")
     waves: list[tuple[int, float]] = []

@@ -88,6 +88,7 @@ def plan_command(
     prompt_source: Annotated[str | None, size_option("prompt_source", "--prompts")] = None,
     extraction_mode: Annotated[str | None, size_option("extraction_mode")] = None,
     online_window: Annotated[int | None, size_option("online_window")] = None,
+    concurrency: Annotated[int | None, size_option("concurrency")] = None,
     prompt_tokens: Annotated[
         float | None,
         typer.Option(help="average prompt in tokens, chat template included (default: the server tokenizes a sample)"),
@@ -110,9 +111,14 @@ def plan_command(
     ] = None,
     data_path: Annotated[str | None, typer.Option(help="where the data will go on the host (default: workdir)")] = None,
     probe_concurrency: Annotated[
-        int,
-        typer.Option(min=1, max=SIZE_LIMITS["concurrency"], help="requests in flight during the throughput probe"),
-    ] = 16,
+        int | None,
+        typer.Option(
+            min=1,
+            max=SIZE_LIMITS["concurrency"],
+            help="requests in flight during the throughput probe (default: the run's --concurrency, as generation "
+            "will send them: a GPU server decodes several times faster at 200 requests than at 16)",
+        ),
+    ] = None,
 ) -> None:
     """Estimate generation, extraction and training time and the disk the hidden states need, and say whether it
     fits. Figures not given are measured: the model's config.json where the server loaded it, df where the data
@@ -144,6 +150,7 @@ def plan_command(
         prompt_source=prompt_source or cfg.pipeline.prompts,
         extraction_mode=extraction_mode or cfg.pipeline.extraction_mode,
         online_window=online_window,
+        concurrency=concurrency,
     )
     figures = given_figures(
         hidden_size=hidden_size,
