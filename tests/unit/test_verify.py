@@ -228,6 +228,33 @@ def test_packages_missing_from_an_interpreter_are_listed(tmp_path: Path) -> None
     assert "not installed: vllm, speculators" in result.message and not result.message.startswith(";")
 
 
+def interpreter(tmp_path: Path, name: str, site: Path | None = None) -> Path:
+    """This machine's Python without its site-packages (-S): nothing installed but what `site` holds."""
+    path = f"PYTHONPATH={site} " if site else ""
+    return executable(tmp_path / name / "bin" / "python", f'#!/bin/sh\n{path}exec {sys.executable} -S "$@"\n')
+
+
+def test_a_hub_drafter_needs_huggingface_hub_in_the_host_python(tmp_path: Path) -> None:
+    bare = interpreter(tmp_path, "bare")
+    ctx = context(tmp_path, python=bare)
+    ctx.drafter_base = "org/some-drafter"
+    result = check_packages(ctx)
+    assert result.status is Status.FAIL and "huggingface_hub" in result.message and "org/some-drafter" in result.message
+    assert f"`{bare} -m pip install huggingface_hub`" in result.message
+
+    ctx.drafter_base = "/data/drafter"  # a directory on the host: nothing to download, nothing more to install
+    assert check_packages(ctx).status is Status.WARN and "huggingface_hub" not in check_packages(ctx).message
+
+    site = tmp_path / "site"  # an installed huggingface_hub as importlib.metadata finds one: its dist-info
+    (site / "huggingface_hub-2.5.0.dist-info").mkdir(parents=True)
+    (site / "huggingface_hub-2.5.0.dist-info" / "METADATA").write_text("Name: huggingface_hub\nVersion: 2.5.0\n")
+    ctx = context(tmp_path, python=interpreter(tmp_path, "with-hub", site))
+    ctx.drafter_base = "org/some-drafter"
+    result = check_packages(ctx)
+    assert result.status is Status.WARN and "huggingface_hub 2.5.0" in result.message
+    assert result.facts["huggingface_hub"] == "2.5.0"
+
+
 # -- service: read from the given unit file, never a guessed path --------------------------------------------
 
 

@@ -52,6 +52,11 @@ class CheckContext:
     # Production's API key once read (tools/checks/service.production_headers): None until then.
     key: ProductionKey | None = field(default=None, repr=False)
 
+    @property
+    def hub_drafter(self) -> str | None:
+        """drafter_base when it is a hub repo id, which the run downloads (a directory on the host starts with /)."""
+        return self.drafter_base if self.drafter_base and not self.drafter_base.startswith("/") else None
+
 
 def config_checks(
     config: EyasConfig, host: Host, http: HttpClient, host_name: str | None = None, unit_file: str | None = None
