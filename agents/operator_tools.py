@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from eyas.agents.service_tools import service_tools
 from eyas.agents.toolbox import ToolDef
-from eyas.tools.checks.result import CheckContext
+from eyas.tools.checks.result import config_checks
 from eyas.tools.checks.verify import CHECKS, verify
 from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
@@ -202,14 +202,7 @@ def operator_tools(env: OperatorEnv) -> list[ToolDef]:
         return host or env.config.target.host
 
     def run_verify(args: Verify) -> str:
-        host_config = env.config.host(args.host)
-        context = CheckContext(
-            host=env.host_for(args.host),
-            host_config=host_config,
-            target=env.config.target,
-            http=env.http,
-            data_path=host_config.workdir,
-        )
+        context = config_checks(env.config, env.host_for(args.host), env.http, args.host)
         report = verify(context, list(args.checks) if args.checks else None, env.clock)
         lines = [f"{r.name}: {r.status.value}: {r.message}" for r in report.results]
         return "\n".join([*lines, f"(wall {report.wall_s:.1f} s)"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -18,7 +19,7 @@ from pydantic import BaseModel, Field
 from eyas.agents.toolbox import ToolDef
 from eyas.tools.checks.health import check_health
 from eyas.tools.checks.loading import wait_until_loaded
-from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.checks.result import CheckContext, Status, config_checks
 from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
@@ -112,10 +113,7 @@ def service_tools(
         return production_service(config, host(), http, clock)
 
     def checks() -> CheckContext:
-        host_config = config.host()
-        return CheckContext(
-            host=host(), host_config=host_config, target=config.target, http=http, data_path=host_config.workdir
-        )
+        return config_checks(config, host(), http)
 
     def status(args: ServiceStatus) -> str:
         production = service()
@@ -136,9 +134,7 @@ def service_tools(
     def wait(args: WaitForServer) -> str:
         context = checks()
         bounded = context.target.model_copy(update={"load_wait_s": args.max_wait_s})
-        context = CheckContext(
-            host=context.host, host_config=context.host_config, target=bounded, http=http, data_path=context.data_path
-        )
+        context = replace(context, target=bounded)
         waited = wait_until_loaded(context, check_health(context), clock, progress)
         if waited.outcome == "not loading" and waited.result.status is not Status.FAIL:
             return f"the server is healthy; nothing to wait for ({waited.result.message})"

@@ -14,7 +14,7 @@ from eyas.graph.crash_points import crash_point
 from eyas.graph.policy import Policy
 from eyas.graph.state import FAILURE_ACTIONS, Failure, GateAnswer, RunState
 from eyas.tools.hosts.patience import Backoff, patiently, stamp
-from eyas.tools.jobs.detached import JobSpec, JobState, JobStatus
+from eyas.tools.jobs.detached import JobSpec, JobState, JobStatus, last_words
 from eyas.tools.jobs.executor import JobExecutor, launch_noted
 from eyas.tools.jobs.job_progress import progress_in
 from eyas.tools.jobs.upload import upload_workloads
@@ -138,8 +138,7 @@ def diagnose(state: JobState, tail: str) -> str:
         return "Out of memory: lower the batch size or the sequence length, then retry."
     if "connection refused" in text or "connecterror" in text:
         return "The job could not reach the target server: check `eyas verify`, then retry."
-    lines = [line for line in tail.strip().splitlines() if line.strip()]
-    return f"Exit code {state.rc}; the log ends with: {lines[-1] if lines else '(empty log)'}"
+    return f"Exit code {state.rc}; the log ends with: {last_words(tail) or '(empty log)'}"
 
 
 def failure_gate(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:

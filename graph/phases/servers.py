@@ -11,7 +11,7 @@ from typing import Any
 from eyas.graph.context import RunContext
 from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_sizes, server_argvs
 from eyas.graph.state import RunState, run_plan, run_sizes
-from eyas.tools.checks.result import CheckContext
+from eyas.tools.checks.result import CheckContext, config_checks
 from eyas.tools.checks.server_flags import EVALUATE_OWN, EXTRACT_OWN
 from eyas.tools.checks.service import read_unit
 from eyas.tools.launch.inherited import InheritedLaunch, inherit_launch, ready_timeout_s
@@ -54,10 +54,7 @@ def offline_samples(state: RunState) -> int | None:
 
 def production_checks(ctx: RunContext) -> CheckContext:
     """The run's host and target as the checks see them, to read production's unit and key."""
-    return CheckContext(
-        host=ctx.host, host_config=ctx.host_config, target=ctx.config.target, http=ctx.http,
-        data_path=ctx.host_config.workdir,
-    )  # fmt: skip
+    return config_checks(ctx.config, ctx.host, ctx.http)
 
 
 def production_launch(ctx: RunContext, own: tuple[str, ...]) -> InheritedLaunch:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -190,6 +191,30 @@ def test_a_hub_drafter_for_another_target_fails_the_download_with_the_reason(tmp
     assert run.returncode == 1 and "width 640, the target's are 576" in run.stderr, run.stderr[-2000:]
     assert "drafter_base unset" in run.stderr and "Traceback" not in run.stderr
     assert not (out / "speculators").exists() and not (out / ".eyas-download.json").exists()
+
+
+@slow
+def test_a_typo_or_a_gated_repo_is_named_with_the_fix(tmp_path: Path) -> None:
+    """huggingface_hub wraps the hub's answer (DryRunError "check your internet connection") around the cause,
+    which download.py finds in the chain and names."""
+    typo, gated = f"{REPO}-typo", "meta-llama/gated-drafter"
+    (tmp_path / "repo").mkdir()
+    with hub_standin({REPO: tmp_path / "repo", gated: tmp_path / "repo"}, gated={gated}) as hub:
+        for repo, reason in ((typo, f"No such repository {typo} on {hub.url}"), (gated, f"{gated} is a gated")):
+            run = download("--source", repo, "--out", str(tmp_path / "out"), env=hub_env(tmp_path, hub.url))
+            message = run.stderr.strip()
+            assert run.returncode == 1 and message.startswith(f"download.py: {reason}"), message
+            assert "hf auth login" in message and len(message.splitlines()) == 1 and "internet" not in message
+
+
+def test_an_interpreter_without_huggingface_hub_names_the_install(tmp_path: Path) -> None:
+    """This machine's Python without its site-packages (-S): no huggingface_hub, as on a host whose venv lacks it."""
+    argv = [sys.executable, "-S", str(DOWNLOAD), "--source", REPO, "--out", str(tmp_path / "out")]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    message = run.stderr.strip()
+    assert run.returncode == 1 and message.startswith(f"download.py: {sys.executable} has no huggingface_hub"), message
+    assert f"`{sys.executable} -m pip install huggingface_hub`" in message and REPO in message
+    assert len(message.splitlines()) == 1
 
 
 @slow

@@ -11,7 +11,8 @@ reads one; point HF_ENDPOINT at `HubStandin.url`:
     GET  /{repo}/resolve/{revision}/{file}            the bytes
 
 An unknown repo, revision or file is a 404 with the X-Error-Code the hub sends (RepoNotFound, RevisionNotFound,
-EntryNotFound), which huggingface_hub turns into its own errors. Every request's method and path is kept in
+EntryNotFound), and a repo in `gated` a 403 with GatedRepo (the hub's answer without an accepted token), which
+huggingface_hub turns into its own errors. Every request's method and path is kept in
 `requests`, so a test can tell that nothing reached the hub.
 
 Writes (huggingface_hub 2.4), each answered only with `Authorization: Bearer <token>` when the stand-in has a token
@@ -53,6 +54,7 @@ class HubStandin:
     authorizations: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     received: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    gated: set[str] = field(default_factory=set)
 
 
 def commit_of(directory: Path) -> str:
@@ -74,9 +76,12 @@ def tree_entry(path: Path) -> dict[str, object]:
 
 
 @contextmanager
-def hub_standin(repos: dict[str, Path], token: str | None = None) -> Iterator[HubStandin]:
-    """Serve `repos` (repo id -> directory) on a free port until the block ends; writes need `token` when given."""
-    hub = HubStandin(url="", repos=repos, token=token)
+def hub_standin(
+    repos: dict[str, Path], token: str | None = None, gated: set[str] | None = None
+) -> Iterator[HubStandin]:
+    """Serve `repos` (repo id -> directory) on a free port until the block ends; writes need `token` when given;
+    the repos in `gated` are refused as a gated repo is to a token that has not accepted its terms."""
+    hub = HubStandin(url="", repos=repos, token=token, gated=gated or set())
 
     class Handler(BaseHTTPRequestHandler):
         def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None, head: bool = False):
@@ -88,9 +93,9 @@ def hub_standin(repos: dict[str, Path], token: str | None = None) -> Iterator[Hu
             if not head:
                 self.wfile.write(body)
 
-        def _missing(self, code: str, message: str, head: bool) -> None:
+        def _missing(self, code: str, message: str, head: bool, status: int = 404) -> None:
             body = json.dumps({"error": message}).encode()
-            self._send(404, body, {"X-Error-Code": code, "X-Error-Message": message}, head)
+            self._send(status, body, {"X-Error-Code": code, "X-Error-Message": message}, head)
 
         def _json(self, value: object) -> None:
             self._send(200, json.dumps(value).encode(), {"Content-Type": "application/json"})
@@ -127,6 +132,8 @@ def hub_standin(repos: dict[str, Path], token: str | None = None) -> Iterator[Hu
         def _answer(self, head: bool) -> None:
             hub.requests.append(f"{self.command} {self.path}")
             path = urlsplit(self.path).path
+            if any(f"/{repo}/" in f"{path}/" for repo in hub.gated):
+                return self._missing("GatedRepo", "Access to this model is restricted", head, status=403)
             if path.startswith("/api/models/"):
                 return self._api(path[len("/api/models/") :])
             parts = path.lstrip("/").split("/")

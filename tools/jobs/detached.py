@@ -27,6 +27,7 @@ _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRETS_FILE = "secrets.env"
 STARTED = "eyas: started"  # the wrapper's log line once it has read secrets.env and runs the program
+ENDED = "eyas: job ended with exit code"  # the wrapper's last log line, with the program's exit code
 
 
 class JobStatus(StrEnum):
@@ -93,6 +94,13 @@ class JobState(BaseModel):
         return f" (pid {self.pid})" if self.pid is not None else ""
 
 
+def last_words(tail: str) -> str | None:
+    """The last line of a job's log that says why it ended: the wrapper's closing line (the exit code, which the
+    job's status already gives) is passed over, so a workload's own refusal or a traceback's error is found."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip() and not line.startswith(ENDED)]
+    return lines[-1] if lines else None
+
+
 def wrapper_script(spec: JobSpec, directory: str) -> str:
     """The shell script that runs one job; every argument is quoted, nothing depends on a login profile."""
     q = shlex.quote
@@ -112,7 +120,7 @@ def wrapper_script(spec: JobSpec, directory: str) -> str:
         "trap 'echo \"eyas: job received a stop signal\"' TERM INT HUP",
         # Absolute paths: by the time it ends, the job has changed to its own cwd.
         f'finish() {{ echo "$1" > {job_dir}/rc.tmp && mv {job_dir}/rc.tmp {job_dir}/rc; '
-        'echo "eyas: job ended with exit code $1"; exit "$1"; }',
+        f'echo "{ENDED} $1"; exit "$1"; }}',
     ]
     # The job's environment first, so the program is looked up with the PATH it will run with; the
     # wrapper sets no shell variables of its own that an environment entry could replace.

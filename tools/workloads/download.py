@@ -25,7 +25,8 @@ after. Either way it is loaded as train.py loads it, so a drafter that cannot be
 generation and extraction, and not when training starts.
 
 Offline (HF_HUB_OFFLINE=1, which eyas sets for a host whose config says hub_offline = true, or no route to the
-hub within --connect-timeout) or an unknown repo ends within seconds with the reason and the fix. Progress
+hub within --connect-timeout), an unknown or gated repo, or an interpreter without huggingface_hub ends within
+seconds with the reason and the fix. Progress
 lines count bytes on disk; at the end one JSON line describes the checkpoint, and under "drafter" the one
 training takes. Exit codes: 0 valid checkpoint, 1 error, 2 bad arguments.
 """
@@ -38,6 +39,7 @@ import json
 import math
 import os
 import socket
+import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -47,6 +49,7 @@ from urllib.parse import urlsplit
 
 import progress
 from drafter_format import INDEX, SINGLE_FILE, detect, mismatches, tensor_mismatches, weight_files
+from hub_failure import explain, not_importable
 from target_model import TargetLoadError, read_config, text_fields
 
 PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.md", "*.model", "*.tiktoken"]
@@ -217,8 +220,10 @@ def report_bytes(directory: Path, total: int, stop: threading.Event) -> None:
 
 
 def download(args: argparse.Namespace) -> dict[str, Any]:
-    from huggingface_hub import constants, snapshot_download
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+    try:
+        from huggingface_hub import constants, snapshot_download
+    except ImportError as exc:
+        raise Invalid(not_importable(exc, args.source, sys.executable)) from None
 
     out = Path(args.out).resolve()
     wanted = {"repo": args.source, "revision": args.revision}
@@ -255,15 +260,10 @@ def download(args: argparse.Namespace) -> dict[str, Any]:
             stop.set()
     except Invalid:
         raise
-    except GatedRepoError:
-        raise Invalid(f"{args.source} is gated: accept its terms on the hub and set --token-env.") from None
-    except RepositoryNotFoundError:
-        raise Invalid(f"No repo {args.source} on the hub (or it is private: set --token-env); check the id.") from None
-    except RevisionNotFoundError:
-        raise Invalid(f"{args.source} has no revision {args.revision!r}; check --revision.") from None
-    except Exception as exc:  # HfHubHTTPError, OSError, and the HTTP library's own errors
+    except Exception as exc:  # huggingface_hub's errors, often wrapping the cause (hub_failure.py), and OSError
+        reason = explain(exc, args.source, args.revision, constants.ENDPOINT)
         raise Invalid(
-            f"Downloading {args.source} failed ({type(exc).__name__}: {exc}); run it again to resume."
+            reason or f"Downloading {args.source} failed ({type(exc).__name__}: {exc}); run it again to resume."
         ) from None
     result = {**validate(out, args.target), "source": "hub"}
     marker.write_text(json.dumps(wanted))

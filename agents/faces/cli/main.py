@@ -37,7 +37,7 @@ from eyas.agents.faces.cli.show import show_command
 from eyas.agents.faces.cli.target import app as target_app
 from eyas.agents.faces.cli.ui import ui_command
 from eyas.agents.faces.cli.watch import watch_command
-from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.checks.result import Status, config_checks
 from eyas.tools.checks.verify import CHECKS, verify
 from eyas.tools.config_source import LOCAL_FILE, locate_config
 from eyas.tools.errors import EyasError
@@ -122,17 +122,8 @@ def verify_command(
     GPUs, disk, binaries on a non-interactive PATH, and installed package versions. All checks run at once."""
     cfg, _ = use_config(config)
     name = host or cfg.target.host
-    host_config = cfg.host(name)
-    with open_host(name, host_config) as machine:
-        ctx = CheckContext(
-            host=machine,
-            host_config=host_config,
-            target=cfg.target,
-            http=HttpClient(),
-            data_path=host_config.workdir,
-            unit_file=unit_file,
-        )
-        report = verify(ctx, check)
+    with open_host(name, cfg.host(name)) as machine:
+        report = verify(config_checks(cfg, machine, HttpClient(), name, unit_file), check)
     if json_output:
         print_json([result.model_dump(mode="json") for result in report.results])
     else:

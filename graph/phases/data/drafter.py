@@ -20,7 +20,7 @@ from eyas.graph.phases.data.jobs import download_spec, training_drafter
 from eyas.graph.phases.data.node import drafter_base_dir
 from eyas.graph.state import Record, RunState
 from eyas.graph.supervise import patient
-from eyas.tools.jobs.detached import JobSpec, JobStatus
+from eyas.tools.jobs.detached import JobSpec, JobStatus, last_words
 from eyas.tools.jobs.executor import launch_noted
 from eyas.tools.jobs.job_progress import progress_in
 from eyas.tools.jobs.upload import upload_workloads
@@ -118,7 +118,7 @@ def refusal(tail: str, status: str) -> str:
     reason = next((line for line in reversed(lines) if line.startswith(FAILED_PREFIX)), None)
     if reason is not None:
         return reason.removeprefix(FAILED_PREFIX)
-    return f"its download job {status}; the log ends with: {lines[-1] if lines else '(empty log)'}."
+    return f"its download job {status}; the log ends with: {last_words(tail) or '(empty log)'}."
 
 
 def prepared(ctx: RunContext, base: str, job_id: str, found: dict[str, Any]) -> DrafterCheck:

@@ -10,7 +10,7 @@ from eyas.graph.context import RunContext
 from eyas.graph.state import RunState
 from eyas.tools.checks.loading import wait_until_loaded
 from eyas.tools.checks.remote_code import trust_remote_code
-from eyas.tools.checks.result import CheckContext
+from eyas.tools.checks.result import CheckContext, config_checks
 from eyas.tools.checks.verify import VerifyReport, verify
 
 
@@ -23,14 +23,7 @@ def gpu_summary(facts: dict[str, Any]) -> dict[str, Any]:
 
 def verify_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
-    checks = CheckContext(
-        host=ctx.host,
-        host_config=ctx.host_config,
-        target=ctx.config.target,
-        http=ctx.http,
-        data_path=ctx.host_config.workdir,
-        drafter_base=ctx.config.pipeline.drafter_base,
-    )
+    checks = config_checks(ctx.config, ctx.host, ctx.http)
     report = verify(checks, clock=ctx.clock)
     report = _after_loading(report, checks, ctx)
     for result in report.results:
