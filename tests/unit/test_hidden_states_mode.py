@@ -124,7 +124,8 @@ def test_a_vllm_without_extract_hidden_states_keeps_offline_and_offers_no_online
     plan = estimate(inputs)
     mode = choose_mode("auto", inputs, plan, False)
     assert mode.mode == "offline" and not mode.fits and mode.runnable is False
-    assert "hybrid training would fit, but this host's vLLM lacks the extract_hidden_states method" in mode.reason
+    lacks = "hybrid training would fit the disk, but this host's vLLM lacks the extract_hidden_states method"
+    assert lacks in mode.reason
     said = mode_verdict(inputs, plan, mode)
     # The estimate's other ways out stay; training online is not offered where it cannot run.
     assert said.startswith("Does not fit") and "generate 12,242 samples instead of 25,000" in said

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from batching_server import Batcher, batching_server
 from test_rehearsal_plan import SIZES, rehearsal_host
 
+from batching_server import Batcher, batching_server
 from eyas.graph.context import RunContext
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost

@@ -169,9 +169,17 @@ def test_eyas_plan_and_the_dry_run_with_production_down(tmp_path: Path, down: Pa
     planned = eyas("plan", "--config", str(config), "--json", "--free-disk", "2.9TB", *OPERATOR, env=env)
     assert "Traceback" not in planned.output
     plan = json.loads(planned.stdout)
-    # Exit 1, not 2: it fits (hybrid), and only the shipped set's 313 prompts are too few for 25,000 samples.
-    assert planned.code == 1 and plan["fits"] is True and plan["prompt_supply"]["enough"] is False, planned.output
-    assert plan["extraction_mode"]["mode"] == "hybrid" and plan["verdict"].startswith("Fits hybrid")
+    # Exit 1, not 2: it does not fit. The hidden states do not fit the disk, and hybrid, which would, cannot run on
+    # these 8 H100s: its extraction server with production's layout claims 0.92 of each GPU (as production's launch
+    # does) and the trainer needs 24.9 GB beside it. So it is never chosen, nor offered as a way out; and the
+    # shipped set's 313 prompts are too few for 25,000 samples.
+    assert planned.code == 1 and plan["fits"] is False and plan["prompt_supply"]["enough"] is False, planned.output
+    mode = plan["extraction_mode"]
+    assert mode["mode"] == "offline" and plan["verdict"].startswith("Does not fit")
+    assert mode["gpu_refusal"].startswith("the GPUs cannot hold online training even with production stopped")
+    assert "8 GPU(s) x 78.7 GB) and the trainer 24.9 GB more on one GPU" in mode["gpu_refusal"]
+    assert f"Not online or hybrid: {mode['gpu_refusal']}." in plan["verdict"]
+    assert {way["kind"] for way in plan["alternatives"]} == {"fewer_samples", "shorter_samples", "other_path"}
     decode, prefill = expected_rates(plan["tokens_per_sample"])
     assert plan["generation_hours"] == pytest.approx(25_000 * 4096 / decode / 3600)
     assert plan["extraction_hours"] == pytest.approx(plan["total_tokens"] / prefill / 3600)
@@ -181,7 +189,7 @@ def test_eyas_plan_and_the_dry_run_with_production_down(tmp_path: Path, down: Pa
     assert "The server could not be asked" in plan["verdict"]
     # What the GPU phases mean for production, by the run's own plan code: one downtime window, whose load counts
     # once, on the evaluation, after which production starts again.
-    production, mode = plan["production"], plan["extraction_mode"]
+    production = plan["production"]
     (planned_window,) = production["downtime_windows"]
     assert planned_window["phases"] == ["extract", "train", "evaluate"] and planned_window["load_s"] == LOAD_S
     downs = {name: production["phases"][name]["downtime_hours"] for name in planned_window["phases"]}

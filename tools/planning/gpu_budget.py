@@ -5,7 +5,9 @@ host that cannot be reached works the same as one measured live. The rules:
 
 - extract and evaluate serve the target model with production's own parallel layout: the weights split over
   production's tensor x pipeline size, plus the KV cache and activations that vLLM's gpu-memory-utilization
-  leaves room for (WORKSPACE_SHARE on top of the weights).
+  leaves room for (WORKSPACE_SHARE on top of the weights); never more than production itself holds on each of its
+  GPUs where the gpus check saw it serving, nor more than its --gpu-memory-utilization claims of a GPU: a server
+  launched as production is fits where production fits.
 - train holds the EAGLE-3 drafter on one GPU with AdamW: bf16 weights and grads plus fp32 master weights and
   two moments per trained parameter, the target's frozen embeddings, and hidden-state batches.
 - a phase fits beside production when every GPU it needs has that much free now: action "keep". Otherwise
@@ -125,9 +127,18 @@ def train_bytes(inputs: GpuBudgetInputs) -> int:
 
 
 def serve_bytes_per_gpu(inputs: GpuBudgetInputs) -> int:
+    """A server with production's layout, per GPU: the weights' share and the workspace, at most what production
+    holds on each of its GPUs now (measured: it runs the same launch there) or what its launch's
+    --gpu-memory-utilization claims of a GPU (vLLM takes that share up front, and production fits in it)."""
     layout = inputs.production
     shards = layout.tensor_parallel_size * layout.pipeline_parallel_size
-    return math.ceil(weights_bytes(inputs) / shards * (1 + WORKSPACE_SHARE))
+    found = [math.ceil(weights_bytes(inputs) / shards * (1 + WORKSPACE_SHARE))]
+    held = [(g.memory_total_mib - g.memory_free_mib) * MIB for g in inputs.gpus if g.production]
+    if len(held) >= shards:
+        found.append(max(held))
+    if layout.gpu_memory_utilization is not None and inputs.gpus:  # what its launch claims of each GPU
+        found.append(math.floor(layout.gpu_memory_utilization * min(g.memory_total_mib for g in inputs.gpus) * MIB))
+    return min(found)
 
 
 def phase_impact(inputs: GpuBudgetInputs, phase: str) -> ProductionImpact:
@@ -276,6 +287,27 @@ def online_train_fit(inputs: GpuBudgetInputs) -> OnlineTrainFit:
     used = sorted({*held, *alone.server_gpus, alone.trainer_gpu})
     impact = ProductionImpact(action="stop", downtime_hours=downtime, gpus=used, memory_bytes=memory, reason=reason)
     return OnlineTrainFit(impact=impact, memory_utilization=share)
+
+
+def online_unplaceable(inputs: GpuBudgetInputs) -> str | None:
+    """Why no GPU of the host can hold online training's extraction server beside its trainer, even with production
+    stopped and the server's memory share lowered as far as its weights allow; None when they fit (or on a CPU
+    host, where both run in RAM). A hybrid or online mode with this answer cannot run here at all."""
+    if not inputs.gpus:
+        return None
+    layout = inputs.production
+    shards = layout.tensor_parallel_size * layout.pipeline_parallel_size
+    server, trainer = serve_bytes_per_gpu(inputs), train_bytes(inputs)
+    whole = {gpu.index: gpu.memory_total_mib * MIB for gpu in inputs.gpus}
+    if _place(inputs.gpus, whole, shards, server, trainer) is not None:
+        return None
+    largest = max(whole.values())
+    return (
+        f"the GPUs cannot hold online training even with production stopped: its extraction server takes "
+        f"production's layout ({shards} GPU(s) x {server / 1e9:.1f} GB) and the trainer {trainer / 1e9:.1f} GB more "
+        f"on one GPU, {(server + trainer) / 1e9:.1f} GB where the largest of the host's {len(inputs.gpus)} GPU(s) "
+        f"holds {largest / 1e9:.1f} GB"
+    )
 
 
 def budget(inputs: GpuBudgetInputs) -> dict[str, ProductionImpact]:

@@ -78,11 +78,15 @@ class HiddenStatesMode(BaseModel):
     train_gpus: int | None = Field(
         None, ge=0, description="the train host's GPUs: 0, eyas's CPU loop fetches; more, speculators' (None: unknown)"
     )
+    gpu_refusal: str | None = Field(
+        None, description="why the GPUs cannot hold online training's server beside its trainer (None: they can)"
+    )
 
     @model_serializer(mode="wrap")
     def _without_unknown_gpus(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Absent when not known, so a plan recorded before the field existed dumps as it was read (replays match).
-        return {key: value for key, value in handler(self).items() if key != "train_gpus" or value is not None}
+        # Absent when not known, so a plan recorded before the fields existed dumps as it was read (replays match).
+        optional = ("train_gpus", "gpu_refusal")
+        return {key: value for key, value in handler(self).items() if key not in optional or value is not None}
 
     @property
     def fetched(self) -> int:
@@ -206,10 +210,13 @@ def _split_text(choice: HiddenStatesMode, inputs: PlanInputs) -> str:
     )  # fmt: skip
 
 
-def planned_mode(inputs: PlanInputs, plan: Plan, vllm_works: bool | None) -> HiddenStatesMode:
+def planned_mode(
+    inputs: PlanInputs, plan: Plan, vllm_works: bool | None, gpu_refusal: str | None = None
+) -> HiddenStatesMode:
     """The plan's own choice (see the module's rules). `vllm_works` is what the compat check found for vLLM's
-    extract_hidden_states path (None: not known)."""
-    offline = figures("offline", "auto", None, inputs, plan, vllm_works)
+    extract_hidden_states path (None: not known); `gpu_refusal` why the GPUs cannot hold online training at all
+    (gpu_budget.online_unplaceable; None: they can): a mode that cannot run is never chosen."""
+    offline = figures("offline", "auto", None, inputs, plan, vllm_works).model_copy(update={"gpu_refusal": gpu_refusal})
     if plan.fits:
         reason = (
             f"offline: the hidden states ({format_size(plan.hidden_state_bytes)}) fit the "
@@ -228,18 +235,20 @@ def planned_mode(inputs: PlanInputs, plan: Plan, vllm_works: bool | None) -> Hid
         return offline.model_copy(update={"reason": reason})
     mode: Mode = "hybrid" if kept > 0 else "online"
     choice = figures(mode, "auto", kept, inputs, plan, vllm_works)
-    if vllm_works is False:
-        reason = f"offline: {_states(plan)}; {mode} training would fit, but {LACKS}"
+    if vllm_works is False or gpu_refusal:
+        reason = f"offline: {_states(plan)}; {mode} training would fit the disk, but {gpu_refusal or LACKS}"
         return offline.model_copy(update={"reason": reason})
     unknown = " (this host's vLLM could not be checked for the extract_hidden_states method it needs)"
     reason = f"{mode}: {_states(plan)}, so {_split_text(choice, inputs)}{'' if vllm_works else unknown}"
     return choice.model_copy(update={"reason": reason})
 
 
-def choose_mode(requested: str, inputs: PlanInputs, plan: Plan, vllm_works: bool | None) -> HiddenStatesMode:
+def choose_mode(
+    requested: str, inputs: PlanInputs, plan: Plan, vllm_works: bool | None, gpu_refusal: str | None = None
+) -> HiddenStatesMode:
     """The run's mode: the size's when it names one (the reason says what the plan would have chosen, and whether
-    it can run here), else the plan's."""
-    planned = planned_mode(inputs, plan, vllm_works)
+    it can run here: an online or hybrid mode the GPUs cannot hold does not fit), else the plan's."""
+    planned = planned_mode(inputs, plan, vllm_works, gpu_refusal)
     if requested == "auto":
         return planned
     would = planned.mode + (
@@ -254,16 +263,19 @@ def choose_mode(requested: str, inputs: PlanInputs, plan: Plan, vllm_works: bool
     mode: Mode = "hybrid" if requested == "hybrid" else "online"
     kept = (kept_samples(inputs, plan) or 0) if mode == "hybrid" else 0
     chosen = figures(mode, requested, kept, inputs, plan, vllm_works)
+    refusal = gpu_refusal if chosen.online else None
     cannot = f"; it cannot run here: {LACKS}" if vllm_works is False else ""
+    cannot += f"; it cannot run here: {refusal}" if refusal else ""
     too_big = "" if chosen.fits else f"; it does not fit either ({format_size(chosen.needed_bytes)} needed)"
     reason = f"{mode}: {asked}: {_split_text(chosen, inputs)}{too_big}{cannot}"
-    return chosen.model_copy(update={"reason": reason})
+    fits = chosen.fits and refusal is None
+    return chosen.model_copy(update={"reason": reason, "gpu_refusal": refusal, "fits": fits})
 
 
 def offered(alternatives: list[Alternative], choice: HiddenStatesMode) -> list[Alternative]:
     """The ways out a plan offers: training online is not one where the host's vLLM cannot serve it, nor where the
     run already does it."""
-    unusable = choice.runnable is False or choice.mode != "offline"
+    unusable = choice.runnable is False or choice.mode != "offline" or choice.gpu_refusal is not None
     return [way for way in alternatives if not (unusable and way.kind == "online_extraction")]
 
 
@@ -272,7 +284,8 @@ def mode_verdict(inputs: PlanInputs, plan: Plan, choice: HiddenStatesMode) -> st
     cannot run here); online and hybrid say what is kept, what is fetched, the bound and the hours."""
     ways = offered(plan.alternatives, choice)
     if choice.mode == "offline":
-        return verdict(inputs, plan.model_copy(update={"alternatives": ways}))
+        said = verdict(inputs, plan.model_copy(update={"alternatives": ways}))
+        return said if plan.fits or not choice.gpu_refusal else f"{said} Not online or hybrid: {choice.gpu_refusal}."
     left = inputs.free_disk_bytes - choice.needed_bytes
     k = choice.offline_samples or 0
     kept = (
@@ -297,12 +310,15 @@ def mode_verdict(inputs: PlanInputs, plan: Plan, choice: HiddenStatesMode) -> st
     if plan.shards and choice.fetched == 0:
         hours += f" {per_job(plan.shards)}"
     hours += f" It cannot run here: {LACKS}." if choice.runnable is False else ""
+    hours += f" It cannot run here: {choice.gpu_refusal}." if choice.gpu_refusal else ""
     if choice.fetched and choice.cuda:
         text = choice.cuda_text()
         hours += f" {text[0].upper()}{text[1:]}."
     if choice.fits:
         return f"Fits {choice.mode}: {head} {format_size(left)} stays free.{hours}"
-    short = format_size(choice.needed_bytes + inputs.reserve_bytes - inputs.free_disk_bytes)
     out = f" Ways out: {'; '.join(way.summary for way in ways)}." if ways else ""
+    if left >= inputs.reserve_bytes:  # the disk holds it; the GPUs do not
+        return f"Cannot run {choice.mode}: {head} {format_size(left)} would stay free.{hours}{out}"
+    short = format_size(choice.needed_bytes + inputs.reserve_bytes - inputs.free_disk_bytes)
     reserve = f"keeping {format_size(inputs.reserve_bytes)} free"
     return f"Does not fit {choice.mode}: {head} It is {short} short ({reserve}).{hours}{out}"

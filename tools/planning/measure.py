@@ -324,9 +324,9 @@ def measure_inputs(
 ) -> Measured:
     """The plan's inputs: given figures as they are, the rest measured on `host` (None: nothing may be). The
     server is asked first (ServerDown when it does not answer), and probed at the run's concurrency unless
-    `probe_concurrency` says otherwise (decoding's rate grows with the requests in flight); `server_down` (why it cannot be asked) plans
-    without it: the model from target.model_dir, the rates assumed. Raises ContextTooShort when the run's sizes do
-    not fit the context the server takes."""
+    `probe_concurrency` says otherwise (decoding's rate grows with the requests in flight); `server_down` (why it
+    cannot be asked) plans without it: the model from target.model_dir, the rates assumed. Raises ContextTooShort
+    when the run's sizes do not fit the context the server takes."""
     data_path = figures.data_path or config.host().workdir
     sources = {"samples": "given", "max_tokens": "given", "model": "given", "free_disk": "given", "throughput": "given"}
     sources["prompt_tokens"] = "given" if figures.prompt_tokens is not None else "not counted"

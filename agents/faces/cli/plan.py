@@ -132,7 +132,8 @@ def plan_command(
     started once), its hours with production's load counted once. Says no when the plan does not fit, and names the
     ways out (fewer or shorter samples, online training, another path)."""
     # The graph's modules (langgraph) load here, not at start-up of every eyas process.
-    from eyas.agents.faces.cli.plan_downtime import downtime_row, production_downtime
+    from eyas.agents.faces.cli.plan_downtime import downtime_row, host_plan_context, production_downtime
+    from eyas.graph.phases.plan.node import online_refusal
 
     try:
         free_bytes = parse_size(free_disk) if free_disk else None
@@ -183,20 +184,20 @@ def plan_command(
         )  # fmt: skip
         return measured, count_prompts(checks, figures)
 
-    def planned(measured: Measured) -> tuple[Plan, HiddenStatesMode]:
+    def planned(measured: Measured, refusal: str | None = None) -> tuple[Plan, HiddenStatesMode]:
         plan = estimate(measured.inputs)
         # Whether this host's vLLM has extract_hidden_states is verify's to say (`eyas run` knows): not known here.
-        return plan, choose_mode(sizes.extraction_mode, measured.inputs, plan, None)
+        return plan, choose_mode(sizes.extraction_mode, measured.inputs, plan, None, refusal)
 
     production = None  # what the phases mean for production: only the host's GPUs say
     if figures.complete and not generated:
         measured, supply = measure(None)  # nothing to ask the host: it need not be reachable
         plan, mode = planned(measured)
     else:
-        with open_host(cfg.target.host, cfg.host()) as host:
+        with open_host(cfg.target.host, cfg.host()) as host, host_plan_context(cfg, host, sizes) as (ctx, state):
             measured, supply = measure(host)
-            plan, mode = planned(measured)
-            production = production_downtime(cfg, host, sizes, measured, plan, mode)
+            plan, mode = planned(measured, online_refusal(ctx, state, measured.inputs.model, measured.weight_bytes))
+            production = production_downtime(ctx, state, measured, plan, mode)
     works = mode.fits and supply.enough is not False
     if json_output:
         shown = plan_json(measured, plan, supply, mode)

@@ -5,6 +5,8 @@ production_plan) from the host's GPUs as verify reads them, so `eyas plan` and `
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,23 +29,29 @@ from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import Sizes
 
 
-def production_downtime(
-    cfg: EyasConfig, host: Host, sizes: Sizes, measured: Measured, plan: Plan, mode: HiddenStatesMode
-) -> dict[str, Any]:
-    """Per GPU phase production's keep, stop or reuse, its load time, and the downtime windows, as JSON."""
+@contextmanager
+def host_plan_context(cfg: EyasConfig, host: Host, sizes: Sizes) -> Iterator[tuple[RunContext, RunState]]:
+    """A run's context and the state its plan node would see on this host (the sizes and the GPUs as verify reads
+    them), for the run's own plan code; nothing is written to the scratch run folder."""
     checks = CheckContext(
         host=host, host_config=cfg.host(), target=cfg.target, http=HttpClient(), data_path=cfg.host().workdir
     )
     state: RunState = {"sizes": sizes.model_dump(), "gpus": gpu_summary(check_gpus(checks).facts)}
+    with tempfile.TemporaryDirectory(prefix="eyas-plan-") as scratch:
+        yield RunContext(config=cfg, host=host, http=HttpClient(), clock=SYSTEM_CLOCK, run=RunDir(Path(scratch))), state
+
+
+def production_downtime(
+    ctx: RunContext, state: RunState, measured: Measured, plan: Plan, mode: HiddenStatesMode
+) -> dict[str, Any]:
+    """Per GPU phase production's keep, stop or reuse, its load time, and the downtime windows, as JSON."""
     hours: dict[str, float | None] = {
         "data": plan.generation_hours,
         "extract": mode.extract_hours,
         "train": mode.train_hours,
     }
     tok_s = measured.single_tok_s or measured.inputs.generation_tok_s
-    with tempfile.TemporaryDirectory(prefix="eyas-plan-") as scratch:  # a run's context; nothing is written there
-        ctx = RunContext(config=cfg, host=host, http=HttpClient(), clock=SYSTEM_CLOCK, run=RunDir(Path(scratch)))
-        production = production_plan(ctx, state, measured.inputs.model, hours, tok_s, mode, measured.weight_bytes)
+    production = production_plan(ctx, state, measured.inputs.model, hours, tok_s, mode, measured.weight_bytes)
     impacts = {phase: ProductionImpact.model_validate(impact) for phase, impact in production["phases"].items()}
     windows = downtime_windows(impacts, production["load"]["load_s"])
     return {

@@ -30,6 +30,7 @@ from eyas.tools.planning.gpu_budget import (
     budget,
     default_load_s,
     online_train_fit,
+    online_unplaceable,
     phase_impact,
     weights_bytes,
 )
@@ -56,7 +57,8 @@ def made_plan(ctx: RunContext, state: RunState, measured: Measured, supply: Prom
     """The plan from what was measured (or given) and the prompts counted: the estimate, the hidden states' mode it
     makes possible, each phase's hours, bytes and production impact, and each phase's path."""
     plan = estimate(measured.inputs)
-    mode = choose_mode(run_sizes(state).extraction_mode, measured.inputs, plan, vllm_extraction(state))
+    refusal = online_refusal(ctx, state, measured.inputs.model, measured.weight_bytes)
+    mode = choose_mode(run_sizes(state).extraction_mode, measured.inputs, plan, vllm_extraction(state), refusal)
     text = f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}{measured.down_note}"
     ctx.on_note(f"plan: {text}")
     hours: dict[str, float | None] = {
@@ -174,19 +176,16 @@ def production_load(ctx: RunContext, state: RunState, model_bytes: int | None) -
     return default_load_s(model_bytes), f"estimated from the weights' {model_bytes / 1e9:.0f} GB"
 
 
-def production_plan(
+def budget_inputs(
     ctx: RunContext,
     state: RunState,
     dims: ModelDims,
     hours: dict[str, float | None],
-    tok_s: float | None,
     mode: HiddenStatesMode | None = None,
     model_bytes: int | None = None,
-) -> dict[str, Any]:
-    """Each phase's production impact (plan["phases"][phase]["production"]), production's load time, the
-    evaluation's hours (which depend on it), the extraction backend, and the hidden states' mode (`mode`, with the
-    train phase's extraction server's --gpu-memory-utilization where the GPU budget lowers it; None: offline).
-    `model_bytes`: the weights as the plan measured them where the model was found (else target.model_dir's)."""
+) -> GpuBudgetInputs:
+    """What the GPU budget weighs: the verified GPUs, production's layout from its unit (read on a GPU host only),
+    the weights, and the phases' hours (production's load time is filled in by production_plan)."""
     gpu_facts = state.get("gpus") or {}
     gpus = [GpuFree.model_validate(gpu) for gpu in gpu_facts.get("gpus", [])]
     tensor, pipeline, share = 1, 1, None
@@ -200,7 +199,7 @@ def production_plan(
     layout = ProductionLayout(
         tensor_parallel_size=tensor, pipeline_parallel_size=pipeline, load_s=1.0, gpu_memory_utilization=share
     )
-    inputs = GpuBudgetInputs(
+    return GpuBudgetInputs(
         model=dims,
         model_bytes=model_bytes,
         gpus=gpus,
@@ -210,6 +209,32 @@ def production_plan(
         online=mode is not None and mode.online,
         tokenize_only=mode is not None and mode.extracts_nothing,
     )
+
+
+def online_refusal(ctx: RunContext, state: RunState, dims: ModelDims, model_bytes: int | None) -> str | None:
+    """Why online and hybrid training cannot run on this host's GPUs at all (None: they can, or no GPU): checked
+    before the mode is chosen, so the plan never chooses one that would fail inside production's downtime."""
+    return online_unplaceable(
+        budget_inputs(ctx, state, dims, {}, None, model_bytes).model_copy(update={"online": True})
+    )
+
+
+def production_plan(
+    ctx: RunContext,
+    state: RunState,
+    dims: ModelDims,
+    hours: dict[str, float | None],
+    tok_s: float | None,
+    mode: HiddenStatesMode | None = None,
+    model_bytes: int | None = None,
+) -> dict[str, Any]:
+    """Each phase's production impact (plan["phases"][phase]["production"]), production's load time, the
+    evaluation's hours (which depend on it), the extraction backend, and the hidden states' mode (`mode`, with the
+    train phase's extraction server's --gpu-memory-utilization where the GPU budget lowers it; None: offline).
+    `model_bytes`: the weights as the plan measured them where the model was found (else target.model_dir's)."""
+    inputs = budget_inputs(ctx, state, dims, hours, mode, model_bytes)
+    gpus = inputs.gpus
+    model_bytes = inputs.model_bytes
     load_s, source = production_load(ctx, state, weights_bytes(inputs) if gpus else model_bytes)
     evaluate_h = evaluation_hours(state, load_s, tok_s)
     layout = inputs.production.model_copy(update={"load_s": load_s, "load_source": source})
