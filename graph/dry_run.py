@@ -85,6 +85,7 @@ def walk_phases(ctx: RunContext, state: RunState) -> dict[str, Any]:
         "plan": {**planned.model_dump(mode="json", exclude={"phases"}), "downtime_windows": windows},
         "phases": phases,
     }
+    walk["stops"] = stops(walk)
     drafter = drafter_spec(ctx)
     if drafter is not None:  # before the data gate, which shows its outcome (graph/phases/data/drafter.py)
         walk["drafter"] = {
@@ -93,6 +94,17 @@ def walk_phases(ctx: RunContext, state: RunState) -> dict[str, Any]:
             "when": "before the data gate",
         }
     return walk
+
+
+def stops(walk: dict[str, Any]) -> list[str]:
+    """Why a run of this plan would stop before its end (none: it would not): the plan does not fit, the prompt
+    source holds too few prompts, or a phase's path cannot work here. `eyas run --dry-run` then says no (exit 1)."""
+    plan = walk["plan"]
+    reasons = ["the plan does not fit (see plan:)"] if plan.get("fits") is False else []
+    if (plan.get("prompt_supply") or {}).get("enough") is False:
+        reasons.append("the prompt source holds too few prompts (see plan:)")
+    reasons += [f"the {phase['phase']} phase is blocked" for phase in walk["phases"] if phase.get("blocked")]
+    return reasons
 
 
 def _plan(ctx: RunContext, state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:  # RunPlan's JSON
@@ -226,6 +238,8 @@ def dry_run_lines(walk: dict[str, Any]) -> list[str]:
             if servers.get(key):
                 lines.append(f"   servers {key}: {', '.join(servers[key])}")
         lines += [f"   server {name}: $ {shlex.join(argv)}" for name, argv in servers.get("servers", {}).items()]
+    if walk["stops"]:
+        lines.append(f"a run of this plan would stop before its end: {'; '.join(walk['stops'])}")
     return lines
 
 

@@ -77,13 +77,14 @@ load_time_s = 1320
 
 def eyas_dry_run(tmp_path: Path, config: Path, *form: str) -> str:
     """The real `eyas run --dry-run` at the operator's sizes (`form`: --json, or nothing for the text), checked to
-    have launched nothing and printed no secret; what it printed."""
+    have launched nothing and printed no secret; what it printed. The shipped set cannot feed 25,000 samples, so a
+    run of this plan would stop at its data gate: the dry run says no (exit 1)."""
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "EYAS_RUNS_DIR": str(tmp_path / "runs")}
     done = subprocess.run(
         [str(Path(sys.executable).with_name("eyas")), "run", "--dry-run", "--config", str(config), *form, *OPERATOR],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     assert not [secret for secret in PLANTED_HERE if secret in done.stdout + done.stderr]
     assert not (tmp_path / "work" / "jobs").exists()  # nothing launched
     assert not (tmp_path / "runs").exists()  # and no run folder
@@ -103,6 +104,7 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     assert supply["enough"] is False and supply["max_prompt_chars"] == (8192 - 4096) * 3
     assert "Too few prompts: the shipped prompt set holds 313 usable prompts" in walk["plan"]["verdict"]
     assert "generate 300 samples instead of 25,000" in walk["plan"]["verdict"]
+    assert walk["stops"] == ["the prompt source holds too few prompts (see plan:)"]  # why it exited 1
 
     extract = phases["extract"]
     assert extract["production"]["action"] == "stop", extract["production"]
