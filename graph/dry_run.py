@@ -18,7 +18,7 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import production_action
-from eyas.graph.gates.production import phase_servers, stop_commands
+from eyas.graph.gates.production import phase_servers, step_text, stop_commands
 from eyas.graph.phases.data import node as data
 from eyas.graph.phases.data.drafter import drafter_spec
 from eyas.graph.phases.deploy.node import deploy_view
@@ -195,6 +195,7 @@ def _deploy(ctx: RunContext, state: RunState) -> dict[str, Any]:
         entry["servers"] = {"servers": {"production with the drafter": servers["servers"]["after"]}}
     if change.get("error"):
         entry["error"] = change["error"]
+        entry["production"] = {"action": "keep", "reason": "the deploy cannot be made, so production is not touched"}
     return entry
 
 
@@ -222,11 +223,11 @@ def dry_run_lines(walk: dict[str, Any]) -> list[str]:
         production = phase.get("production") or {}
         hours = production.get("downtime_hours")
         down = f", down {hours:.2f} h" if production.get("action") in ("stop", "restart") and hours is not None else ""
-        action = production.get("action", "?")
+        action = production.get("action") or "not planned"
         lines.append(f"== {phase['phase']}: production {action}{down}; {gpu_phrase(phase['gpus'])}")
         if production.get("reason"):
             lines.append(f"   {production['reason']}")
-        lines += [f"   production: $ {command}" for command in production.get("commands", [])]
+        lines += [f"   production: {step_text(phase['phase'], step)}" for step in production.get("commands", [])]
         for key in ("blocked", "error"):
             if phase.get(key):
                 lines.append(f"   {phase[key]}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from eyas.graph.gates.production import step_text
 from eyas.graph.gates.view import ClusterView, GateEstimate, GateView, ProductionEntry
 from eyas.tools.planning.estimate import format_hours
 from eyas.tools.planning.gpu_budget import gpu_phrase
@@ -147,7 +148,7 @@ def production_lines(production: dict[str, ProductionEntry]) -> list[str]:
     eyas's servers inherit, and each server's argv."""
     lines = []
     for phase, entry in production.items():
-        action, hours = entry.action or "?", entry.downtime_hours
+        action, hours = entry.action or "not planned", entry.downtime_hours
         downtime = (
             ""
             if action not in ("stop", "restart")
@@ -156,7 +157,7 @@ def production_lines(production: dict[str, ProductionEntry]) -> list[str]:
             else ", downtime unknown"
         )
         lines.append(f"{phase}: {action}{downtime}; {gpu_phrase(entry.gpus)}: {entry.reason}")
-        lines += [f"{phase}: $ {command}" for command in entry.commands]
+        lines += [f"{phase}: {step_text(phase, step)}" for step in entry.commands]
         servers = entry.servers
         if servers is None:
             continue

@@ -54,7 +54,17 @@ def stop_commands(ctx: RunContext, state: RunState, phase: str) -> list[str]:
     stop, start = stop_start_commands(ctx)
     before = [stop] if window is None or window.first == phase else []
     after = [start + "; then wait for the deep health check"] if window is None or window.last == phase else []
-    return [*before, f"(the {phase} phase's jobs)", *after]
+    return [*before, phase_jobs_step(phase), *after]
+
+
+def phase_jobs_step(phase: str) -> str:
+    """The place of the phase's own jobs among production's stop and start commands: a step, not a command."""
+    return f"(the {phase} phase's jobs)"
+
+
+def step_text(phase: str, step: str) -> str:
+    """One of production's steps as printed: a command after "$ ", the phase's jobs in words (no command to run)."""
+    return f"then the {phase} phase's jobs run" if step == phase_jobs_step(phase) else f"$ {step}"
 
 
 def production_view(phase: str, state: RunState, ctx: RunContext) -> dict[str, Any]:

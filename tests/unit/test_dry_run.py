@@ -130,6 +130,12 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     without = json.loads(eyas_dry_run(tmp_path, config, "--json", "--no-eval-ngram"))
     evaluate = next(phase for phase in without["phases"] if phase["phase"] == "evaluate")
     assert list(evaluate["servers"]["servers"]) == ["baseline", "speculative-k3"]
+    # The deploy's bar names n-gram's speedup where the evaluation will measure it, and only then.
+    measured_again = [step for step in phases["deploy"]["steps"] if step.startswith("measure again")]
+    assert measured_again and "as the evaluation measures it (evaluate.py --ngram)" in measured_again[0]
+    assert "n-gram not measured" not in measured_again[0]
+    unmeasured = next(phase for phase in without["phases"] if phase["phase"] == "deploy")["steps"]
+    assert any("n-gram not measured" in step for step in unmeasured)
     # The plan's time for the evaluation counts the servers it starts (here no throughput was measured: none); the
     # bench's share is test_bench_serve's.
     with_ngram = {**DEMO.model_dump(), "bench_prompts": 0}
@@ -232,6 +238,9 @@ def test_the_dry_run_text_shows_verification_and_every_command_in_the_pipelines_
     ready = tmp_path / "work" / "runs" / "dry-run" / "drafter-base" / "speculators"  # the download job's --ready
     assert f"--ready {ready}" in lines[download]
     assert f"--from-pretrained {ready}" in lines[first("   job dry-run.train: $ ")]
+    # Production's steps: commands after "$ ", the phase's own jobs between them in words (no empty command).
+    assert "   production: then the extract phase's jobs run" in lines
+    assert not [line for line in lines if "$ (" in line or line.endswith("$")]
     order = [line.split(":")[0] for line in lines if line.startswith("== ")]
     assert order == ["== data", "== extract", "== vocab", "== train", "== evaluate", "== deploy"]
 
