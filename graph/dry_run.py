@@ -18,7 +18,7 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import production_action
-from eyas.graph.gates.production import phase_servers, step_text, stop_commands
+from eyas.graph.gates.production import phase_servers, step_text, stop_commands, with_waits
 from eyas.graph.phases.data import node as data
 from eyas.graph.phases.data.drafter import drafter_spec
 from eyas.graph.phases.deploy.node import deploy_view
@@ -141,7 +141,7 @@ def _production(state: RunState, name: str) -> dict[str, Any]:
     on the CPU, between extraction and training), else kept up for it."""
     impact = run_plan(state).production(name)
     if impact is not None:
-        return impact.model_dump()
+        return with_waits(name, state, impact.model_dump())
     window = window_of(run_plan(state), name)
     if window is not None:
         phases = ", ".join(span(window))

@@ -40,6 +40,8 @@ def gate_sections(view: GateView) -> list[Section]:
     sizes = ", ".join(f"{key}={typed_size(value)}" for key, value in view.sizes.items())
     checks = [
         Line(f"verify {name}", f"{check.status}: {check.message}", alarm=check.status == "fail")
+        if name != "drafter" or view.drafter is None or view.drafter.error is None
+        else _verified_then_refused(check.status, check.message)
         for name, check in view.verification.items()
     ]
     policy = view.policy
@@ -109,6 +111,13 @@ def _prompts(view: GateView) -> list[Line]:
         return []
     short = supply.enough is False
     return [Line("TOO FEW PROMPTS" if short else "prompts", supply_verdict(supply), alarm=short)]
+
+
+def _verified_then_refused(status: str, message: str) -> Line:
+    """Verify's drafter row where the drafter's preparation refused it since: verify read the two config.json files
+    (or, for a hub id, nothing yet); download.py checked the drafter itself, and its refusal is the one that holds."""
+    said = f"{status} at verify ({message}), which read only the config.json files; refused since by its preparation"
+    return Line("verify drafter", f"{said} (drafter refused, below)", alarm=True)
 
 
 def _drafter(view: GateView) -> list[Line]:

@@ -106,6 +106,8 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     assert "generate 300 samples instead of 25,000" in walk["plan"]["verdict"]
     assert walk["stops"] == ["the prompt source holds too few prompts (see plan:)"]  # why it exited 1
 
+    # Production is down: generation, which sends every request to it, waits for it (the gate's policy says no).
+    assert "generation cannot run until production is up" in phases["data"]["production"]["reason"]
     extract = phases["extract"]
     assert extract["production"]["action"] == "stop", extract["production"]
     assert extract["gpus"] == list(range(8))
