@@ -18,7 +18,7 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import production_action
-from eyas.graph.gates.production import phase_servers, stop_commands
+from eyas.graph.gates.production import phase_servers, step_text, stop_commands, with_waits
 from eyas.graph.phases.data import node as data
 from eyas.graph.phases.data.drafter import drafter_spec
 from eyas.graph.phases.deploy.node import deploy_view
@@ -85,6 +85,7 @@ def walk_phases(ctx: RunContext, state: RunState) -> dict[str, Any]:
         "plan": {**planned.model_dump(mode="json", exclude={"phases"}), "downtime_windows": windows},
         "phases": phases,
     }
+    walk["stops"] = stops(walk)
     drafter = drafter_spec(ctx)
     if drafter is not None:  # before the data gate, which shows its outcome (graph/phases/data/drafter.py)
         walk["drafter"] = {
@@ -93,6 +94,17 @@ def walk_phases(ctx: RunContext, state: RunState) -> dict[str, Any]:
             "when": "before the data gate",
         }
     return walk
+
+
+def stops(walk: dict[str, Any]) -> list[str]:
+    """Why a run of this plan would stop before its end (none: it would not): the plan does not fit, the prompt
+    source holds too few prompts, or a phase's path cannot work here. `eyas run --dry-run` then says no (exit 1)."""
+    plan = walk["plan"]
+    reasons = ["the plan does not fit (see plan:)"] if plan.get("fits") is False else []
+    if (plan.get("prompt_supply") or {}).get("enough") is False:
+        reasons.append("the prompt source holds too few prompts (see plan:)")
+    reasons += [f"the {phase['phase']} phase is blocked" for phase in walk["phases"] if phase.get("blocked")]
+    return reasons
 
 
 def _plan(ctx: RunContext, state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:  # RunPlan's JSON
@@ -129,7 +141,7 @@ def _production(state: RunState, name: str) -> dict[str, Any]:
     on the CPU, between extraction and training), else kept up for it."""
     impact = run_plan(state).production(name)
     if impact is not None:
-        return impact.model_dump()
+        return with_waits(name, state, impact.model_dump())
     window = window_of(run_plan(state), name)
     if window is not None:
         phases = ", ".join(span(window))
@@ -183,6 +195,7 @@ def _deploy(ctx: RunContext, state: RunState) -> dict[str, Any]:
         entry["servers"] = {"servers": {"production with the drafter": servers["servers"]["after"]}}
     if change.get("error"):
         entry["error"] = change["error"]
+        entry["production"] = {"action": "keep", "reason": "the deploy cannot be made, so production is not touched"}
     return entry
 
 
@@ -210,11 +223,11 @@ def dry_run_lines(walk: dict[str, Any]) -> list[str]:
         production = phase.get("production") or {}
         hours = production.get("downtime_hours")
         down = f", down {hours:.2f} h" if production.get("action") in ("stop", "restart") and hours is not None else ""
-        action = production.get("action", "?")
+        action = production.get("action") or "not planned"
         lines.append(f"== {phase['phase']}: production {action}{down}; {gpu_phrase(phase['gpus'])}")
         if production.get("reason"):
             lines.append(f"   {production['reason']}")
-        lines += [f"   production: $ {command}" for command in production.get("commands", [])]
+        lines += [f"   production: {step_text(phase['phase'], step)}" for step in production.get("commands", [])]
         for key in ("blocked", "error"):
             if phase.get(key):
                 lines.append(f"   {phase[key]}")
@@ -226,6 +239,8 @@ def dry_run_lines(walk: dict[str, Any]) -> list[str]:
             if servers.get(key):
                 lines.append(f"   servers {key}: {', '.join(servers[key])}")
         lines += [f"   server {name}: $ {shlex.join(argv)}" for name, argv in servers.get("servers", {}).items()]
+    if walk["stops"]:
+        lines.append(f"a run of this plan would stop before its end: {'; '.join(walk['stops'])}")
     return lines
 
 

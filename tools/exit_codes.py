@@ -22,8 +22,9 @@ class ExitCode(IntEnum):
 
 MEANINGS = {
     ExitCode.OK: "done",
-    ExitCode.NO: "a check or verdict said no (a failed check, a plan that does not fit, a replay that diverged, a "
-    "broken hash chain, a restart not confirmed)",
+    ExitCode.NO: "a check or verdict said no (a failed check, a plan that does not fit, a run that stopped before its "
+    "end: a refused drafter, a rejected or blocked phase, an aborted job; a replay that diverged, a broken hash chain, "
+    "a restart not confirmed)",
     ExitCode.USAGE: "bad input: a bad flag, argument, config or policy, or another error said with its fix",
     ExitCode.GATE: "the run waits at a gate for an answer: `eyas approve RUN`, then `eyas resume RUN`",
     ExitCode.ROLLED_BACK: "the drafter was rolled back: production's own counters missed a threshold",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from eyas.graph.gates.production import step_text
 from eyas.graph.gates.view import ClusterView, GateEstimate, GateView, ProductionEntry
 from eyas.tools.planning.estimate import format_hours
 from eyas.tools.planning.gpu_budget import gpu_phrase
@@ -39,6 +40,8 @@ def gate_sections(view: GateView) -> list[Section]:
     sizes = ", ".join(f"{key}={typed_size(value)}" for key, value in view.sizes.items())
     checks = [
         Line(f"verify {name}", f"{check.status}: {check.message}", alarm=check.status == "fail")
+        if name != "drafter" or view.drafter is None or view.drafter.error is None
+        else _verified_then_refused(check.status, check.message)
         for name, check in view.verification.items()
     ]
     policy = view.policy
@@ -110,6 +113,13 @@ def _prompts(view: GateView) -> list[Line]:
     return [Line("TOO FEW PROMPTS" if short else "prompts", supply_verdict(supply), alarm=short)]
 
 
+def _verified_then_refused(status: str, message: str) -> Line:
+    """Verify's drafter row where the drafter's preparation refused it since: verify read the two config.json files
+    (or, for a hub id, nothing yet); download.py checked the drafter itself, and its refusal is the one that holds."""
+    said = f"{status} at verify ({message}), which read only the config.json files; refused since by its preparation"
+    return Line("verify drafter", f"{said} (drafter refused, below)", alarm=True)
+
+
 def _drafter(view: GateView) -> list[Line]:
     """The drafter to finetune: its format, its check against the target, what training takes, or why it cannot."""
     rows = view.drafter.lines() if view.drafter is not None else []
@@ -147,7 +157,7 @@ def production_lines(production: dict[str, ProductionEntry]) -> list[str]:
     eyas's servers inherit, and each server's argv."""
     lines = []
     for phase, entry in production.items():
-        action, hours = entry.action or "?", entry.downtime_hours
+        action, hours = entry.action or "not planned", entry.downtime_hours
         downtime = (
             ""
             if action not in ("stop", "restart")
@@ -156,7 +166,7 @@ def production_lines(production: dict[str, ProductionEntry]) -> list[str]:
             else ", downtime unknown"
         )
         lines.append(f"{phase}: {action}{downtime}; {gpu_phrase(entry.gpus)}: {entry.reason}")
-        lines += [f"{phase}: $ {command}" for command in entry.commands]
+        lines += [f"{phase}: {step_text(phase, step)}" for step in entry.commands]
         servers = entry.servers
         if servers is None:
             continue

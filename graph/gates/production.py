@@ -54,7 +54,37 @@ def stop_commands(ctx: RunContext, state: RunState, phase: str) -> list[str]:
     stop, start = stop_start_commands(ctx)
     before = [stop] if window is None or window.first == phase else []
     after = [start + "; then wait for the deep health check"] if window is None or window.last == phase else []
-    return [*before, f"(the {phase} phase's jobs)", *after]
+    return [*before, phase_jobs_step(phase), *after]
+
+
+def generation_waits(phase: str, state: RunState) -> str | None:
+    """Why the data phase cannot generate yet: its requests go to production's server, which verify found not
+    answering (the plan then assumed its rates). None for any other phase, or with production up."""
+    health = state.get("verification", {}).get("health") or {}
+    if phase != "data" or health.get("status") != "fail":
+        return None
+    return (
+        "generation cannot run until production is up: it sends every request to production's server, which did not "
+        f"answer when the run verified the host ({health.get('message')}); start production, then approve"
+    )
+
+
+def with_waits(phase: str, state: RunState, entry: dict[str, Any]) -> dict[str, Any]:
+    """A phase's production entry with what it waits for (generation_waits) at the end of its reason."""
+    waits = generation_waits(phase, state)
+    if waits is None:
+        return entry
+    return {**entry, "reason": f"{entry['reason']}; {waits}" if entry.get("reason") else waits}
+
+
+def phase_jobs_step(phase: str) -> str:
+    """The place of the phase's own jobs among production's stop and start commands: a step, not a command."""
+    return f"(the {phase} phase's jobs)"
+
+
+def step_text(phase: str, step: str) -> str:
+    """One of production's steps as printed: a command after "$ ", the phase's jobs in words (no command to run)."""
+    return f"then the {phase} phase's jobs run" if step == phase_jobs_step(phase) else f"$ {step}"
 
 
 def production_view(phase: str, state: RunState, ctx: RunContext) -> dict[str, Any]:
@@ -70,6 +100,7 @@ def production_view(phase: str, state: RunState, ctx: RunContext) -> dict[str, A
         servers = phase_servers(covered, ctx, state)
         if servers is not None:
             entry["servers"] = servers
+        entry = with_waits(covered, state, entry)
         if entry:
             view[covered] = entry
     return view

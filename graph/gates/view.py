@@ -21,7 +21,7 @@ from pydantic import (
 
 from eyas.graph.context import RunContext
 from eyas.graph.gates.paths import paths_view
-from eyas.graph.gates.production import production_estimate, production_view
+from eyas.graph.gates.production import generation_waits, production_estimate, production_view
 from eyas.graph.phases.data.drafter import DrafterCheck
 from eyas.graph.policy import PhaseEstimate, judge
 from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, Record, RunState, run_plan, run_sizes
@@ -233,6 +233,8 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
         return view
     verdict = judge(ctx.policy, phase, estimate, verification, supply)
     blocked = [f"cannot run here: {reason}" for reason in view.blocked]
+    waits = generation_waits(phase, state)
+    blocked += [waits] if waits else []
     refused = [
         f"the {gate} gate (in the window): {later.summary}"
         for gate in later_gates(view)

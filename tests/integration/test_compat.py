@@ -203,7 +203,9 @@ def test_an_older_stack_refuses_training_and_lists_what_is_missing(tmp_path: Pat
     assert "evaluate" not in result.message  # vLLM 0.10 has eagle3
     rows = {(row["phase"], row["needs"].split(" (")[0]): row for row in result.facts["table"]}
     assert rows[("extract", "vLLM's extract_hidden_states speculative method")]["works"] is False
-    last_layer = rows[("extract", "the target architecture's vLLM model hands out its last layer as an aux state")]
+    last_layer = rows[
+        ("extract", "the target architecture's vLLM model class to hand out its last layer as an aux state")
+    ]
     assert last_layer["works"] is False and last_layer["blocks"] is False  # hf is the default backend
 
 
@@ -273,7 +275,9 @@ def test_a_wrapper_whose_language_model_the_checkpoint_names_is_followed_to_its_
               "text_config": {"architectures": ["LlamaForCausalLM"]}}  # fmt: skip
     result = checked(str(python), tmp_path, model_dir(tmp_path, config))
     rows = {(row["phase"], row["needs"].split(" (")[0]): row for row in result.facts["table"]}
-    last_layer = rows[("extract", "the target architecture's vLLM model hands out its last layer as an aux state")]
+    last_layer = rows[
+        ("extract", "the target architecture's vLLM model class to hand out its last layer as an aux state")
+    ]
     assert last_layer["works"] is True, last_layer
     assert result.facts["paths"]["evaluate.vllm"] is True and result.facts["paths"]["deploy.production"] is True
 

@@ -157,8 +157,9 @@ def test_an_older_stack_blocks_the_phases_whose_paths_it_lacks_and_names_the_min
     assert paths["extract"]["blocked"] == (
         "extract (vllm) cannot work on this host: it needs vLLM's extract_hidden_states speculative method, from "
         "vllm 0.18 (added by vllm#33736; in use on 0.18.0 in vllm#39017); it needs the target architecture's vLLM "
-        "model hands out its last layer as an aux state, from per architecture, probed (DeepSeek family: "
-        "vllm#46788) (installed: vllm 0.10.1, speculators 0.1.0, transformers 4.56.0, torch 2.8.0)"
+        "model class to hand out its last layer as an aux state, from the vLLM release whose model class for the "
+        "architecture has it, probed on the host (DeepSeek family: vllm#46788) (installed: vllm 0.10.1, "
+        "speculators 0.1.0, transformers 4.56.0, torch 2.8.0)"
     )
     train = paths["train"]["blocked"]
     assert "speculators' Eagle3DraftModel" in train and "speculators 0.9" in train

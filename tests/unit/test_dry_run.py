@@ -77,13 +77,14 @@ load_time_s = 1320
 
 def eyas_dry_run(tmp_path: Path, config: Path, *form: str) -> str:
     """The real `eyas run --dry-run` at the operator's sizes (`form`: --json, or nothing for the text), checked to
-    have launched nothing and printed no secret; what it printed."""
+    have launched nothing and printed no secret; what it printed. The shipped set cannot feed 25,000 samples, so a
+    run of this plan would stop at its data gate: the dry run says no (exit 1)."""
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "EYAS_RUNS_DIR": str(tmp_path / "runs")}
     done = subprocess.run(
         [str(Path(sys.executable).with_name("eyas")), "run", "--dry-run", "--config", str(config), *form, *OPERATOR],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     assert not [secret for secret in PLANTED_HERE if secret in done.stdout + done.stderr]
     assert not (tmp_path / "work" / "jobs").exists()  # nothing launched
     assert not (tmp_path / "runs").exists()  # and no run folder
@@ -103,7 +104,10 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     assert supply["enough"] is False and supply["max_prompt_chars"] == (8192 - 4096) * 3
     assert "Too few prompts: the shipped prompt set holds 313 usable prompts" in walk["plan"]["verdict"]
     assert "generate 300 samples instead of 25,000" in walk["plan"]["verdict"]
+    assert walk["stops"] == ["the prompt source holds too few prompts (see plan:)"]  # why it exited 1
 
+    # Production is down: generation, which sends every request to it, waits for it (the gate's policy says no).
+    assert "generation cannot run until production is up" in phases["data"]["production"]["reason"]
     extract = phases["extract"]
     assert extract["production"]["action"] == "stop", extract["production"]
     assert extract["gpus"] == list(range(8))
@@ -128,6 +132,12 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     without = json.loads(eyas_dry_run(tmp_path, config, "--json", "--no-eval-ngram"))
     evaluate = next(phase for phase in without["phases"] if phase["phase"] == "evaluate")
     assert list(evaluate["servers"]["servers"]) == ["baseline", "speculative-k3"]
+    # The deploy's bar names n-gram's speedup where the evaluation will measure it, and only then.
+    measured_again = [step for step in phases["deploy"]["steps"] if step.startswith("measure again")]
+    assert measured_again and "as the evaluation measures it (evaluate.py --ngram)" in measured_again[0]
+    assert "n-gram not measured" not in measured_again[0]
+    unmeasured = next(phase for phase in without["phases"] if phase["phase"] == "deploy")["steps"]
+    assert any("n-gram not measured" in step for step in unmeasured)
     # The plan's time for the evaluation counts the servers it starts (here no throughput was measured: none); the
     # bench's share is test_bench_serve's.
     with_ngram = {**DEMO.model_dump(), "bench_prompts": 0}
@@ -230,6 +240,9 @@ def test_the_dry_run_text_shows_verification_and_every_command_in_the_pipelines_
     ready = tmp_path / "work" / "runs" / "dry-run" / "drafter-base" / "speculators"  # the download job's --ready
     assert f"--ready {ready}" in lines[download]
     assert f"--from-pretrained {ready}" in lines[first("   job dry-run.train: $ ")]
+    # Production's steps: commands after "$ ", the phase's own jobs between them in words (no empty command).
+    assert "   production: then the extract phase's jobs run" in lines
+    assert not [line for line in lines if "$ (" in line or line.endswith("$")]
     order = [line.split(":")[0] for line in lines if line.startswith("== ")]
     assert order == ["== data", "== extract", "== vocab", "== train", "== evaluate", "== deploy"]
 

@@ -237,6 +237,7 @@ def test_eyas_plan_json_for_a_host_that_is_never_contacted(cli: typer.Typer, tmp
     assert "online_extraction" not in {alt["kind"] for alt in plan["alternatives"]}
     offline = CliRunner().invoke(cli, ["plan", "--config", str(config), "--json", *figures, "--extraction-mode",
                                        "offline"])  # fmt: skip
+    assert offline.exit_code == 1, offline.output  # a plan that does not fit is a no (issue 38)
     refused = json.loads(offline.stdout)
     assert refused["fits"] is False and refused["extraction_mode"]["mode"] == "offline"
     assert "online_extraction" in {alt["kind"] for alt in refused["alternatives"]}

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from eyas.agents.faces.cli.run_ui import gate_panel as terminal_panel
 from eyas.agents.faces.dashboard.views import gate_panel as dashboard_panel
-from eyas.agents.faces.gate_text import cluster_lines
+from eyas.agents.faces.gate_text import cluster_lines, gate_sections
 from eyas.agents.faces.report_html.sections import h
 from eyas.graph.context import RunContext
 from eyas.graph.gates.view import FailureView, GateView, gate_view, read_view
@@ -267,6 +267,25 @@ def test_the_data_gate_shows_the_drafter_made_ready_and_blocks_on_one_that_canno
     assert blocked.policy is not None and not blocked.policy.approve
     for shown in (terminal(blocked, width=1000), dashboard(blocked)):
         assert "drafter refused" in shown and "width 640" in shown
+    # Production down when the run verified: generation sends every request to it, so the gate says it waits for
+    # production, and the policy does not approve generation (issue 38).
+    down = {**STATE, "verification": {"health": {"status": "fail", "message": "Nothing accepts connections"}}}
+    waiting = gate_view("data", down, ctx, [job("r1.generate")])
+    assert waiting.policy is not None and not waiting.policy.approve
+    assert "generation cannot run until production is up" in waiting.policy.reasons
+    shown = " ".join(terminal(waiting, width=1000).split())
+    assert "generation cannot run until production is up" in shown and "Nothing accepts connections" in shown
+    assert gate_view("data", STATE, ctx, [job("r1.generate")]).policy.approve  # type: ignore[union-attr]
+    # Verify passed the drafter on its config.json; its row says so and that the refusal since holds (issue 38:
+    # "verify drafter: ok" stood directly above "drafter refused").
+    verified = {"status": "ok", "message": "specforge drafter: reads width 7168"}
+    checked = {**STATE, "drafter": refused, "verification": {**STATE["verification"], "drafter": verified}}
+    rows = {
+        line.label: line for section in gate_sections(gate_view("data", checked, ctx, [])) for line in section.lines
+    }
+    assert rows["verify drafter"].alarm and rows["verify drafter"].text.startswith(
+        "ok at verify (specforge drafter: reads width 7168), which read only the config.json files; refused since"
+    )
 
     # Without target.model_dir there is nothing to check it against or convert it with: refused before any job.
     ctx.config = ctx.config.model_copy(update={"pipeline": PipelineConfig(drafter_base="org/drafter")})

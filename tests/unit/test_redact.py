@@ -178,6 +178,10 @@ def test_a_binary_file_hiding_a_secret_keeps_only_its_hash(tmp_path: Path) -> No
         ("MY_SECRET_THING=abc123 DB_PASSWORD_V2=x", "MY_SECRET_THING=[REDACTED] DB_PASSWORD_V2=[REDACTED]"),
         # A value the prose guard for `NAME: eyas's ...` would keep is still found by its shape.
         (f"OPENAI_API_KEY: {OPENAI}'s scope", "OPENAI_API_KEY: [REDACTED:openai-key]'s scope"),
+        # Beside that figure in prose: a setting, a word value, a password after an article all stay hidden.
+        ("token: 2 per request", "token: [REDACTED] per request"),
+        ("a token: abc123 per request", "a token: [REDACTED] per request"),
+        ("the password: 1234 is set", "the password: [REDACTED] is set"),
     ],
 )
 def test_common_secret_shapes(text: str, expected: str) -> None:
@@ -207,6 +211,8 @@ def test_common_secret_shapes(text: str, expected: str) -> None:
         'echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ)"',  # eyas's own job script (in the recorded launch, base64)
         'curl -u "eyas:$NOTIFY_PASSWORD" https://n/x; mysql -p"$MYSQL_PWD" runs',
         '{"secrets": ["AZURE_OPENAI_KEY", "LICENSE_CODE"], "secret_names_env": "X"}',
+        # The plan's prefill assumption (tools/planning/measure.py): a count in a sentence, not a token's value.
+        "over 12.3 GFLOP a token: 2 per active parameter, 3.1 B, and the attention",
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:

@@ -31,7 +31,7 @@ class Requirement(BaseModel):
     path: str
     feature: str  # a key of compat_probe.py's "features"
     needs: str
-    minimum: str  # the earliest release known to have it, and where that is known from
+    minimum: str  # the earliest release known to have it, and where that is known from (read after "from")
     required: bool  # the path the pipeline takes by default (a CUDA-only need: on a CUDA host only)
     cuda_only: bool = False
     fix: str = ""  # what to do when it is missing, where upgrading the packages is not the whole answer
@@ -43,6 +43,8 @@ EAGLE3_TARGET = (
     "the target architecture's vLLM model class to implement EAGLE-3's auxiliary hidden states (SupportsEagle3; a "
     "wrapper's language model too)"
 )
+# Where no release settles it: each architecture's vLLM model class does, and the compat probe asks the host's.
+PER_ARCHITECTURE = "the vLLM release whose model class for the architecture has it, probed on the host"
 EAGLE3_FIX = (
     "A vLLM server started with --speculative-config method eagle3 would load the weights and then stop with "
     '"Model does not support EAGLE3 interface". Install a vLLM whose model class for {architecture} lists '
@@ -59,8 +61,8 @@ REQUIREMENTS = [
                 needs="vLLM's extract_hidden_states speculative method",
                 minimum="vllm 0.18 (added by vllm#33736; in use on 0.18.0 in vllm#39017)"),
     Requirement(phase="extract", path="vllm", feature="last_layer_capture", required=False,
-                needs="the target architecture's vLLM model hands out its last layer as an aux state",
-                minimum="per architecture, probed (DeepSeek family: vllm#46788)"),
+                needs="the target architecture's vLLM model class to hand out its last layer as an aux state",
+                minimum=f"{PER_ARCHITECTURE} (DeepSeek family: vllm#46788)"),
     Requirement(phase="train", path="cpu loop / speculators", feature="speculators_eagle3", required=True,
                 needs="speculators' Eagle3DraftModel and Eagle3SpeculatorConfig", minimum="speculators 0.9 (tested)"),
     Requirement(phase="train", path="cuda", feature="speculators_trainer", required=True, cuda_only=True,
@@ -73,11 +75,11 @@ REQUIREMENTS = [
     Requirement(phase="evaluate", path="vllm", feature="eagle3_method", required=True,
                 needs="vLLM's eagle3 speculative method", minimum="vllm 0.32 (tested)"),
     Requirement(phase="evaluate", path="vllm", feature="eagle3_architecture", required=True, needs=EAGLE3_TARGET,
-                minimum="per architecture, probed", fix=EAGLE3_FIX),
+                minimum=PER_ARCHITECTURE, fix=EAGLE3_FIX),
     Requirement(phase="deploy", path="production", feature="eagle3_method", required=True,
                 needs="vLLM's eagle3 speculative method", minimum="vllm 0.32 (tested)"),
     Requirement(phase="deploy", path="production", feature="eagle3_architecture", required=True, needs=EAGLE3_TARGET,
-                minimum="per architecture, probed", fix=EAGLE3_FIX),
+                minimum=PER_ARCHITECTURE, fix=EAGLE3_FIX),
 ]  # fmt: skip
 
 

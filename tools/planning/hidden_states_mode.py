@@ -16,8 +16,9 @@ share, times the epochs), on top of training. The run size `extraction_mode` ove
 says what the plan would have chosen, and says so when the requested mode cannot run on this host.
 
 On a CUDA host speculators' own dataset fetches the samples (speculators/train/data.py, ArrowDataset with
---on-missing generate), not eyas's loop, and the plan says what differs (HiddenStatesMode.cuda_text): the bound holds,
-as train.py gives the GPUs at most --window dataloader workers, each holding one sample at a time; but eyas counts
+--on-missing generate), not eyas's loop, and the gates and the dry run say what differs in a row of their own
+("on CUDA", HiddenStatesMode.cuda_text; not in the verdict's paragraph): the bound holds, as train.py gives the GPUs
+at most --window dataloader workers, each holding one sample at a time; but eyas counts
 nothing per epoch there, and a sample whose hidden states are for other tokens is asked for three times and then
 skipped with a warning (never trained on, training goes on) where eyas's CPU loop stops at the first.
 """
@@ -104,8 +105,8 @@ class HiddenStatesMode(BaseModel):
         return self.train_gpus != 0
 
     def cuda_text(self) -> str:
-        """What differs when speculators' dataset fetches (CUDA), in the words the gates, the dry run and the plan's
-        verdict use."""
+        """What differs when speculators' dataset fetches (CUDA), in the words of the gates' and the dry run's row
+        "on CUDA" (not in the one-paragraph verdict)."""
         gpus = f"the {self.train_gpus} GPUs" if self.train_gpus else "the GPUs"
         return (
             f"on CUDA speculators' own dataset fetches them, one at a time per dataloader worker, each deleted once "
@@ -311,9 +312,6 @@ def mode_verdict(inputs: PlanInputs, plan: Plan, choice: HiddenStatesMode) -> st
         hours += f" {per_job(plan.shards)}"
     hours += f" It cannot run here: {LACKS}." if choice.runnable is False else ""
     hours += f" It cannot run here: {choice.gpu_refusal}." if choice.gpu_refusal else ""
-    if choice.fetched and choice.cuda:
-        text = choice.cuda_text()
-        hours += f" {text[0].upper()}{text[1:]}."
     if choice.fits:
         return f"Fits {choice.mode}: {head} {format_size(left)} stays free.{hours}"
     out = f" Ways out: {'; '.join(way.summary for way in ways)}." if ways else ""

@@ -178,13 +178,17 @@ class Measured(BaseModel):
 
 def locate_model(host: Host, target: TargetConfig, served: ServedModel | None, need: bool) -> str | None:
     """config.json of the target on the host: where the server loaded it, else in target.model_dir; None when
-    neither can be found and the shape is given (`need` false: a MeasureError says why when it is needed)."""
+    neither can be found and the shape is given (`need` false: a MeasureError says why when it is needed). A
+    directory the server names but this host lacks (a container's mount) gives way to target.model_dir."""
     if served is not None:
         try:
-            return model_config_path(host, served.root)
+            path = model_config_path(host, served.root)
         except MeasureError:
             if target.model_dir is None and need:
                 raise
+        else:
+            if target.model_dir is None or host.exists(path):
+                return path
     if target.model_dir is not None:
         return f"{target.model_dir.rstrip('/')}/config.json"
     if need:

@@ -47,9 +47,24 @@ def _name_value(match: re.Match[str]) -> str:
     quoted = quote or '"' in separator or "'" in separator  # `"--api-key": "..."` is JSON, not prose
     flag = match.string[max(match.start() - 1, 0) : match.start()] == "-"
     possessive = re.match(r"'s\s", match.string[match.end() : match.end() + 3]) is not None
-    if ":" in separator and not quoted and (flag or possessive):
+    if ":" in separator and not quoted and (flag or possessive or _counted(match)):
         return match.group(0)
     return f"{name}{separator}{quote}{MARK}"
+
+
+# `GFLOP a token: 2 per active parameter`: "token" is also the unit every figure of an LLM counts in. After an
+# article, with a number then more words, it is a figure in a sentence; a config's `token: 2` has no article before
+# it, and a secret is not a bare number followed by words. (Only "token": a password or a secret is never a unit.)
+_ARTICLE_BEFORE = re.compile(r"(?:^|\s)(?:a|an|the|per|each|one)\s+$", re.IGNORECASE)
+_FIGURE_THEN_WORDS = re.compile(r"[0-9]+(?:\.[0-9]+)?\s+[a-z]")
+
+
+def _counted(match: re.Match[str]) -> bool:
+    """Whether `NAME: value` is a count in a sentence (see _ARTICLE_BEFORE), not a setting."""
+    name = match.group(1)
+    before = match.string[max(match.start() - 8, 0) : match.start()]
+    after = match.string[match.end() - len(match.group(0)) + len("".join(match.groups())) :]
+    return name.lower() == "token" and bool(_ARTICLE_BEFORE.search(before)) and bool(_FIGURE_THEN_WORDS.match(after))
 
 
 _PATTERNS: list[tuple[re.Pattern[str], Any]] = [

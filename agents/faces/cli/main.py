@@ -84,8 +84,8 @@ app.add_typer(config_app, name="config")
 app.add_typer(target_app, name="target")
 app.add_typer(jobs_app, name="jobs")
 OK, NO, USAGE, GATE, ROLLED_BACK, UNREACHABLE, NOT_FOUND = ExitCode
-app.command("run", epilog=exit_codes_help(OK, USAGE, GATE, UNREACHABLE))(run_command)
-app.command("resume", epilog=exit_codes_help(OK, USAGE, GATE, UNREACHABLE, NOT_FOUND))(resume_command)
+app.command("run", epilog=exit_codes_help(OK, NO, USAGE, GATE, UNREACHABLE))(run_command)
+app.command("resume", epilog=exit_codes_help(OK, NO, USAGE, GATE, UNREACHABLE, NOT_FOUND))(resume_command)
 app.command("approve")(approve_command)
 app.command("status")(status_command)
 app.command("runs")(runs_command)
@@ -101,7 +101,7 @@ app.command("deploy", epilog=exit_codes_help(OK, NO, USAGE, ROLLED_BACK, UNREACH
 app.command("rollback", epilog=exit_codes_help(OK, NO, USAGE, UNREACHABLE, NOT_FOUND))(rollback_command)
 app.command("watch")(watch_command)
 app.command("publish", epilog=exit_codes_help(OK, USAGE, UNREACHABLE, NOT_FOUND))(publish_command)
-app.command("demo", epilog=exit_codes_help(OK, USAGE, GATE))(demo_command)
+app.command("demo", epilog=exit_codes_help(OK, NO, USAGE, GATE))(demo_command)
 
 HostOption = Annotated[str | None, typer.Option("--host", help="host name from [hosts]; default: the target's host")]
 

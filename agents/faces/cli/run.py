@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from eyas.agents.faces.cli.console import console, decision_text, json_result, notice, print_json
+from eyas.agents.faces.cli.console import console, decision_text, errors, json_result, notice, print_json
 from eyas.agents.faces.cli.detach import DetachOption, detach_driver, same_command
 from eyas.agents.faces.cli.evaluation_tables import evaluation_table, latency_table
 from eyas.agents.faces.cli.options import (
@@ -101,7 +101,15 @@ def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any]
 
 
 def finish(outcome: Outcome) -> None:
-    raise typer.Exit(ExitCode.OK if outcome.finished else ExitCode.GATE)
+    """The drive's exit status: done; waiting at a gate; or ended early (a refused drafter, a rejected phase, a path
+    that cannot work here, an aborted job), which is a no: a script must not read a stopped run as a done one."""
+    if not outcome.finished:
+        raise typer.Exit(ExitCode.GATE)
+    stopped = outcome.state.get("stopped")
+    if stopped:
+        errors.print(f"[bold red]run stopped before its end[/]: {escape(str(stopped))}", highlight=False)
+        raise typer.Exit(ExitCode.NO)
+    raise typer.Exit(ExitCode.OK)
 
 
 def run_command(
@@ -171,8 +179,9 @@ def run_command(
         online_window=online_window,
     )  # fmt: skip
     if dry_run:
-        print_dry_run(dry_run_walk(cfg, sizes), json_output)
-        return
+        walk = dry_run_walk(cfg, sizes)
+        print_dry_run(walk, json_output)
+        raise typer.Exit(ExitCode.NO if walk["stops"] else ExitCode.OK)
     if json_output:
         raise typer.BadParameter("--json goes with --dry-run (a run prints its progress; see `eyas status --json`)")
     if detach:

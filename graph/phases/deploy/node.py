@@ -82,13 +82,19 @@ def expected_restart(ctx: RunContext, state: RunState) -> tuple[float, str]:
     return production_load(ctx, state, None)
 
 
-def keep_rule(thresholds: Thresholds, ngram_speedup: float | None) -> str:
+def keep_rule(thresholds: Thresholds, ngram_speedup: float | None, ngram_to_come: bool = False) -> str:
     """The rule production's own counters are held to, as the gate and `eyas deploy` state it: beat the target
-    alone, and n-gram speculation's evaluated speedup by the margin (where the evaluation measured it)."""
+    alone, and n-gram speculation's evaluated speedup by the margin (where the evaluation measured it, or will:
+    `ngram_to_come`, before the evaluation of a run that measures n-gram, as the dry run shows the deploy)."""
     rule = (
         f"mean acceptance length >= {thresholds.min_acceptance_length:g} and speedup >= {thresholds.min_speedup:g}x "
         "(tokens/s with the drafter over without)"
     )
+    if ngram_speedup is None and ngram_to_come:
+        return (
+            f"{rule} and n-gram speculation's speedup plus the margin {thresholds.ngram_margin:g}, as the evaluation "
+            "measures it (evaluate.py --ngram)"
+        )
     if ngram_speedup is None:
         return f"{rule}; n-gram not measured"
     needed = ngram_speedup + thresholds.ngram_margin
@@ -99,11 +105,13 @@ def keep_rule(thresholds: Thresholds, ngram_speedup: float | None) -> str:
 
 
 def steps(
-    ctx: RunContext, planned: DeployResult, thresholds: Thresholds, ngram_speedup: float | None
-) -> tuple[list[str], list[str]]:
+    ctx: RunContext, planned: DeployResult, thresholds: Thresholds, ngram_speedup: float | None,
+    ngram_to_come: bool = False,
+) -> tuple[list[str], list[str]]:  # fmt: skip
     """The exact deploy, and the exact rollback (after a failed measure or a start that fails, or by hand)."""
     stop, start = stop_start_commands(ctx)
     reload = ["systemctl daemon-reload"] if ctx.config.target.unit else []
+    rule = keep_rule(thresholds, ngram_speedup, ngram_to_come)
     probe = f"{thresholds.probe_requests} probe requests at temperature 0; acceptance from production's /metrics"
     deploy_steps = [
         f"measure production: {probe}",
@@ -112,7 +120,7 @@ def steps(
         *reload,
         stop,
         f"{start}; then wait for the deep health check",
-        f"measure again ({probe}); keep the drafter at {keep_rule(thresholds, ngram_speedup)}, else roll back",
+        f"measure again ({probe}); keep the drafter at {rule}, else roll back",
     ]
     return deploy_steps, rollback_steps(ctx, planned.drop_in)
 
@@ -181,7 +189,8 @@ def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
         change["error"] = f"the deploy cannot be made: {exc}"
         view["commands"] = []
     else:
-        deploy_steps, rollback_steps = steps(ctx, planned, thresholds, evaluated_ngram(evaluation))
+        to_come = evaluation is None and run_sizes(state).eval_ngram  # the dry run, before the evaluation
+        deploy_steps, rollback_steps = steps(ctx, planned, thresholds, evaluated_ngram(evaluation), to_come)
         gpus = [gpu["index"] for gpu in (state.get("gpus") or {}).get("gpus", []) if gpu.get("production")]
         change.update(service=service.name, backend=service.backend, drop_in=planned.drop_in,
                       drop_in_text=planned.drop_in_text, argv_before=planned.argv_before,
