@@ -24,7 +24,7 @@ from eyas.graph.life.runner import read_run
 from eyas.graph.phases.servers import ONLINE_STAGING
 from eyas.graph.runs import RunDir
 from eyas.tools.jobs.upload import WORKLOADS_DIR
-from eyas.tools.planning.estimate import DISK_RESERVE_BYTES
+from eyas.tools.planning.reserve import RESERVE_FLOOR_BYTES
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from eyas.tools.workloads.hidden_states_file import sample_files, token_files
 from eyas.tools.workloads.progress import TAG
@@ -228,8 +228,8 @@ def test_a_run_on_a_disk_too_small_for_offline_states_trains_online_through_a_ki
     planning.write_text(small_disk_config(embedded_target, embedded_target.workdir))
     needed = {mode: planned_bytes(embedded_target, runs, planning, mode) for mode in ("online", "offline")}
     assert needed["online"] < needed["offline"], needed
-    # The plan keeps DISK_RESERVE_BYTES free: the volume holds that and half-way between the two modes' needs.
-    size = DISK_RESERVE_BYTES + (needed["online"] + needed["offline"]) // 2
+    # The plan keeps RESERVE_FLOOR_BYTES free: the volume holds that and half-way between the two modes' needs.
+    size = RESERVE_FLOOR_BYTES + (needed["online"] + needed["offline"]) // 2
     checkpoints = volume / "work" / "runs" / RUN / ARTIFACTS["checkpoints"]
     peak, stop = [0], threading.Event()
 

@@ -16,7 +16,6 @@ from typer.testing import CliRunner
 from eyas.agents.faces.cli.plan import plan_command
 from eyas.tools.planning.cluster_plan import ClusterShape
 from eyas.tools.planning.estimate import (
-    DISK_RESERVE_BYTES,
     FILE_HEADER_BYTES,
     ModelDims,
     PlanInputs,
@@ -26,12 +25,16 @@ from eyas.tools.planning.estimate import (
     verdict,
 )
 from eyas.tools.planning.measure import cluster_shape
+from eyas.tools.planning.reserve import disk_reserve_bytes
 from eyas.tools.settings.config import ClusterConfig, EyasConfig
 from eyas.tools.settings.units import format_size, parse_size
 from eyas.tools.workloads.hidden_states_file import HEADER_ALLOWANCE
 from model_shapes import SMOLLM2
 
 KIMI_K2 = ModelDims(hidden_size=7168, num_layers=61, vocab_size=163840, intermediate_size=18432)
+
+
+TB29 = parse_size("2.9TB")
 
 
 def kimi(**changes: object) -> PlanInputs:
@@ -115,7 +118,7 @@ def test_each_way_out_really_fits_and_is_the_largest_that_does() -> None:
     token_files = 25_000 * (4396 * (8 + 1) + FILE_HEADER_BYTES)
     bound = 8 * (4396 * (7168 * 4 * 2 + 8 + 1) + HEADER_ALLOWANCE)
     assert online.needed_bytes == plan.data_bytes + plan.checkpoint_bytes + token_files + bound
-    assert online.needed_bytes < parse_size("2.9TB") - DISK_RESERVE_BYTES
+    assert online.needed_bytes < parse_size("2.9TB") - disk_reserve_bytes(parse_size("2.9TB"))
     assert online.hours == pytest.approx(3 * plan.extraction_hours)  # the prefill, once per epoch
     # Worded as the option it is (what a run can ask for), with its bound and hours.
     assert "--extraction-mode online, or hybrid to keep the first" in online.summary
@@ -230,7 +233,9 @@ def test_eyas_plan_json_for_a_host_that_is_never_contacted(cli: typer.Typer, tmp
     # The 5.9 TB do not fit 2.9 TB, so auto trains hybrid: the first K samples on disk, the rest fetched online.
     mode = plan["extraction_mode"]
     assert (mode["mode"], mode["requested"], plan["fits"]) == ("hybrid", "auto", True), mode
-    assert 0 < mode["offline_samples"] < 25_000 and plan["needed_bytes"] <= parse_size("2.9TB") - DISK_RESERVE_BYTES
+    assert 0 < mode["offline_samples"] < 25_000 and plan["needed_bytes"] <= parse_size("2.9TB") - disk_reserve_bytes(
+        parse_size("2.9TB")
+    )
     assert "Fits hybrid" in plan["verdict"] and f"the first {mode['offline_samples']:,} samples" in plan["verdict"]
     # Online is what the run does now, so it is no longer offered as a way out; the others still are.
     assert {alt["kind"] for alt in plan["alternatives"]} >= {"fewer_samples", "shorter_samples"}

@@ -38,11 +38,11 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.upload import WORKLOADS_DIR
-from eyas.tools.planning.estimate import DISK_RESERVE_BYTES
 from eyas.tools.planning.figures import Figures, planned_sizes
 from eyas.tools.planning.gpu_budget import MIB, WORKSPACE_SHARE
 from eyas.tools.planning.measure import measure_inputs
 from eyas.tools.planning.prompt_count import count_prompts
+from eyas.tools.planning.reserve import RESERVE_FLOOR_BYTES, disk_reserve_bytes
 from eyas.tools.service.base import ServiceError
 from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
 from eyas.tools.settings.sizes import Sizes
@@ -119,7 +119,7 @@ def test_the_rehearsal_host_trains_hybrid_within_its_disk_and_says_what_producti
     assert k is not None and 0 < k < 25_000
     # Fits: the hybrid set, the data and checkpoints and the online bound, inside 2.9 TB less the reserve.
     assert plan.fits is True and plan.needed_bytes == mode.needed_bytes
-    assert mode.needed_bytes <= parse_size("2.9TB") - DISK_RESERVE_BYTES
+    assert mode.needed_bytes <= parse_size("2.9TB") - disk_reserve_bytes(parse_size("2.9TB"))
     bound = online_bound_bytes(8, 8192, 7168, 4, "bfloat16")  # bf16 on a GPU host, 8 samples of 8,192 tokens
     assert mode.bound_bytes == bound and mode.window == 8
     assert plan.verdict is not None and plan.verdict.startswith("Fits hybrid: 25,000 samples of ")
@@ -215,7 +215,7 @@ def test_a_smaller_disk_trains_online_and_extraction_needs_no_gpu(tmp_path: Path
     online = run_plan(asked).extraction_mode
     assert online is not None and online.mode == "online" and online.requested == "online"
     assert online.reason.startswith("online: the run's size extraction_mode asks for it (the plan would choose hybrid")
-    ctx, state = rehearsal_host(tmp_path, online.needed_bytes + DISK_RESERVE_BYTES + 100 * 10**6)
+    ctx, state = rehearsal_host(tmp_path, online.needed_bytes + RESERVE_FLOOR_BYTES + 100 * 10**6)
     plan = run_plan(state)
     mode = plan.extraction_mode
     assert mode is not None and (mode.mode, mode.offline_samples, mode.fetched) == ("online", 0, 25_000)

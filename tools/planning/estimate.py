@@ -22,7 +22,8 @@ figure given by hand) as well as from measurements (tools/planning/measure.py). 
   without a probe (a GPU host), epochs x tokens x 6 x drafter parameters x test-time-training steps / an
   assumed sustained FLOP/s. The drafter is EAGLE-3's: a 3h->h fusion layer, one decoder layer, and an lm_head
   over the draft vocabulary.
-- disk: hidden states + the generated JSONL + one bf16 drafter checkpoint per epoch must leave `reserve`.
+- disk: hidden states + the generated JSONL + one bf16 drafter checkpoint per epoch must leave `reserve` free: 2% of
+  the volume's free bytes, at least 10 GB and at most 200 GB (tools/planning/reserve.py).
 - online (tools/planning/hidden_states_mode.py chooses it): a sample fetched online keeps only its token file
   (int64 ids and a bool mask per token), and training holds at most a window of fetched samples at once
   (hidden_states_file.online_bound_bytes, at max_seq_len tokens each, in the dtype the extraction server writes);
@@ -38,11 +39,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from eyas.tools.planning.cluster_plan import ClusterShape, ShardPlan, nodes_for_hidden_states, shard_plans
+from eyas.tools.planning.reserve import disk_reserve_bytes
 from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.settings.units import format_size
 from eyas.tools.workloads.hidden_states_file import LOSS_MASK_BYTES, ONLINE_WINDOW, online_bound_bytes
@@ -60,7 +62,6 @@ CPU_CORE_TRAINING_FLOPS = 1e10  # one AVX2 core running torch training
 TOKEN_ID_BYTES = 8
 HIDDEN_VALUE_BYTES = 2  # one bf16/fp16 hidden-state value, as extraction writes them
 JSONL_BYTES_PER_TOKEN = 4.5  # generated JSONL text per token, when no generated file measures it
-DISK_RESERVE_BYTES = 10 * 1000**3  # what a plan leaves free on the data disk after everything it writes
 
 
 def format_hours(hours: float) -> str:
@@ -144,7 +145,9 @@ class PlanInputs(BaseModel):
     )
     free_disk_bytes: int = Field(ge=0)
     data_path: str = "the data directory"
-    reserve_bytes: int = Field(DISK_RESERVE_BYTES, ge=0, description="left free after everything")
+    reserve_bytes: int = Field(
+        ge=0, description="left free after everything; default scaled to the volume (reserve.disk_reserve_bytes)"
+    )
     other_volumes: list[Volume] = Field(default_factory=list)
     cluster: ClusterShape = Field(default_factory=ClusterShape, description="the jobs each phase runs at once")
     max_seq_len: int | None = Field(
@@ -157,6 +160,18 @@ class PlanInputs(BaseModel):
     train_gpus: int | None = Field(
         None, ge=0, description="the train host's GPUs: 0: eyas's CPU loop trains, more: speculators' (None: not known)"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reserve_for_the_volume(cls, data: Any) -> Any:
+        # The reserve grows with the volume unless a figure is given: 10 GB is too little headroom on 2.9 TB.
+        if (
+            isinstance(data, dict)
+            and data.get("reserve_bytes") is None
+            and isinstance(data.get("free_disk_bytes"), int)
+        ):
+            return {**data, "reserve_bytes": disk_reserve_bytes(data["free_disk_bytes"])}
+        return data
 
     @property
     def layers(self) -> list[int]:
