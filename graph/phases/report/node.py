@@ -90,6 +90,7 @@ def render_report(state: RunState, ctx: RunContext) -> str:
         lines += ["", f"Side by side at k={evaluation.k}, on the same prompts and server flags:", ""]
         lines += [f"| {' | '.join(SIDE_BY_SIDE)} |", "|---|---|---|---|"]
         lines += [f"| {' | '.join(row)} |" for row in side_by_side_rows(evaluation)]
+        lines += [line for note in evaluation.disagreement_notes() for line in ("", md_text(note))]
         if evaluation.bench is not None:
             lines += latency_lines(evaluation.bench)
     if state.get("training"):
