@@ -56,6 +56,7 @@ from eval_runs import IN_TURN, INTERLEAVED, ServerRun, measure_in_turn, measure_
 from eval_servers import ServerSpec, served
 from held_out_prompts import load_prompts
 from intervals import LEVEL, RESAMPLES, bootstrap, paired_ratio, ratio_of_sums
+from speculative import drafter_config, ngram_config
 from speed_agreement import disagreements
 
 
@@ -158,11 +159,6 @@ def confidence_intervals(run: dict[str, Any], baseline: dict[str, Any] | None, k
     return found
 
 
-def ngram_config(k: int) -> dict[str, Any]:
-    """vLLM's prompt-lookup speculation: the last 2 to 4 tokens looked up in the context, k tokens copied on."""
-    return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-
-
 def speculative_result(base_url: str, run: dict[str, Any], k: int, method: str = "eagle3") -> dict[str, Any]:
     """A speculative server's figures from its run; a drafter's server that did not draft k tokens a step is named."""
     counts = run.pop("counters")
@@ -209,8 +205,7 @@ def server_specs(args: argparse.Namespace) -> list[ServerSpec]:
     k the drafter's, and with --ngram n-gram speculation's."""
     specs = [] if args.acceptance_only else [ServerSpec("baseline", None)]
     for k in args.k:
-        drafter = {"method": "eagle3", "model": str(args.drafter.resolve()), "num_speculative_tokens": k}
-        specs.append(ServerSpec(f"speculative-k{k}", drafter))
+        specs.append(ServerSpec(f"speculative-k{k}", drafter_config(str(args.drafter.resolve()), k)))
         if args.ngram:
             specs.append(ServerSpec(f"ngram-k{k}", ngram_config(k)))
     return specs

@@ -18,6 +18,7 @@ from eyas.tools.jobs.request import JobRequest, workload_job
 from eyas.tools.launch.inherited import InheritedLaunch
 from eyas.tools.settings.config import AbsolutePath, HostConfig
 from eyas.tools.settings.sizes import Sizes
+from eyas.tools.workloads.speculative import drafter_config, ngram_config
 from eyas.tools.workloads.vllm_server import merge_flags, server_argv
 
 # evaluate.py's knobs that no run size chooses (the same as its own defaults, which it keeps: it imports no eyas).
@@ -25,8 +26,6 @@ EVALUATE_PORT = 8800  # the loopback port its servers take in turn (side by side
 EVALUATE_CONCURRENCY = 1  # prompts one at a time: the counters are read per prompt, for the confidence intervals
 # What evaluate.py's vllm_server gives every server it starts, and the method of the drafter's servers.
 SERVER_FLAGS = ("--seed", "0")
-SPECULATIVE_METHOD = "eagle3"
-NGRAM_LOOKUP = {"prompt_lookup_max": 4, "prompt_lookup_min": 2}  # evaluate.ngram_config's n-gram lengths
 
 
 class EvaluateRequest(JobRequest):
@@ -122,9 +121,7 @@ def server_argvs(python: str, request: EvaluateRequest, cpu_flags: Sequence[str]
     servers = {} if request.acceptance_only else {"baseline": argv()}
     for k in request.k:
         # evaluate.py names the drafter by its resolved path: the same, but for a symlink on the host.
-        speculative = {"method": SPECULATIVE_METHOD, "model": request.drafter_dir, "num_speculative_tokens": k}
-        servers[f"speculative-k{k}"] = argv("--speculative-config", json.dumps(speculative))
+        servers[f"speculative-k{k}"] = argv("--speculative-config", json.dumps(drafter_config(request.drafter_dir, k)))
         if request.ngram:
-            ngram = {"method": "ngram", "num_speculative_tokens": k, **NGRAM_LOOKUP}
-            servers[f"ngram-k{k}"] = argv("--speculative-config", json.dumps(ngram))
+            servers[f"ngram-k{k}"] = argv("--speculative-config", json.dumps(ngram_config(k)))
     return servers

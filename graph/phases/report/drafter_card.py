@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from eyas.graph.context import RunContext
-from eyas.graph.phases.evaluate.jobs import SPECULATIVE_METHOD
 from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
 from eyas.graph.phases.report.what_ran import prompts_text, size_rows, throughput_text, training_text
 from eyas.graph.state import RunState, run_sizes
+from eyas.tools.workloads.speculative import drafter_config
 
 CARD = "README.md"
 CONFIG = "config.json"
@@ -93,7 +93,7 @@ def model_card(
     front = ["---", "library_name: speculators", "tags:", "- speculators", "- eagle3", "- speculative-decoding"]
     front += [f"base_model: {verifier}"] if verifier else []
     build = state.get("eyas") or {}
-    speculative = json.dumps({"method": SPECULATIVE_METHOD, "model": drafter_dir, "num_speculative_tokens": k})
+    speculative = json.dumps(drafter_config(drafter_dir, k))
     lines = [*front, "---", "", f"# EAGLE-3 drafter for {md_text(verifier or target)}", ""]
     lines += [
         f"Trained by eyas {md_text(build.get('version', '?'))} (run {md_text(state.get('run_id', '?'))}) on the "
