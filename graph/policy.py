@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from eyas.graph.phases.evaluate.record import evaluated_ngram
+from eyas.graph.phases.deploy.tournament import DecidingConcurrency, Tournament, tournament
+from eyas.graph.phases.evaluate.record import Evaluation
 from eyas.tools.errors import ConfigError
 from eyas.tools.planning.prompt_supply import PromptSupply, supply_verdict
 from eyas.tools.recording.redact import Redactor
-from eyas.tools.service.deploy import Thresholds, against_ngram
+from eyas.tools.service.deploy import Thresholds
 from eyas.tools.settings.config import format_validation_error
 from eyas.tools.settings.local_files import UnreadableFile, read_text_file
 
@@ -59,6 +61,12 @@ class Policy(BaseModel):
         _THRESHOLD["ngram_margin"], ge=0,
         description="how far the drafter's speedup must exceed n-gram speculation's (evaluated on the same prompts)",
     )  # fmt: skip
+    # "one": the evaluation at concurrency 1 decides, the figures with intervals, at the pace the deploy's probe
+    # (one request at a time) confirms on production's own counters; "run": vLLM's bench at the run's concurrency,
+    # for a production whose users keep it busy (point estimates, and a deploy probe that cannot confirm them).
+    deploy_concurrency: DecidingConcurrency = Field(
+        "one", description="where the winners at concurrency 1 and at the run's concurrency differ, which one decides"
+    )
     deploy_probe_requests: int = Field(
         _THRESHOLD["probe_requests"], gt=0, description="probe requests per deploy measurement window"
     )
@@ -189,32 +197,39 @@ def _judge_production(policy: Policy, estimate: PhaseEstimate, blockers: list[st
         passed.append(f"production downtime {shown} within the budget of {policy.max_production_downtime_hours:g} h")
 
 
-def judge_deploy(policy: Policy, evaluation: dict[str, Any] | None) -> Verdict:
-    """The deploy gate's verdict: "auto" approves when the evaluation reached the thresholds production's counters
-    will be held to, against the target alone and against n-gram speculation on the same prompts (where measured);
-    "ask" never approves (a person decides), but says how the evaluation compares."""
+def deploy_tournament(policy: Policy, evaluation: Mapping[str, Any] | None, run_concurrency: int) -> Tournament | None:
+    """Every candidate the evaluation measured and the winner, by the policy's thresholds; None before it ran."""
+    if not evaluation:
+        return None
+    return tournament(
+        Evaluation.model_validate(evaluation), policy.deploy_min_speedup, policy.deploy_ngram_margin, run_concurrency,
+        policy.deploy_concurrency,
+    )  # fmt: skip
+
+
+def judge_deploy(policy: Policy, evaluation: Mapping[str, Any] | None, run_concurrency: int) -> Verdict:
+    """The deploy gate's verdict: "auto" approves when the evaluation's winner beats the target alone (and n-gram,
+    where a drafter wins) by the thresholds production's counters will be held to, and a winning drafter's acceptance
+    reaches its threshold; "ask" never approves (a person decides), but says how the evaluation compares."""
     blockers: list[str] = []
     passed: list[str] = []
     if policy.deploy == "ask":
         blockers.append('the policy\'s deploy = "ask": a person approves every change to production')
-    measured = (evaluation or {}).get("mean_acceptance_length")
-    if measured is None:
-        blockers.append("the evaluation measured no acceptance length")
-    else:
-        within = measured >= policy.deploy_min_acceptance_length
+    found = deploy_tournament(policy, evaluation, run_concurrency)
+    if found is None:
+        return Verdict(approve=False, reasons=[*blockers, "nothing was evaluated"])
+    choice = found.choice
+    (passed if choice.pays else blockers).append(f"evaluation: {choice.reason}")
+    if found.disagreement():
+        passed.append(str(found.disagreement()))
+    acceptance = choice.winner.mean_acceptance_length
+    if choice.winner.method == "eagle3":
+        within = acceptance is not None and acceptance >= policy.deploy_min_acceptance_length
+        shown = f"{acceptance:.2f}" if acceptance is not None else "not measured"
         (passed if within else blockers).append(
-            f"evaluation mean acceptance length {measured:.2f} {'reaches' if within else 'is under'} the threshold "
+            f"evaluation mean acceptance length {shown} {'reaches' if within else 'is under'} the threshold "
             f"{policy.deploy_min_acceptance_length:g}"
         )
-    speedup = (evaluation or {}).get("speedup")
-    within = speedup is not None and speedup >= policy.deploy_min_speedup
-    shown = f"{speedup:.2f}x" if speedup is not None else "unknown"
-    (passed if within else blockers).append(
-        f"evaluation speedup {shown} {'reaches' if within else 'is under'} the threshold {policy.deploy_min_speedup:g}x"
-        + ("" if within else " (lost to the target alone)")
-    )
-    beats, said = against_ngram(speedup, evaluated_ngram(evaluation), policy.deploy_ngram_margin)
-    (passed if beats else blockers).append(f"evaluation {said}" if beats else f"evaluation lost to n-gram: {said}")
     return Verdict(approve=not blockers, reasons=blockers + passed)
 
 

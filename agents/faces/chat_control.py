@@ -31,6 +31,7 @@ from eyas.tools.service.choose import production_service
 from eyas.tools.service.deploy import DeployResult, Thresholds, drop_in_text
 from eyas.tools.settings.config import EyasConfig, format_validation_error
 from eyas.tools.settings.sizes import starting_sizes
+from eyas.tools.workloads.speculative import drafter_config
 
 # The same interpreter and package as this process, wherever (and however) eyas is installed.
 EYAS = [sys.executable, "-m", "eyas"]
@@ -165,7 +166,7 @@ class ChatPipeline:
             if host.exists(service.drop_in_path()):
                 raise EyasError(f"{service.drop_in_path()} exists: a drafter is deployed already; roll it back first.")
             unit = service.effective_unit()
-            _, argv = drop_in_text(unit, drafter_dir, spec_k)
+            _, argv = drop_in_text(unit, drafter_config(drafter_dir, spec_k))
         return (
             f"deploy {drafter_dir} (k={spec_k}) into production for run {self.run.run_id}: restart it, send "
             f"{policy.deploy_probe_requests} probe requests, keep the drafter only at a mean acceptance length of "

@@ -18,12 +18,14 @@ from gated_runs import stored_run
 EVALUATION = {"k": 3, "mean_acceptance_length": 1.4, "speedup": 1.1, "prompts": 16}
 
 
-def evaluated_run(tmp_path: Path, policy: Policy, answer: GateAnswer | None = None) -> tuple[Outcome, list[dict]]:
+def evaluated_run(
+    tmp_path: Path, policy: Policy, answer: GateAnswer | None = None, evaluation: dict = EVALUATION
+) -> tuple[Outcome, list[dict]]:
     """A run whose evaluation just ended (evaluation.json on the host), driven on from there."""
     target = EmbeddedTarget(tmp_path / "cache", port=9)
     remote = target.workdir / "runs" / "evaluated"
     remote.mkdir(parents=True)
-    (remote / "evaluation.json").write_text(json.dumps(EVALUATION))
+    (remote / "evaluation.json").write_text(json.dumps(evaluation))
     values = {"run_id": "evaluated", "sizes": DEMO.model_dump(), "decisions": [], "plan": {"verdict": "fits"},
               "jobs": {"evaluate": ["evaluated.evaluate"]},
               "artifacts": {"drafter": str(remote / "drafter")}}  # fmt: skip
@@ -59,9 +61,30 @@ def test_an_approved_deploy_to_a_service_eyas_cannot_read_fails_before_touching_
     assert not view["policy"]["approve"] and view["policy"]["reasons"].startswith("the deploy cannot be made")
     assert view["estimate"]["evaluation mean acceptance length"] == "1.400"
     assert view["estimate"]["evaluation n-gram"] == "n-gram not measured"
-    assert "evaluation n-gram not measured" in view["policy"]["reasons"]
+    assert "evaluation: drafter k=3 is fastest: 1.10x the target alone's tokens/s" in view["policy"]["reasons"]
+    assert view["deploy"]["winner"] == "drafter k=3" and view["deploy"]["candidates"]["drafter k=3"].startswith(
+        "concurrency 1: 1.10x"
+    )
     deploy = outcome.state["deploy"]
     assert outcome.finished and deploy["status"] == "failed" and "production untouched" in deploy["reason"]
     assert not (tmp_path / "runs" / "evaluated" / "production-stopped.json").exists()
     assert "**Drafter not deployed (failed):**" in outcome.state["report"]
     assert "**Outcome:** failed in deploy: not deployed, production untouched" in outcome.state["report"]
+
+
+def test_where_nothing_beats_the_target_alone_no_gate_is_asked_and_the_report_names_the_closest(
+    tmp_path: Path,
+) -> None:
+    """The demo's figures: the drafter at 0.75x, n-gram at 1.02x with an interval reaching under 1. Production (where
+    nothing listens here) is never reached: the run ends at its report, saying which came closest and why."""
+    lost = {**EVALUATION, "speedup": 0.75, "intervals": {"speedup": [0.7, 0.8]},
+            "ngram": {"3": {"k": 3, "speedup": 1.02, "intervals": {"speedup": [0.98, 1.06]}}}}  # fmt: skip
+    outcome, seen = evaluated_run(tmp_path, Policy(deploy="auto"), evaluation=lost)
+    assert outcome.finished and not seen
+    deploy = outcome.state["deploy"]
+    assert deploy["status"] == "skipped" and deploy["argv_after"] == []
+    assert deploy["reason"] == (
+        "nothing beats the target alone: the closest, n-gram k=3 at 1.02x [0.98, 1.06], reaches the threshold 1x only "
+        "by chance: its interval reaches down to 0.98x; production untouched"
+    )
+    assert "**Drafter not deployed (skipped):** nothing beats the target alone" in outcome.state["report"]

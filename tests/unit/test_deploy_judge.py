@@ -15,6 +15,7 @@ from eyas.graph.policy import Policy, judge_deploy
 from eyas.tools.launch.unit_file import parse_unit_file
 from eyas.tools.service.base import ServiceError
 from eyas.tools.service.deploy import DeployResult, Probe, Thresholds, drop_in_text, judge
+from eyas.tools.workloads.speculative import drafter_config, ngram_config
 
 UNIT = """[Service]
 Environment="NCCL_P2P_DISABLE=1"
@@ -67,25 +68,26 @@ def test_by_default_a_drafter_that_makes_production_slower_is_rolled_back_and_th
 
 def test_the_drop_in_clears_exec_start_and_sets_only_the_speculative_config() -> None:
     unit = parse_unit_file(UNIT)
-    text, argv = drop_in_text(unit, "/data/drafter one", 3)
+    text, argv = drop_in_text(unit, drafter_config("/data/drafter one", 3))
     effective = parse_unit_file(UNIT + text)
     assert effective.exec_start == argv == [*unit.exec_start, "--speculative-config",
         '{"method":"eagle3","model":"/data/drafter one","num_speculative_tokens":3}']  # fmt: skip
     assert effective.environment == unit.environment
     assert "ExecStart=\n" in text and shlex.split(text.splitlines()[-1].removeprefix("ExecStart=")) == argv
     # A drafter production serves already (the motivating service has one) is replaced, not doubled.
-    _, replaced = drop_in_text(effective, "/data/other", 4)
+    _, replaced = drop_in_text(effective, drafter_config("/data/other", 4))
     assert replaced == [*unit.exec_start, "--speculative-config",
         '{"method":"eagle3","model":"/data/other","num_speculative_tokens":4}']  # fmt: skip
-    _, replaced = drop_in_text(parse_unit_file(UNIT.replace(" --port", " --speculative-config={} --port")), "/d", 3)
+    served = parse_unit_file(UNIT.replace(" --port", " --speculative-config={} --port"))
+    _, replaced = drop_in_text(served, drafter_config("/d", 3))
     assert replaced.count("--speculative-config") == 1 and "--speculative-config={}" not in replaced
     with pytest.raises(ServiceError, match="systemd expands"):
-        drop_in_text(unit, "/data/%i", 3)
+        drop_in_text(unit, drafter_config("/data/%i", 3))
 
 
 def test_the_reports_show_production_before_and_with_the_drafter(tmp_path: Path) -> None:
     unit = parse_unit_file(UNIT)
-    text, argv = drop_in_text(unit, "/data/drafter", 3)
+    text, argv = drop_in_text(unit, drafter_config("/data/drafter", 3))
     result = DeployResult(kept=False, reason="mean acceptance length 1.06 is under the threshold 1.2",
                           drop_in="/etc/systemd/system/vllm.service.d/eyas-drafter.conf", drop_in_text=text,
                           argv_before=unit.exec_start, argv_deployed=argv, before=probe(4.8, None),
@@ -103,27 +105,28 @@ def test_the_reports_show_production_before_and_with_the_drafter(tmp_path: Path)
 
 
 def test_the_deploy_gate_policy_asks_by_default_and_auto_approves_only_at_the_thresholds() -> None:
-    evaluation = {"mean_acceptance_length": 1.6, "speedup": 1.05}
-    asked = judge_deploy(Policy(), evaluation)
-    assert not asked.approve and asked.reasons[0].startswith('the policy\'s deploy = "ask"')
-    assert "evaluation mean acceptance length 1.60 reaches the threshold 1.2" in asked.reasons
-    assert "evaluation speedup 1.05x reaches the threshold 1x" in asked.reasons
-    assert "evaluation n-gram not measured" in asked.reasons  # an evaluation without n-gram figures still judges
-    assert judge_deploy(Policy(deploy="auto"), evaluation).approve
-    slow = judge_deploy(Policy(deploy="auto", deploy_min_speedup=1.1), evaluation)
-    assert not slow.approve and slow.reasons == [
-        "evaluation speedup 1.05x is under the threshold 1.1x (lost to the target alone)",
+    evaluation = {"k": 3, "mean_acceptance_length": 1.6, "speedup": 1.05}
+    asked = judge_deploy(Policy(), evaluation, 16)
+    assert not asked.approve and asked.reasons == [
+        'the policy\'s deploy = "ask": a person approves every change to production',
+        "evaluation: drafter k=3 is fastest: 1.05x the target alone's tokens/s",
         "evaluation mean acceptance length 1.60 reaches the threshold 1.2",
-        "evaluation n-gram not measured",
+    ]
+    assert judge_deploy(Policy(deploy="auto"), evaluation, 16).approve
+    slow = judge_deploy(Policy(deploy="auto", deploy_min_speedup=1.1), evaluation, 16)
+    assert not slow.approve and slow.reasons == [
+        "evaluation: nothing beats the target alone: the closest, drafter k=3 at 1.05x, is under the threshold 1.1x"
     ]
     # By default an evaluation that measured the drafter slower, or measured no speedup, is not approved unattended.
-    slower = judge_deploy(Policy(deploy="auto"), {"mean_acceptance_length": 1.6, "speedup": 0.8})
-    assert not slower.approve and slower.reasons[0] == (
-        "evaluation speedup 0.80x is under the threshold 1x (lost to the target alone)"
-    )
-    assert not judge_deploy(Policy(deploy="auto"), {"mean_acceptance_length": 1.6}).approve
-    assert not judge_deploy(Policy(deploy="auto"), {"mean_acceptance_length": 1.1, "speedup": 1.2}).approve
-    assert not judge_deploy(Policy(deploy="auto"), None).approve
+    slower = judge_deploy(Policy(deploy="auto"), {"k": 3, "mean_acceptance_length": 1.6, "speedup": 0.8}, 16)
+    assert not slower.approve and "is under the threshold 1x" in slower.reasons[0]
+    assert not judge_deploy(Policy(deploy="auto"), {"mean_acceptance_length": 1.6}, 16).approve
+    low = judge_deploy(Policy(deploy="auto"), {"k": 3, "mean_acceptance_length": 1.1, "speedup": 1.2}, 16)
+    assert not low.approve and low.reasons == [
+        "evaluation mean acceptance length 1.10 is under the threshold 1.2",
+        "evaluation: drafter k=3 is fastest: 1.20x the target alone's tokens/s",
+    ]
+    assert judge_deploy(Policy(deploy="auto"), None, 16).reasons == ["nothing was evaluated"]
     # One source for each default: the policy's thresholds are the deploy's own, and a run recorded before the
     # speedup threshold had a default (its policy says None) is held to the default, not to none.
     assert Policy().deploy_thresholds() == Thresholds() and Thresholds().min_speedup == 1.0
@@ -162,28 +165,24 @@ def test_production_keeps_the_drafter_only_when_it_beats_the_target_alone_and_n_
     assert judge(before, probe(10.0, 1.9), Thresholds(ngram_margin=0.3), ngram_speedup=0.8)[0] is False
 
 
-def test_the_gate_policy_refuses_a_drafter_that_does_not_beat_n_gram_in_the_evaluation() -> None:
+def test_the_gate_policy_approves_n_gram_where_it_wins_and_never_asks_about_its_acceptance() -> None:
     def evaluation(speedup: float, ngram: float | None) -> dict:
         measured = {"k": 3, "mean_acceptance_length": 1.8, "speedup": speedup, "tokens_per_s_baseline": 10.0}
         if ngram is not None:
-            measured["ngram"] = {"3": {"k": 3, "speedup": ngram, "tokens_per_s_speculative": 10.0 * ngram}}
+            measured["ngram"] = {"3": {"k": 3, "speedup": ngram, "tokens_per_s_speculative": 10.0 * ngram,
+                                       "mean_acceptance_length": 1.01}}  # fmt: skip
         return measured
 
     auto = Policy(deploy="auto", deploy_ngram_margin=0.1)
-    beaten = judge_deploy(auto, evaluation(1.2, 1.15))
-    assert not beaten.approve and beaten.reasons == [
-        "evaluation lost to n-gram: speedup 1.20x does not beat n-gram's 1.15x by the margin 0.1 (needs 1.25x)",
-        "evaluation mean acceptance length 1.80 reaches the threshold 1.2",
-        "evaluation speedup 1.20x reaches the threshold 1x",
+    # The drafter does not clear n-gram by the margin: n-gram wins, and its acceptance is held to no threshold.
+    beaten = judge_deploy(auto, evaluation(1.2, 1.15), 16)
+    assert beaten.approve and beaten.reasons == [
+        "evaluation: n-gram k=3 is fastest: 1.15x the target alone's tokens/s; drafter k=3 (1.20x) is not measurably "
+        "faster than the simpler n-gram k=3 (1.15x)"
     ]
-    passed = judge_deploy(auto, evaluation(1.3, 1.15))
-    assert passed.approve and "evaluation speedup 1.30x beats n-gram's 1.15x by the margin 0.1 (needs 1.25x)" in (
-        passed.reasons
-    )
-    # n-gram measured at another k only (not the drafter's) is no comparison: said as not measured.
-    other_k = {**evaluation(1.2, None), "ngram": {"5": {"k": 5, "speedup": 2.0}}}
+    passed = judge_deploy(auto, evaluation(1.3, 1.15), 16)
     assert (
-        judge_deploy(auto, other_k).approve and "evaluation n-gram not measured" in judge_deploy(auto, other_k).reasons
+        passed.approve and passed.reasons[0] == "evaluation: drafter k=3 is fastest: 1.30x the target alone's tokens/s"
     )
     # One default, the deploy's own, which the policy carries into the thresholds it hands the deploy.
     assert Policy().deploy_ngram_margin == Thresholds().ngram_margin
@@ -196,3 +195,17 @@ def test_the_keep_rule_states_the_n_gram_bar_or_that_n_gram_was_not_measured() -
         "and >= 1.25x (n-gram speculation's evaluated 1.20x plus the margin 0.05)"
     )
     assert keep_rule(thresholds, None).endswith("(tokens/s with the drafter over without); n-gram not measured")
+
+
+def test_n_gram_is_kept_on_its_tokens_per_s_and_its_drop_in_names_no_drafter() -> None:
+    """n-gram drafts only where the context repeats: production's counters may show next to no acceptance, and its
+    speedup alone decides."""
+    before = probe(10.0, None)
+    kept, reason, _ = judge(before, probe(11.0, 1.01), Thresholds(), None, "ngram")
+    assert kept and reason.startswith("speedup 1.10x reaches the threshold 1x (11.0 tokens/s with n-gram speculation")
+    kept, reason, _ = judge(before, probe(9.0, None), Thresholds(), None, "ngram")
+    assert not kept and reason.startswith("lost to the target alone: speedup 0.90x is under the threshold 1x")
+    text, argv = drop_in_text(parse_unit_file(UNIT), ngram_config(2))
+    assert argv[-1] == '{"method":"ngram","num_speculative_tokens":2,"prompt_lookup_max":4,"prompt_lookup_min":2}'
+    assert "speculative decoding (ngram)" in text
+    assert keep_rule(Thresholds(), 1.3, method="ngram").startswith("speedup >= 1x (tokens/s with n-gram speculation")

@@ -25,6 +25,7 @@ from eyas.tools.launch.unit_file import parse_unit_file
 from eyas.tools.service.deploy import drop_in_text, share_drafter_command, write_drop_in
 from eyas.tools.service.standin import UnitJobService
 from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConfig
+from eyas.tools.workloads.speculative import drafter_config
 from waiting import wait_for
 
 
@@ -94,7 +95,7 @@ def test_the_drop_in_is_owner_only_and_the_stand_in_runs_it(tmp_path: Path) -> N
     started = tmp_path / "started"
     unit_file.write_text(f"[Service]\nExecStart=/bin/sh -c 'echo \"$@\" > {started}' production\n")
     service = UnitJobService(LocalHost(), str(unit_file), str(tmp_path), "production", healthy, SYSTEM_CLOCK)
-    text, argv = drop_in_text(service.effective_unit(), "/data/drafter", 3)
+    text, argv = drop_in_text(service.effective_unit(), drafter_config("/data/drafter", 3))
 
     write_drop_in(service, service.drop_in_path(), text)
     assert mode(Path(service.drop_in_path())) == 0o600

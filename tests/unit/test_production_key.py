@@ -29,6 +29,7 @@ from eyas.tools.recording.redact import Redactor
 from eyas.tools.service.deploy import DeployResult, Thresholds, drop_in_text, probe
 from eyas.tools.settings.config import HostConfig, TargetConfig
 from eyas.tools.settings.sizes import DEFAULT_SIZES
+from eyas.tools.workloads.speculative import drafter_config
 from eyas.tools.workloads.vllm_server import API_SERVER_MODULE
 from stub_http import HEALTHY, MODEL, stub_server
 
@@ -113,7 +114,7 @@ def test_the_report_shows_productions_command_line_without_its_key() -> None:
     """deploy.json keeps production's argv whole (owner-only, as the drop-in itself: rollback compares them); the
     report, which is shared, shows it with the key hidden."""
     unit = parse_unit_file(unit_text(flags=f"--api-key {FLAG_KEY}"))
-    text, argv = drop_in_text(unit, "/w/drafter", 3)
+    text, argv = drop_in_text(unit, drafter_config("/w/drafter", 3))
     result = DeployResult(kept=True, reason="fast", drop_in="/u.d/zz.conf", drop_in_text=text,
                           argv_before=unit.exec_start, argv_deployed=argv)  # fmt: skip
     report = with_deploy("# eyas run r\n", result.model_dump())

@@ -48,6 +48,7 @@ from eyas.tools.settings.config import LOCAL, EyasConfig, HostConfig, TargetConf
 from eyas.tools.settings.sizes import Sizes
 from eyas.tools.settings.units import format_size, parse_size
 from eyas.tools.workloads.hidden_states_file import online_bound_bytes
+from eyas.tools.workloads.speculative import drafter_config
 
 sys.path.insert(0, str(WORKLOADS_DIR))  # workloads import their siblings by plain name, as on the host
 
@@ -315,7 +316,7 @@ def test_a_target_vllm_cannot_serve_with_eagle3_is_refused_at_evaluation_and_dep
     assert deployed["deploy"]["error"] == f"the deploy cannot be made: {deploy}" and deployed["commands"] == []
     assert deployed["policy"]["approve"] is False
     with pytest.raises(ServiceError) as refused:
-        planned_change(ctx, "/data/drafter", 3, state)
+        planned_change(ctx, drafter_config("/data/drafter", 3), state)
     assert str(refused.value) == deploy
 
     # Verify's own message: one paragraph, both phases, the fix once.

@@ -1,19 +1,21 @@
-"""Put a trained drafter into production, and take it out again.
+"""Put speculative decoding into production (the evaluation's winner: a trained drafter, or vLLM's n-gram
+speculation), and take it out again.
 
 Deploy adds one drop-in to the production unit that replaces its ExecStart with the same command plus
-`--speculative-config` (method eagle3, the drafter, k), restarts the service, waits for the deep health check,
-then sends probe requests and reads acceptance from production's own /metrics counters. The drafter stays when
-acceptance and tokens/s pass the thresholds (by default production must not serve fewer tokens/s with the drafter
-than without it) and its speedup beats, by a margin, the one vLLM's n-gram speculation reached in the evaluation
-(the free alternative); otherwise, and whenever the new service fails to come up, rollback removes exactly that
-drop-in, restarts, and checks that production is healthy with its old command line.
+`--speculative-config` (tools/workloads/speculative.py: the config the evaluation measured), restarts the service,
+waits for the deep health check, then sends probe requests and reads tokens/s and acceptance from production's own
+/metrics counters. A drafter stays when acceptance and tokens/s pass the thresholds (by default production must not
+serve fewer tokens/s with it than without it) and its speedup beats, by a margin, the one vLLM's n-gram speculation
+reached in the evaluation (the free alternative); n-gram stays when its tokens/s pass (its acceptance, counted only
+where the context repeats, is no measure of it). Otherwise, and whenever the new service fails to come up, rollback
+removes exactly that drop-in, restarts, and checks that production is healthy with its old command line.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,6 +27,7 @@ from eyas.tools.launch.api_key import production_key
 from eyas.tools.launch.unit_file import UnitFile
 from eyas.tools.service.base import Service, ServiceError
 from eyas.tools.settings.config import TargetConfig
+from eyas.tools.workloads.speculative import NGRAM_METHOD
 
 Progress = Callable[[str], None]
 PROBE_PROMPTS = (
@@ -98,20 +101,18 @@ def _since(service: Service, started: float) -> float:
     return round(service.clock.monotonic() - started, 1)
 
 
-def speculative_config(drafter_dir: str, k: int) -> dict[str, Any]:
-    return {"method": "eagle3", "model": drafter_dir, "num_speculative_tokens": k}
-
-
-def drop_in_text(unit: UnitFile, drafter_dir: str, k: int) -> tuple[str, list[str]]:
+def drop_in_text(unit: UnitFile, speculative: Mapping[str, Any]) -> tuple[str, list[str]]:
     """The drop-in (an empty ExecStart= clears the old one, systemd.service(5)) and the argv it makes: production's
-    command with its --speculative-config set to the drafter (a drafter production serves already is replaced;
-    removing the drop-in brings it back)."""
-    config = json.dumps(speculative_config(drafter_dir, k), separators=(",", ":"))
+    command with its --speculative-config set to `speculative` (one production serves already is replaced; removing
+    the drop-in brings it back)."""
+    config = json.dumps(dict(speculative), separators=(",", ":"))
     argv = [*without_speculative_config(unit.exec_start), "--speculative-config", config]
+    drafter_dir = str(speculative.get("model", ""))
     if any(ch in drafter_dir for ch in "%$\n"):
         raise ServiceError(f"The drafter path {drafter_dir!r} has a character systemd expands (%, $) or a newline.")
     text = (
-        "# Written by eyas deploy: the production command plus its trained drafter. `eyas rollback RUN` removes it.\n"
+        f"# Written by eyas deploy: the production command plus speculative decoding ({speculative['method']}). "
+        "`eyas rollback RUN` removes it.\n"
         "[Service]\nExecStart=\n"
         f"ExecStart={shlex.join(argv)}\n"
     )
@@ -209,13 +210,16 @@ def against_ngram(speedup: float | None, ngram_speedup: float | None, margin: fl
 
 
 def judge(
-    before: Probe | None, after: Probe, thresholds: Thresholds, ngram_speedup: float | None = None
-) -> tuple[bool, str, float | None]:
-    """Keep the drafter only when production's own counters show it accepted often enough, production serves at
+    before: Probe | None, after: Probe, thresholds: Thresholds, ngram_speedup: float | None = None,
+    method: str = "eagle3",
+) -> tuple[bool, str, float | None]:  # fmt: skip
+    """Keep a drafter only when production's own counters show it accepted often enough, production serves at
     least `min_speedup` times its tokens/s before (the target alone), and that speedup beats n-gram speculation's in
-    the evaluation by `ngram_margin`; a rollback names each baseline it lost to and every threshold missed, with
-    the figures."""
+    the evaluation by `ngram_margin`; keep n-gram speculation (`method`) on its tokens/s alone. A rollback names
+    each baseline it lost to and every threshold missed, with the figures."""
     speedup = after.tokens_per_s / before.tokens_per_s if before and before.tokens_per_s else None
+    if method == NGRAM_METHOD:
+        return (*_ngram_pace(before, after, thresholds, speedup), speedup)
     if after.mean_acceptance_length is None:
         return False, "production exported no speculative-decoding counters: the drafter is not in use", speedup
     acceptance = f"mean acceptance length {after.mean_acceptance_length:.2f}"
@@ -241,18 +245,31 @@ def judge(
     return False, "; ".join(missed), speedup
 
 
+def _ngram_pace(before: Probe | None, after: Probe, thresholds: Thresholds, speedup: float | None) -> tuple[bool, str]:
+    """n-gram speculation is kept when production serves at least `min_speedup` times its tokens/s before."""
+    rate = f"{after.tokens_per_s:.1f} tokens/s with n-gram speculation, " + (
+        f"{before.tokens_per_s:.1f} without" if before else "not measured without"
+    )
+    fast = speedup is not None and speedup >= thresholds.min_speedup
+    shown = f"{speedup:.2f}x" if speedup is not None else "unknown"
+    pace = f"speedup {shown} {'reaches' if fast else 'is under'} the threshold {thresholds.min_speedup:g}x ({rate})"
+    return fast, pace if fast else f"lost to the target alone: {pace}"
+
+
 def deploy(
-    service: Service, target: TargetConfig, http: HttpClient, clock: Clock, drafter_dir: str, k: int,
+    service: Service, target: TargetConfig, http: HttpClient, clock: Clock, speculative: Mapping[str, Any],
     thresholds: Thresholds, progress: Progress = print, ngram_speedup: float | None = None,
 ) -> DeployResult:  # fmt: skip
-    """Measure production, add the drafter, restart, measure again; roll back unless the drafter passes (against
-    the target alone, and against `ngram_speedup`, n-gram speculation's in the evaluation, when it was measured)."""
+    """Measure production, add `speculative` (a drafter's or n-gram's config), restart, measure again; roll back
+    unless it passes (against the target alone, and a drafter against `ngram_speedup`, n-gram speculation's in the
+    evaluation, when it was measured)."""
     unit = service.effective_unit()
     path = service.drop_in_path()
     if service.host.exists(path):
         raise ServiceError(f"{path} exists: a drafter is deployed already. Run `eyas rollback RUN` first.")
-    text, argv = drop_in_text(unit, drafter_dir, k)
-    share = share_drafter_command(unit, drafter_dir)
+    text, argv = drop_in_text(unit, speculative)
+    drafter_dir = speculative.get("model")
+    share = share_drafter_command(unit, str(drafter_dir)) if drafter_dir else None
     headers = production_key(target, unit).headers  # the drop-in changes no key: one for both measurements
     progress(f"deploy: measuring production before ({thresholds.probe_requests} probe requests)")
     before = probe(http, target, clock, thresholds, headers)
@@ -261,23 +278,24 @@ def deploy(
     if share is not None:
         progress(f"deploy: letting {unit.user}, who runs {service.name}, read {drafter_dir}")
         service.host.run(share, timeout=120).check(f"opening {drafter_dir} to {unit.user}")
+    method = "the drafter" if speculative["method"] != NGRAM_METHOD else "n-gram speculation"
     progress(f"deploy: writing {path} and restarting {service.name}")
     write_drop_in(service, path, text)
     started = service.clock.monotonic()
     try:
         result.downtime_s = _restart(service, thresholds, progress)
     except ServiceError as exc:
-        result = result.model_copy(update={"reason": f"production did not come up with the drafter: {exc}",
+        result = result.model_copy(update={"reason": f"production did not come up with {method}: {exc}",
                                            "downtime_s": _since(service, started)})  # fmt: skip
         return rollback(service, thresholds, progress, result)
     result.restart_s = service.last_start_s
-    progress(f"deploy: {service.name} is healthy with the drafter; measuring ({thresholds.probe_requests} requests)")
+    progress(f"deploy: {service.name} is healthy with {method}; measuring ({thresholds.probe_requests} requests)")
     try:
         after = probe(http, target, clock, thresholds, headers)
     except ServiceError as exc:
-        result = result.model_copy(update={"reason": f"production with the drafter failed the probe: {exc}"})
+        result = result.model_copy(update={"reason": f"production with {method} failed the probe: {exc}"})
         return rollback(service, thresholds, progress, result)
-    kept, reason, speedup = judge(before, after, thresholds, ngram_speedup)
+    kept, reason, speedup = judge(before, after, thresholds, ngram_speedup, speculative["method"])
     result = result.model_copy(update={"after": after, "speedup": speedup, "reason": reason, "kept": kept})
     return result if kept else rollback(service, thresholds, progress, result)
 

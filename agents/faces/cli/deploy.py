@@ -32,6 +32,7 @@ from eyas.tools.hosts.http import HttpClient
 from eyas.tools.service.choose import production_service
 from eyas.tools.service.deploy import DeployResult, Thresholds, deploy, rollback
 from eyas.tools.settings.config import format_validation_error
+from eyas.tools.workloads.speculative import drafter_config
 
 if TYPE_CHECKING:
     from eyas.graph.context import RunContext
@@ -223,7 +224,7 @@ def deploy_command(
     with json_result(json_output) as out:
         out["run_id"] = run.run_id
         with production(run) as ctx:
-            service, planned = planned_change(ctx, drafter_dir, spec_k, state)
+            service, planned = planned_change(ctx, drafter_config(drafter_dir, spec_k), state)
             deploy_steps, rollback_steps = steps(ctx, planned, thresholds, ngram_speedup)
             restart_s, source = expected_restart(ctx, state)
             say(f"eyas deploy {run.run_id}: {service.name} ({service.backend}) restarts with the drafter {drafter_dir} "
@@ -248,8 +249,8 @@ def deploy_command(
                 say(f"not deployed: {service.name} untouched.")
                 out.update(dry_run=False, confirmed=False)
                 raise typer.Exit(ExitCode.NO)
-            result = deploy(service, ctx.config.target, ctx.http, ctx.clock, drafter_dir, spec_k, thresholds, say,
-                            ngram_speedup)  # fmt: skip
+            result = deploy(service, ctx.config.target, ctx.http, ctx.clock, drafter_config(drafter_dir, spec_k),
+                            thresholds, say, ngram_speedup)  # fmt: skip
         save(run, result)
         print_result(result)
         out.update(dry_run=False, confirmed=True, kept=result.kept, result=result.model_dump(mode="json"))

@@ -1,7 +1,10 @@
-"""Deploy: the trained drafter into production, the runbook's last step, behind its own gate.
+"""Deploy: the evaluation's winner into production (the trained drafter or vLLM's n-gram speculation, at the k that
+won: graph/phases/deploy/tournament.py), the runbook's last step, behind its own gate. Where nothing beat the target
+alone, no gate is asked and production is left alone; the outcome names the candidate that came closest.
 
-The gate shows what an operator woken at 3 a.m. decides on: the evaluation's acceptance length and speedup (with
-their intervals) against the thresholds and beside the baselines (the target alone, vLLM's n-gram speculation),
+The gate shows what an operator woken at 3 a.m. decides on: the winner and every candidate's figures, the
+evaluation's acceptance length and speedup (with their intervals) against the thresholds and beside the baselines
+(the target alone, vLLM's n-gram speculation),
 production's exact argv before and after (only its --speculative-config is set), the expected downtime
 (production's last start-to-healthy time) and what a rollback does. The deploy node then does what `eyas deploy
 RUN` does (tools/service/deploy.py): measure production, restart it with the drafter, measure again from its own
@@ -14,16 +17,18 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, NamedTuple
 
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import RECORD, log_stop, restore, stop_start_commands, summary, write_record
-from eyas.graph.phases.evaluate.record import Evaluation, evaluated_ngram
+from eyas.graph.phases.deploy.tournament import Tournament, winner_config
+from eyas.graph.phases.evaluate.record import Evaluation
 from eyas.graph.phases.plan.node import production_load
-from eyas.graph.policy import Policy, judge_deploy
+from eyas.graph.policy import Policy, deploy_tournament, judge_deploy
 from eyas.graph.runs import RunDir
 from eyas.graph.state import DeployOutcome, DeployStatus, GateAnswer, RunState, run_plan, run_sizes
 from eyas.tools.errors import EyasError
@@ -31,8 +36,10 @@ from eyas.tools.private_files import write_private
 from eyas.tools.service.base import Service, ServiceError
 from eyas.tools.service.choose import production_service
 from eyas.tools.service.deploy import DeployResult, Thresholds, deploy, drop_in_text, share_drafter_command
+from eyas.tools.workloads.speculative import DRAFTER_METHOD, NGRAM_METHOD, drafter_config
 
 DEPLOY_FILE = "deploy.json"  # the full result in the run folder (owner-only): probes, drop-in, argv
+METHOD_WORDS = {DRAFTER_METHOD: "the drafter", NGRAM_METHOD: "n-gram speculation"}
 CHOICES = ("approve", "reject")  # an edit has nothing to change here
 EVALUATION_SHOWN = ("mean_acceptance_length", "acceptance_rate", "speedup", "k", "prompts", "outputs_identical",
                     "intervals")  # fmt: skip
@@ -49,7 +56,29 @@ def read_evaluation(ctx: RunContext) -> dict[str, Any] | None:
     return json.loads(ctx.host.read_text(path)) if ctx.host.exists(path) else None
 
 
-def planned_change(ctx: RunContext, drafter_dir: str, k: int, state: RunState) -> tuple[Service, DeployResult]:
+class Proposal(NamedTuple):
+    """What the deploy puts into production: the winner's --speculative-config (None: nothing beat the target
+    alone), the tournament that chose it (None before the evaluation: the dry run proposes the drafter at the run's
+    k), and n-gram's evaluated speedup at a winning drafter's k (production's counters must beat it by the margin)."""
+
+    speculative: dict[str, Any] | None
+    tournament: Tournament | None
+    ngram_speedup: float | None
+
+
+def proposal(ctx: RunContext, state: RunState, evaluation: Mapping[str, Any] | None) -> Proposal:
+    """The evaluation's winner by the run's policy, as the gate shows it and the deploy node deploys it."""
+    drafter = state.get("artifacts", {}).get("drafter") or ctx.artifact("drafter")
+    sizes = run_sizes(state)
+    found = deploy_tournament(run_policy(ctx), evaluation, sizes.concurrency)
+    if found is None:
+        return Proposal(drafter_config(drafter, sizes.num_speculative_tokens), None, None)
+    winner = found.choice.winner
+    ngram = Evaluation.model_validate(evaluation).ngram_at(winner.k) if winner.method == DRAFTER_METHOD else None
+    return Proposal(winner_config(winner, drafter), found, ngram.speedup if ngram else None)
+
+
+def planned_change(ctx: RunContext, speculative: dict[str, Any], state: RunState) -> tuple[Service, DeployResult]:
     """The production service and the change a deploy makes to it (not made yet): the drop-in and both argvs.
     Refused, before anything is touched, when the run's plan says production cannot serve an EAGLE-3 drafter here
     (its deploy path, from verify's compat rows: vLLM's eagle3 method and the target architecture's EAGLE-3
@@ -66,10 +95,11 @@ def planned_change(ctx: RunContext, drafter_dir: str, k: int, state: RunState) -
             f"A drafter is deployed already ({path} exists): run `eyas rollback RUN` for the run that deployed it, "
             "then `eyas deploy RUN` for this one."
         )
-    text, argv = drop_in_text(unit, drafter_dir, k)
+    text, argv = drop_in_text(unit, speculative)
+    share = share_drafter_command(unit, speculative["model"]) if "model" in speculative else None
     return service, DeployResult(kept=False, reason="not deployed yet", drop_in=path, drop_in_text=text,
-                                 share_drafter=share_drafter_command(unit, drafter_dir),
-                                 argv_before=unit.exec_start, argv_deployed=argv)  # fmt: skip
+                                 share_drafter=share, argv_before=unit.exec_start,
+                                 argv_deployed=argv)  # fmt: skip
 
 
 def expected_restart(ctx: RunContext, state: RunState) -> tuple[float, str]:
@@ -82,10 +112,18 @@ def expected_restart(ctx: RunContext, state: RunState) -> tuple[float, str]:
     return production_load(ctx, state, None)
 
 
-def keep_rule(thresholds: Thresholds, ngram_speedup: float | None, ngram_to_come: bool = False) -> str:
-    """The rule production's own counters are held to, as the gate and `eyas deploy` state it: beat the target
-    alone, and n-gram speculation's evaluated speedup by the margin (where the evaluation measured it, or will:
-    `ngram_to_come`, before the evaluation of a run that measures n-gram, as the dry run shows the deploy)."""
+def keep_rule(
+    thresholds: Thresholds, ngram_speedup: float | None, ngram_to_come: bool = False, method: str = DRAFTER_METHOD
+) -> str:
+    """The rule production's own counters are held to, as the gate and `eyas deploy` state it: a drafter must beat
+    the target alone, and n-gram speculation's evaluated speedup by the margin (where the evaluation measured it, or
+    will: `ngram_to_come`, before the evaluation of a run that measures n-gram, as the dry run shows the deploy);
+    n-gram speculation (`method`), the target alone by its tokens/s."""
+    if method == NGRAM_METHOD:
+        return (
+            f"speedup >= {thresholds.min_speedup:g}x (tokens/s with n-gram speculation over without; its acceptance, "
+            "counted only where the context repeats, is not held to a threshold)"
+        )
     rule = (
         f"mean acceptance length >= {thresholds.min_acceptance_length:g} and speedup >= {thresholds.min_speedup:g}x "
         "(tokens/s with the drafter over without)"
@@ -106,12 +144,12 @@ def keep_rule(thresholds: Thresholds, ngram_speedup: float | None, ngram_to_come
 
 def steps(
     ctx: RunContext, planned: DeployResult, thresholds: Thresholds, ngram_speedup: float | None,
-    ngram_to_come: bool = False,
+    ngram_to_come: bool = False, method: str = DRAFTER_METHOD,
 ) -> tuple[list[str], list[str]]:  # fmt: skip
     """The exact deploy, and the exact rollback (after a failed measure or a start that fails, or by hand)."""
     stop, start = stop_start_commands(ctx)
     reload = ["systemctl daemon-reload"] if ctx.config.target.unit else []
-    rule = keep_rule(thresholds, ngram_speedup, ngram_to_come)
+    rule = keep_rule(thresholds, ngram_speedup, ngram_to_come, method)
     probe = f"{thresholds.probe_requests} probe requests at temperature 0; acceptance from production's /metrics"
     deploy_steps = [
         f"measure production: {probe}",
@@ -120,7 +158,7 @@ def steps(
         *reload,
         stop,
         f"{start}; then wait for the deep health check",
-        f"measure again ({probe}); keep the drafter at {rule}, else roll back",
+        f"measure again ({probe}); keep {METHOD_WORDS[method]} at {rule}, else roll back",
     ]
     return deploy_steps, rollback_steps(ctx, planned.drop_in)
 
@@ -171,26 +209,40 @@ def baselines(evaluation: dict[str, Any]) -> dict[str, str]:
 
 
 def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
-    """What the deploy gate shows (and `eyas run --dry-run` lists): the numbers, the change, the downtime, the
-    rollback. A deploy that cannot happen says why instead of its change."""
+    """What the deploy gate shows (and `eyas run --dry-run` lists): the winner beside every candidate, the numbers,
+    the change, the downtime, the rollback. A deploy that cannot happen says why instead of its change; where
+    nothing beat the target alone, `nothing_pays` says which came closest and why."""
     policy = run_policy(ctx)
     thresholds = policy.deploy_thresholds()
     evaluation = read_evaluation(ctx) if "evaluate" in state.get("jobs", {}) else None
     drafter = state.get("artifacts", {}).get("drafter") or ctx.artifact("drafter")
-    k = run_sizes(state).num_speculative_tokens
+    proposed = proposal(ctx, state, evaluation)
     restart_s, source = expected_restart(ctx, state)
-    change: dict[str, Any] = {"drafter": drafter, "k": k, "thresholds": thresholds.model_dump(),
+    speculative = proposed.speculative
+    change: dict[str, Any] = {"drafter": drafter, "k": speculative["num_speculative_tokens"] if speculative else None,
+                              "speculative_config": speculative, "thresholds": thresholds.model_dump(),
                               "expected_downtime_s": restart_s, "downtime_source": source}  # fmt: skip
     view: dict[str, Any] = {"kind": "gate", "phase": "deploy", "host": ctx.host.name, "choices": list(CHOICES),
                             "estimate": _figures(evaluation, policy, restart_s, source)}  # fmt: skip
+    if proposed.tournament is not None:
+        choice = proposed.tournament.choice
+        change.update(winner=choice.winner.name, winner_reason=choice.reason, candidates=proposed.tournament.rows(),
+                      disagreement=proposed.tournament.disagreement())  # fmt: skip
+        view["estimate"]["evaluation winner"] = f"{choice.winner.name}: {choice.reason}"
     try:
-        service, planned = planned_change(ctx, drafter, k, state)
+        if speculative is None:
+            raise EyasError("nothing to deploy")
+        service, planned = planned_change(ctx, speculative, state)
     except EyasError as exc:
-        change["error"] = f"the deploy cannot be made: {exc}"
+        if speculative is None:
+            change["nothing_pays"] = change["winner_reason"]
+        else:
+            change["error"] = f"the deploy cannot be made: {exc}"
         view["commands"] = []
     else:
         to_come = evaluation is None and run_sizes(state).eval_ngram  # the dry run, before the evaluation
-        deploy_steps, rollback_steps = steps(ctx, planned, thresholds, evaluated_ngram(evaluation), to_come)
+        method = speculative["method"]
+        deploy_steps, rollback_steps = steps(ctx, planned, thresholds, proposed.ngram_speedup, to_come, method)
         gpus = [gpu["index"] for gpu in (state.get("gpus") or {}).get("gpus", []) if gpu.get("production")]
         change.update(service=service.name, backend=service.backend, drop_in=planned.drop_in,
                       drop_in_text=planned.drop_in_text, argv_before=planned.argv_before,
@@ -201,8 +253,9 @@ def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
                 "action": "restart",
                 "downtime_hours": restart_s / 3600,
                 "gpus": gpus,
-                "reason": f"{service.name} ({service.backend}) restarts with the drafter; if production's own counters "
-                "miss the thresholds, or it does not come up or answer, eyas rolls back (a second restart) with:",
+                "reason": f"{service.name} ({service.backend}) restarts with {METHOD_WORDS[method]}; if production's "
+                "own counters miss the thresholds, or it does not come up or answer, eyas rolls back (a second "
+                "restart) with:",
                 "commands": rollback_steps,
                 "servers": {"servers": {"before": planned.argv_before, "after": planned.argv_deployed}},
             }
@@ -212,7 +265,7 @@ def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
         view["deploy"]["evaluation"] = {key: evaluation.get(key) for key in EVALUATION_SHOWN}
         view["deploy"]["evaluation"]["ngram"] = evaluation.get("ngram")
     if ctx.policy is not None:
-        verdict = judge_deploy(policy, evaluation)
+        verdict = judge_deploy(policy, evaluation, run_sizes(state).concurrency)
         if "error" in change:
             verdict = verdict.model_copy(update={"approve": False, "reasons": [change["error"], *verdict.reasons]})
         view["policy"] = {"approve": verdict.approve, "reasons": verdict.summary}
@@ -246,6 +299,10 @@ def gate_deploy(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
         reason = 'the policy\'s deploy = "skip"; `eyas deploy RUN` puts the drafter into production by hand'
         return {"deploy": outcome("skipped", reason, state.get("artifacts", {}).get("drafter"), [])}
     view = ctx.boundary.node("gate_deploy", lambda s, r: deploy_view(r.context, s), state, runtime)
+    if view["deploy"].get("nothing_pays"):  # nothing to ask: production stays as it is
+        reason = f"{view['deploy']['nothing_pays']}; production untouched"
+        ctx.on_note(f"deploy: not deployed: {reason}")
+        return {"deploy": outcome("skipped", reason, view["deploy"]["drafter"], [])}
     policy = view.get("policy")
     if policy and policy["approve"]:
         return {"decisions": [GateAnswer(action="approve", reason=policy["reasons"], who="policy").decision("deploy")]}
@@ -267,25 +324,26 @@ def after_deploy_gate(state: RunState) -> Literal["deploy", "report"]:
 
 
 def deploy_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Deploy the approved drafter. Run again after a crash (production rolled back by `eyas resume` first), it
-    deploys again, unless its saved result still describes production."""
+    """Deploy the approved winner (the gate's). Run again after a crash (production rolled back by `eyas resume`
+    first), it deploys again, unless its saved result still describes production."""
     ctx = runtime.context
     drafter = state["artifacts"]["drafter"]
-    k = run_sizes(state).num_speculative_tokens
     saved = saved_result(ctx)
     if saved is not None:
         return _ended(ctx, measured_outcome(saved, drafter))
+    proposed = proposal(ctx, state, state.get("evaluation"))
     try:
-        service, planned = planned_change(ctx, drafter, k, state)
+        if proposed.speculative is None:
+            raise EyasError("nothing beat the target alone in the evaluation")
+        service, planned = planned_change(ctx, proposed.speculative, state)
     except EyasError as exc:
         ctx.on_note(f"deploy: not deployed: {exc}")
         return _ended(ctx, outcome("failed", f"not deployed, production untouched: {exc}", drafter, []))
     write_record(ctx, service, "deploy", planned)
     stopped_at = ctx.clock.now()
     try:
-        result = deploy(service, ctx.config.target, ctx.http, ctx.clock, drafter, k,
-                        run_policy(ctx).deploy_thresholds(), ctx.on_note,
-                        evaluated_ngram(state.get("evaluation")))  # fmt: skip
+        result = deploy(service, ctx.config.target, ctx.http, ctx.clock, proposed.speculative,
+                        run_policy(ctx).deploy_thresholds(), ctx.on_note, proposed.ngram_speedup)  # fmt: skip
     except ServiceError as exc:
         # Production did not answer before the change, or the deploy's own rollback failed: roll back from the
         # record (if that fails too, the record stays for `eyas resume`).
@@ -293,7 +351,8 @@ def deploy_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
         failed = outcome("failed", f"the deploy failed and was rolled back: {exc}", drafter, planned.argv_before)
         return _ended(ctx, failed)
     save_result(ctx.run, result)
-    verdict = "drafter kept" if result.kept else "drafter rolled back"
+    method = METHOD_WORDS[proposed.speculative["method"]]
+    verdict = f"{method} kept" if result.kept else f"{method} rolled back"
     log_stop(ctx, {"phase": "deploy", "service": service.name, "backend": service.backend,
                    "stopped_at": stopped_at, "healthy_at": ctx.clock.now(), "downtime_s": result.downtime_s or 0.0,
                    "load_s": result.rollback_restart_s or result.restart_s,
