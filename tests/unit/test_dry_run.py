@@ -115,7 +115,9 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     assert walk["plan"]["production_load"] == {"load_s": 1320.0, "source": "target.load_time_s in the config"}
 
     servers = {**extract["servers"]["servers"], **phases["evaluate"]["servers"]["servers"]}
-    assert set(servers) == {"extraction", "baseline", "speculative-k3", "ngram-k3"}
+    # Every candidate's server: the drafter and n-gram at each k from 1 to the run's 3 (its own first).
+    assert list(servers) == ["extraction", "baseline", "speculative-k3", "ngram-k3", "speculative-k1", "ngram-k1",
+                             "speculative-k2", "ngram-k2"]  # fmt: skip
     for name, argv in servers.items():
         assert argv[argv.index("--tensor-parallel-size") + 1] == "8", name
         assert "--trust-remote-code" in argv and "--enable-expert-parallel" in argv, name
@@ -128,10 +130,10 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     )
     ngram = json.loads(servers["ngram-k3"][servers["ngram-k3"].index("--speculative-config") + 1])
     assert ngram["method"] == "ngram" and ngram["num_speculative_tokens"] == 3  # beside the drafter, at its k
-    # Switched off, the evaluation starts no n-gram server and plans the time of two servers, not three.
+    # Switched off, the evaluation starts no n-gram server.
     without = json.loads(eyas_dry_run(tmp_path, config, "--json", "--no-eval-ngram"))
     evaluate = next(phase for phase in without["phases"] if phase["phase"] == "evaluate")
-    assert list(evaluate["servers"]["servers"]) == ["baseline", "speculative-k3"]
+    assert list(evaluate["servers"]["servers"]) == ["baseline", "speculative-k3", "speculative-k1", "speculative-k2"]
     # The deploy's bar names n-gram's speedup where the evaluation will measure it, and only then.
     measured_again = [step for step in phases["deploy"]["steps"] if step.startswith("measure again")]
     assert measured_again and "as the evaluation measures it (evaluate.py --ngram)" in measured_again[0]
@@ -145,6 +147,8 @@ def test_dry_run_of_the_kimi_service_shows_its_layout_on_every_server(tmp_path: 
     answering = DEMO.held_out * DEMO.eval_max_tokens / 10.0  # seconds at 10 tokens/s
     assert evaluation_hours({"sizes": with_ngram}, 60.0, 10.0) == pytest.approx(3 * (60 + answering) / 3600)
     assert evaluation_hours({"sizes": without_ngram}, 60.0, 10.0) == pytest.approx(2 * (60 + answering) / 3600)
+    every_k = {**with_ngram, "eval_k_from": 1}  # the baseline, and the drafter and n-gram at k = 3, 1 and 2
+    assert evaluation_hours({"sizes": every_k}, 60.0, 10.0) == pytest.approx(7 * (60 + answering) / 3600)
     assert "NCCL_SOCKET_IFNAME (environment)" in phases["evaluate"]["servers"]["inherited"]
 
     deploy = phases["deploy"]

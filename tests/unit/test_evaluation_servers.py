@@ -209,4 +209,5 @@ def test_the_training_gate_shows_the_servers_the_evaluate_phase_starts(
     assert view is not None
     assert list(started_servers(monkeypatch, job.argv, [])[0].items()) == list(view["servers"].items())
     k = DEFAULT_SIZES.num_speculative_tokens
-    assert list(view["servers"]) == ["baseline", f"speculative-k{k}", f"ngram-k{k}"]
+    below = [name for lower in range(1, k) for name in (f"speculative-k{lower}", f"ngram-k{lower}")]
+    assert list(view["servers"]) == ["baseline", f"speculative-k{k}", f"ngram-k{k}", *below]

@@ -111,6 +111,13 @@ class Sizes(BaseModel):
         le=SIZE_LIMITS["num_speculative_tokens"],
         description="speculative tokens per step when measuring the drafter",
     )
+    eval_k_from: int = Field(
+        1,
+        gt=0,
+        le=SIZE_LIMITS["num_speculative_tokens"],
+        description="the smallest k the drafter (and n-gram) is measured at: each k from it up to "
+        "num_speculative_tokens, so that the deploy takes the fastest (each k one more server, two with eval_ngram)",
+    )
     eval_max_tokens: int = Field(
         128, gt=0, le=SIZE_LIMITS["eval_max_tokens"], description="longest answer when measuring the drafter, in tokens"
     )
@@ -211,7 +218,8 @@ POLL_INTERVAL_S = 10.0
 # 2048-token context. At 100 samples, 3 epochs and 3 TTT steps the pipeline took 14.2 min on 2 quiet cores
 # (training 4.9 of them) and the deploy 1.7 more. One TTT step trains in less than half the time at the same
 # acceptance (runs/examples/bench-drafter: 1.264 [1.24, 1.29] against 1.263 [1.23, 1.30] at k=3), so the demo
-# trains with one.
+# trains with one. It measures k=3 only (eval_k_from): each k below it would add two servers on CPU (the drafter's and
+# n-gram's, about 40 s to start and a share of every prompt's measurement), past the demo's 15 minutes.
 DEMO = Sizes(
     samples=100,
     max_tokens=192,
@@ -221,6 +229,7 @@ DEMO = Sizes(
     epochs=3,
     ttt_steps=1,
     num_speculative_tokens=3,
+    eval_k_from=3,
     eval_max_tokens=64,
     prompt_source="sharegpt",
     held_out=16,

@@ -60,12 +60,19 @@ class EvaluateSizes(TypedDict):
     ngram: bool
 
 
+def measured_k(sizes: Sizes) -> list[int]:
+    """Each k from eval_k_from to num_speculative_tokens, the run's own first: evaluate.py's top-level figures are its
+    first k's, the ones the gates, the report and the model card show beside the other k."""
+    k = sizes.num_speculative_tokens
+    return [k, *range(min(sizes.eval_k_from, k), k)]
+
+
 def evaluate_sizes(sizes: Sizes) -> EvaluateSizes:
     """The one mapping from a run's sizes to evaluate.py's flags, for the evaluate phase and the tests alike. `vllm
     bench serve` runs at concurrency 1 (one request's latency) and at the run's concurrency (a full batch: where a
     drafter's extra compute can cost more than it saves)."""
     return {
-        "k": [sizes.num_speculative_tokens],
+        "k": measured_k(sizes),
         "max_tokens": sizes.eval_max_tokens,
         "bench_concurrency": sorted({1, sizes.concurrency}),
         "bench_prompts": sizes.bench_prompts,
