@@ -50,10 +50,12 @@ def run_policy(ctx: RunContext) -> Policy:
     return ctx.policy or Policy()
 
 
-def read_evaluation(ctx: RunContext) -> dict[str, Any] | None:
-    """evaluation.json as the evaluate phase wrote it on the host, None when it is not there."""
+def read_evaluation(ctx: RunContext, state: RunState) -> dict[str, Any] | None:
+    """evaluation.json as the evaluate phase wrote it on the host (the run's state holds it only from the report
+    on), None before the phase ran or when it is not there."""
     path = ctx.artifact("evaluation")
-    return json.loads(ctx.host.read_text(path)) if ctx.host.exists(path) else None
+    ran = "evaluate" in state.get("jobs", {})
+    return json.loads(ctx.host.read_text(path)) if ran and ctx.host.exists(path) else None
 
 
 class Proposal(NamedTuple):
@@ -214,7 +216,7 @@ def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
     nothing beat the target alone, `nothing_pays` says which came closest and why."""
     policy = run_policy(ctx)
     thresholds = policy.deploy_thresholds()
-    evaluation = read_evaluation(ctx) if "evaluate" in state.get("jobs", {}) else None
+    evaluation = read_evaluation(ctx, state)
     drafter = state.get("artifacts", {}).get("drafter") or ctx.artifact("drafter")
     proposed = proposal(ctx, state, evaluation)
     restart_s, source = expected_restart(ctx, state)
@@ -331,7 +333,7 @@ def deploy_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
     saved = saved_result(ctx)
     if saved is not None:
         return _ended(ctx, measured_outcome(saved, drafter))
-    proposed = proposal(ctx, state, state.get("evaluation"))
+    proposed = proposal(ctx, state, read_evaluation(ctx, state))
     try:
         if proposed.speculative is None:
             raise EyasError("nothing beat the target alone in the evaluation")
