@@ -199,16 +199,16 @@ def test_a_disagreement_with_the_bench_shows_where_the_evaluation_is_shown(tmp_p
 
 
 def test_the_plan_counts_the_benchs_requests_in_the_evaluations_hours() -> None:
-    """DEMO: 16 held-out prompts, then 8 bench requests one at a time and 16 at concurrency 16 (one round); the
-    n-gram server, where measured, answers the held-out prompts alone."""
+    """DEMO: 16 held-out prompts, then 8 bench requests one at a time and 16 at concurrency 16 (one round), on each
+    of its three servers (the baseline, the drafter's and n-gram's)."""
     load_s, tok_s = 60.0, 10.0
     one_server = load_s + DEMO.held_out * DEMO.eval_max_tokens / tok_s
     without = evaluation_hours({"sizes": DEMO.model_copy(update={"bench_prompts": 0}).model_dump()}, load_s, tok_s)
     assert without == pytest.approx((2 + DEMO.eval_ngram) * one_server / 3600)
     with_bench = evaluation_hours({"sizes": DEMO.model_dump()}, load_s, tok_s)
     assert with_bench is not None and without is not None
-    assert with_bench - without == pytest.approx(2 * (DEMO.bench_prompts + 1) * DEMO.eval_max_tokens / tok_s / 3600)
+    assert with_bench - without == pytest.approx(3 * (DEMO.bench_prompts + 1) * DEMO.eval_max_tokens / tok_s / 3600)
     alone = DEMO.model_copy(update={"concurrency": 1}).model_dump()  # concurrency 1 is benched once, not twice
     assert evaluation_hours({"sizes": alone}, load_s, tok_s) == pytest.approx(
-        with_bench - 2 * DEMO.eval_max_tokens / tok_s / 3600
+        with_bench - 3 * DEMO.eval_max_tokens / tok_s / 3600
     )

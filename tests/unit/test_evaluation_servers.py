@@ -91,9 +91,9 @@ def started_servers(
 
 
 def lifecycle(server: str) -> tuple[str, ...]:
-    """What evaluate.py does with a server, in order: n-gram's is measured but not benched."""
-    benched = () if server.startswith("ngram-") else ("bench",)
-    return ("start", "ready", "measure", *benched, "stop")
+    """What evaluate.py does with a server, in order: n-gram's too is benched (the deploy weighs it at both
+    concurrencies)."""
+    return ("start", "ready", "measure", "bench", "stop")
 
 
 def files_on_this_machine(request: EvaluateRequest) -> None:
@@ -132,8 +132,7 @@ def test_server_argvs_are_what_evaluate_py_starts_from_the_job(
         assert drafter[:at] == lookup[:at] and drafter[at + 1 :] == lookup[at + 1 :]
         assert json.loads(lookup[at]) == evaluate.ngram_config(k)
     assert all(argv[argv.index("--port") + 1] == str(EVALUATE_PORT) for argv in shown.values())
-    # In turn: each server starts after the one before has been measured, benched while it is up (n-gram's is not:
-    # the bench compares the drafter with the target alone), and stopped.
+    # In turn: each server starts after the one before has been measured, benched while it is up, and stopped.
     assert steps == [f"{step} {name}" for name in shown for step in lifecycle(name)]
 
 
@@ -142,7 +141,7 @@ def test_side_by_side_servers_all_start_first_then_are_measured_interleaved(
 ) -> None:
     """Without CUDA and with the memory for all, every server starts and is ready before the first measurement (two
     cores start two at once; no start takes cores from a measurement), each on its own port; then all are measured
-    together, interleaved, each benched after that (n-gram's is not), and all are stopped at the end."""
+    together, interleaved, each benched after that, and all are stopped at the end."""
     root = tmp_path.resolve()
     host = HostConfig(address=LOCAL, python=sys.executable, workdir=str(root))
     request = EvaluateRequest(
@@ -156,7 +155,7 @@ def test_side_by_side_servers_all_start_first_then_are_measured_interleaved(
     assert list(started) == names
     assert [argv[argv.index("--port") + 1] for argv in started.values()] == [str(EVALUATE_PORT + n) for n in range(5)]
     starts, readies = [f"start {name}" for name in names], [f"ready {name}" for name in names]
-    benches = [f"bench {name}" for name in names if not name.startswith("ngram-")]
+    benches = [f"bench {name}" for name in names]
     assert steps == [*starts, *readies, "interleave " + " ".join(names), *benches, *(f"stop {n}" for n in names)]
 
 

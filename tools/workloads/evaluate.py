@@ -25,11 +25,11 @@ context, no drafter) on the same prompts and flags: the free baseline a trained 
 under "ngram", by k (acceptance per draft step, and speedup, the fair comparison: n-gram drafts only where the
 context repeats itself).
 
-With --bench-concurrency (e.g. 1 256), vLLM's own benchmark, `vllm bench serve` (bench_serve.py), also runs on the
-baseline's server and each drafter's, on the same held-out prompts, at each of those concurrencies: TTFT, TPOT, ITL and
-output tokens/s per server and concurrency, and the speedup at each concurrency (with its interval at concurrency 1),
-under "bench". Where the bench's speedup and the evaluation's disagree beyond their intervals, "disagreement" says so,
-and that the evaluation decides (speed_agreement.py).
+With --bench-concurrency (e.g. 1 256), vLLM's own benchmark, `vllm bench serve` (bench_serve.py), also runs on
+every server (the baseline's, each drafter's and each n-gram's), on the same held-out prompts, at each of those
+concurrencies: TTFT, TPOT, ITL and output tokens/s per server and concurrency, and the speedup at each concurrency
+(with its interval at concurrency 1), under "bench". Where the bench's speedup and the evaluation's disagree beyond
+their intervals, "disagreement" says so, and that the evaluation decides (speed_agreement.py).
 
 Acceptance comes from the `vllm:spec_decode_*` counters (summed over engines, diff of scrapes before and
 after the prompts): mean acceptance length = 1 + accepted / drafts, acceptance rate = accepted / drafted,
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = parser.add_argument_group("vllm bench serve")
     bench.add_argument(
         "--bench-concurrency", type=int, nargs="+", default=[],
-        help="also run vLLM's benchmark on the baseline's and each drafter's server at these concurrencies (default: "
+        help="also run vLLM's benchmark on every server (baseline, drafter, n-gram) at these concurrencies (default: "
         "none)",
     )  # fmt: skip
     bench.add_argument(
@@ -232,11 +232,6 @@ def running_servers(args: argparse.Namespace) -> list[tuple[ServerSpec, str]]:
     return [*baseline, (drafter, args.speculative_url)]
 
 
-def benched(spec: ServerSpec) -> bool:
-    """The bench compares the drafter with the target alone: n-gram's server is not benched."""
-    return spec.speculative is None or spec.speculative["method"] != "ngram"
-
-
 def measure_up(
     servers: list[tuple[ServerSpec, str]], args: argparse.Namespace, prompts: list, bench: Bench
 ) -> Measured:
@@ -248,16 +243,16 @@ def measure_up(
     else:
         results = [measure_in_turn(runs[0], prompts, args.concurrency)]
     for spec, url in servers:
-        if benched(spec):
-            bench(spec.name, url)
+        bench(spec.name, url)
     served_runs = [(spec, url, result) for (spec, url), result in zip(servers, results, strict=True)]
     return sorted_runs(served_runs, INTERLEAVED if len(runs) > 1 else IN_TURN)
 
 
 def measure(args: argparse.Namespace, prompts: list, bench: Bench) -> Measured:
     """The baseline run (unless --acceptance-only), one speculative run per k, and with --ngram one n-gram run per
-    k, on running or started servers: interleaved where they are up side by side, else in turn; `bench` runs on the
-    baseline's and each drafter's server after its measurement, while it is up."""
+    k, on running or started servers: interleaved where they are up side by side, else in turn; `bench` runs on every
+    server after its measurement, while it is up (the deploy weighs n-gram against the drafter at both
+    concurrencies)."""
     if args.speculative_url:
         return measure_up(running_servers(args), args, prompts, bench)
     with served(args, server_specs(args)) as servers:
@@ -267,8 +262,7 @@ def measure(args: argparse.Namespace, prompts: list, bench: Bench) -> Measured:
         for spec, url in servers.turns():
             run = measure_in_turn(ServerRun(spec.name, url, args.max_tokens), prompts, args.concurrency)
             served_runs.append((spec, url, run))
-            if benched(spec):
-                bench(spec.name, url)
+            bench(spec.name, url)
         return sorted_runs(served_runs, IN_TURN)
 
 

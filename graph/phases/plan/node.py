@@ -147,21 +147,18 @@ def _measure(ctx: RunContext, figures: Figures) -> Measured:
 
 
 def evaluation_hours(state: RunState, load_s: float, tok_s: float | None) -> float | None:
-    """The baseline's server and the drafter's at each k measured (measured_k), each loading like production and
-    answering every held-out prompt one at a time, then `vllm bench serve`'s requests (evaluate_sizes): bench_prompts
-    one at a time, and at the run's concurrency as many rounds as its requests fill (a round taken as long as one
-    request); with n-gram speculation beside them (eval_ngram) one more server per k, loading and answering the
-    held-out prompts. None without a measured throughput."""
+    """The baseline's server, the drafter's at each k measured (measured_k) and with eval_ngram n-gram's at each k,
+    each loading like production and answering every held-out prompt one at a time, then `vllm bench serve`'s
+    requests (evaluate_sizes): bench_prompts one at a time, and at the run's concurrency as many rounds as its
+    requests fill (a round taken as long as one request). None without a measured throughput."""
     if tok_s is None:
         return None
     sizes = run_sizes(state)
     answers = sizes.held_out + sizes.bench_prompts
     if sizes.bench_prompts and sizes.concurrency > 1:
         answers += -(-max(sizes.bench_prompts, sizes.concurrency) // sizes.concurrency)
-    ks = len(measured_k(sizes))
-    seconds = (1 + ks) * (load_s + answers * sizes.eval_max_tokens / tok_s)
-    if sizes.eval_ngram:
-        seconds += ks * (load_s + sizes.held_out * sizes.eval_max_tokens / tok_s)
+    servers = 1 + len(measured_k(sizes)) * (2 if sizes.eval_ngram else 1)
+    seconds = servers * (load_s + answers * sizes.eval_max_tokens / tok_s)
     return seconds / 3600
 
 
