@@ -63,6 +63,7 @@ def test_a_run_whose_drafter_loses_deploys_n_gram_and_a_rollback_restores_the_ex
     ngram = json.dumps(ngram_config(2), separators=(",", ":"))
     assert server_argv(production_target) == [*argv_before, "--speculative-config", ngram] == deploy["argv_after"]
     assert "speculative decoding counters present" in unit.health().message  # production's own /metrics
+    assert "**N-gram speculation kept:** speedup" in (run.root / "report.md").read_text()
     assert result.before is not None and result.after is not None and result.speedup is not None
     assert result.reason.startswith(f"speedup {result.speedup:.2f}x reaches the threshold 0.01x")
     print(f"n-gram k=2 on production: {result.after.tokens_per_s:.1f} tokens/s, {result.before.tokens_per_s:.1f} "

@@ -92,8 +92,8 @@ def test_a_drafter_trained_on_answers_the_target_continues_without_surprise_draf
 
     # One prompt at a time: each prompt's own counters and seconds, which the intervals resample. The three servers
     # (baseline, drafter, n-gram) start side by side here (eval_servers.py), on EVAL_PORT and the two after it, and
-    # vLLM's own benchmark runs once on the baseline's and the drafter's, as a run's evaluate job does (the suite's
-    # one real `vllm bench serve` inside evaluate.py: a request at concurrency 1, a few seconds).
+    # vLLM's own benchmark runs once on each, as a run's evaluate job does (the suite's one real `vllm bench serve`
+    # inside evaluate.py: a request at concurrency 1, a few seconds each).
     bench = ("--bench-concurrency", "1", "--bench-prompts", "1")
     result = pipeline.evaluate(trained, "evaluate-trained", "--k", "3", "--concurrency", "1", "--ngram", *bench)
 
@@ -112,7 +112,7 @@ def test_a_drafter_trained_on_answers_the_target_continues_without_surprise_draf
     ngram = result["ngram"]["3"]
     assert ngram["outputs_identical"] and ngram["speedup"] > 0 and ngram["drafts"] > 0
     servers = result["bench"]["servers"]
-    assert sorted(servers) == ["baseline", "speculative-k3"] and all(
+    assert sorted(servers) == ["baseline", "ngram-k3", "speculative-k3"] and all(
         runs["1"]["completed"] == 1 and runs["1"]["median_ttft_ms"] > 0 for runs in servers.values()
     ), result["bench"]
     # Acceptance can only fall with depth: a token at position p is accepted only after all before it.

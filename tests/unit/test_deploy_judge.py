@@ -209,3 +209,8 @@ def test_n_gram_is_kept_on_its_tokens_per_s_and_its_drop_in_names_no_drafter() -
     assert argv[-1] == '{"method":"ngram","num_speculative_tokens":2,"prompt_lookup_max":4,"prompt_lookup_min":2}'
     assert "speculative decoding (ngram)" in text
     assert keep_rule(Thresholds(), 1.3, method="ngram").startswith("speedup >= 1x (tokens/s with n-gram speculation")
+    result = DeployResult(kept=True, reason="fast", drop_in="/u.d/zz.conf", drop_in_text=text,
+                          argv_before=parse_unit_file(UNIT).exec_start, argv_deployed=argv,
+                          before=probe(10.0, None), after=probe(11.0, 1.01))  # fmt: skip
+    markdown = "\n".join(deploy_section(outcome("kept", "fast", None, argv), result.model_dump()))
+    assert "**N-gram speculation kept:** fast" in markdown and "| with n-gram speculation | 11.000 |" in markdown

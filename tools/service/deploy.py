@@ -119,6 +119,15 @@ def drop_in_text(unit: UnitFile, speculative: Mapping[str, Any]) -> tuple[str, l
     return text, argv
 
 
+def deployed_method(argv: list[str]) -> str | None:
+    """The method of the --speculative-config eyas's drop-in set (the last one in `argv`), None without one."""
+    configs = [argv[at + 1] for at, arg in enumerate(argv[:-1]) if arg == "--speculative-config"]
+    try:
+        return str(json.loads(configs[-1])["method"]) if configs else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def share_drafter_command(unit: UnitFile, drafter_dir: str) -> str | None:
     """The command that lets production's own user (the unit's User=) read the drafter, None when the unit names
     none (it runs as eyas's user, or as root). A job's files are owner-only (umask 077), so a production that runs

@@ -20,7 +20,9 @@ from eyas.graph.phases.report.what_ran import list_files, size_rows, what_ran_ro
 from eyas.graph.phases.servers import online_training
 from eyas.graph.state import DeployOutcome, RunState
 from eyas.tools.recording.redact import Redactor
+from eyas.tools.service.deploy import deployed_method
 from eyas.tools.settings.units import format_size
+from eyas.tools.workloads.speculative import NGRAM_METHOD
 
 ONLINE_SUMMARY = "online_summary.json"  # train.py --online writes it beside the drafter
 
@@ -295,14 +297,17 @@ DEPLOY_HEADING = "## Deploy"
 
 
 def deploy_lines(deploy: dict[str, Any]) -> list[str]:
-    """Production before and after the drafter, as its own /metrics and probe requests measured it."""
+    """Production before and after the deployed method (the drafter, or n-gram speculation), as its own /metrics
+    and probe requests measured it."""
     verdict = "kept" if deploy["kept"] else "rolled back"
-    lines = [DEPLOY_HEADING, "", f"**Drafter {verdict}:** {md_text(deploy['reason'])}", ""]
+    ngram = deployed_method(deploy.get("argv_deployed") or []) == NGRAM_METHOD
+    name, after = ("N-gram speculation", "with n-gram speculation") if ngram else ("Drafter", "with the drafter")
+    lines = [DEPLOY_HEADING, "", f"**{name} {verdict}:** {md_text(deploy['reason'])}", ""]
     lines += [
         "| production | tokens/s | mean acceptance length | acceptance rate | probe requests |",
         "|---|---|---|---|---|",
     ]
-    for label, probe in (("before", deploy.get("before")), ("with the drafter", deploy.get("after"))):
+    for label, probe in (("before", deploy.get("before")), (after, deploy.get("after"))):
         if probe:
             lines.append(
                 f"| {label} | {_fmt(probe['tokens_per_s'])} | {_fmt(probe.get('mean_acceptance_length'))} | "
