@@ -65,6 +65,9 @@ def test_an_approved_deploy_to_a_service_eyas_cannot_read_fails_before_touching_
     assert view["deploy"]["winner"] == "drafter k=3" and view["deploy"]["candidates"]["drafter k=3"].startswith(
         "concurrency 1: 1.10x"
     )
+    # Shown at the gate, in the terminal and the dashboard alike: the winner, then every candidate's figures.
+    assert view["estimate"]["evaluation winner"].startswith("drafter k=3: drafter k=3 is fastest: 1.10x")
+    assert view["estimate"]["candidate the target alone"] == "concurrency 1: 1.00x"
     deploy = outcome.state["deploy"]
     assert outcome.finished and deploy["status"] == "failed" and "production untouched" in deploy["reason"]
     assert not (tmp_path / "runs" / "evaluated" / "production-stopped.json").exists()

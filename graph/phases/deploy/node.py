@@ -231,6 +231,7 @@ def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
         change.update(winner=choice.winner.name, winner_reason=choice.reason, candidates=proposed.tournament.rows(),
                       disagreement=proposed.tournament.disagreement())  # fmt: skip
         view["estimate"]["evaluation winner"] = f"{choice.winner.name}: {choice.reason}"
+        view["estimate"].update({f"candidate {name}": text for name, text in proposed.tournament.rows().items()})
     try:
         if speculative is None:
             raise EyasError("nothing to deploy")
