@@ -55,20 +55,27 @@ def test_a_run_whose_drafter_loses_deploys_n_gram_and_a_rollback_restores_the_ex
     run, outcome = stored_run(production_target, tmp_path / "runs", values, after="monitor_evaluate", policy=POLICY)
 
     assert outcome.finished, outcome
-    (decision,) = outcome.state["decisions"]
-    assert decision["who"] == "policy" and "n-gram k=2 is fastest: 1.25x [1.15, 1.35]" in decision["reason"]
-    deploy = outcome.state["deploy"]
     result = DeployResult.model_validate_json((run.root / "deploy.json").read_text())
+    try:
+        check_kept(outcome.state, result, production_target, argv_before)
+    finally:  # the shared production target goes on to other tests with its old argv, whatever failed here
+        rolled = rollback(unit, POLICY.deploy_thresholds(), lambda message: None, result)
+    assert not rolled.kept and unit.health().status is Status.OK
+    assert server_argv(production_target) == argv_before and not Path(unit.drop_in_path()).exists()
+
+
+def check_kept(state: dict, result: DeployResult, production_target: EmbeddedTarget, argv_before: list[str]) -> None:
+    """n-gram k=2 chosen by the policy, kept, in production's real argv, counted by its /metrics, and reported."""
+    (decision,) = state["decisions"]
+    assert decision["who"] == "policy" and "n-gram k=2 is fastest: 1.25x [1.15, 1.35]" in decision["reason"]
+    deploy = state["deploy"]
     assert deploy["status"] == "kept" and result.kept, result.reason
     ngram = json.dumps(ngram_config(2), separators=(",", ":"))
     assert server_argv(production_target) == [*argv_before, "--speculative-config", ngram] == deploy["argv_after"]
-    assert "speculative decoding counters present" in unit.health().message  # production's own /metrics
-    assert "**N-gram speculation kept:** speedup" in (run.root / "report.md").read_text()
+    # Production's own /metrics count speculative decoding.
+    assert "speculative decoding counters present" in service(production_target).health().message
+    assert "**N-gram speculation kept:** speedup" in state["report"]
     assert result.before is not None and result.after is not None and result.speedup is not None
     assert result.reason.startswith(f"speedup {result.speedup:.2f}x reaches the threshold 0.01x")
     print(f"n-gram k=2 on production: {result.after.tokens_per_s:.1f} tokens/s, {result.before.tokens_per_s:.1f} "
           f"before ({result.speedup:.2f}x)")  # fmt: skip
-
-    rolled = rollback(unit, POLICY.deploy_thresholds(), lambda message: None, result)
-    assert not rolled.kept and unit.health().status is Status.OK
-    assert server_argv(production_target) == argv_before and not Path(unit.drop_in_path()).exists()
