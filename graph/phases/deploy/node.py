@@ -232,6 +232,7 @@ def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
                       disagreement=proposed.tournament.disagreement())  # fmt: skip
         view["estimate"]["evaluation winner"] = f"{choice.winner.name}: {choice.reason}"
         view["estimate"].update({f"candidate {name}": text for name, text in proposed.tournament.rows().items()})
+        view["estimate"]["concurrencies disagree"] = proposed.tournament.disagreement()  # None: not shown
     try:
         if speculative is None:
             raise EyasError("nothing to deploy")

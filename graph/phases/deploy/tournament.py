@@ -94,10 +94,13 @@ def tournament(
     evaluation: Evaluation, min_speedup: float, drafter_margin: float, run_concurrency: int,
     decided_by: DecidingConcurrency,
 ) -> Tournament:  # fmt: skip
-    """The winner at concurrency 1 and, where the bench ran at it, at the run's concurrency."""
-    at_one = choose(candidates_at_one(evaluation), min_speedup, drafter_margin)
+    """The winner at concurrency 1 and, where the bench measured every candidate there, at the run's concurrency (a
+    candidate left out, e.g. n-gram in an evaluation from before its server was benched, would lose unheard)."""
+    entrants = candidates_at_one(evaluation)
+    at_one = choose(entrants, min_speedup, drafter_margin)
     at_run_measured = candidates_at(evaluation, run_concurrency) if run_concurrency != 1 else []
-    at_run = choose(at_run_measured, min_speedup, drafter_margin) if at_run_measured else None
+    complete = bool(at_run_measured) and len(at_run_measured) == len(entrants) - 1  # all but the target alone
+    at_run = choose(at_run_measured, min_speedup, drafter_margin) if complete else None
     return Tournament(at_one=at_one, at_run=at_run, run_concurrency=run_concurrency, decided_by=decided_by)
 
 
