@@ -63,6 +63,8 @@ def test_a_later_deploy_or_rollback_supersedes_the_deploy_phase() -> None:
     state = {"evaluation": EVALUATION, "deploy": deploy_outcome("rejected", "rejected at the deploy gate: later")}
     kept = {"kept": True, "reason": "mean acceptance length 2.10 reaches the threshold 1.2"}
     assert headline(state, kept) == f"deployed (drafter kept: {kept['reason']})"
+    ngram = {"kept": True, "reason": "fast", "argv_deployed": ["vllm", "--speculative-config", '{"method":"ngram"}']}
+    assert headline(state, ngram) == "deployed (n-gram speculation kept: fast)"
     assert headline(state, {"kept": False, "reason": "rolled back by hand"}) == "rolled back: rolled back by hand"
     # deploy.json before production restarted says nothing yet: the phase's outcome stands.
     assert headline(state, {"kept": False, "reason": "not deployed yet"}).startswith("stopped at the deploy gate")

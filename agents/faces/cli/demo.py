@@ -14,11 +14,12 @@ from eyas.graph.runs import open_run
 from eyas.graph.state import GateAnswer
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.service.deploy import DeployResult, Thresholds, rollback
+from eyas.tools.service.deploy import DeployResult, Thresholds, deployed_method, rollback
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import DEMO, Sizes
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.server import target_service
+from eyas.tools.workloads.speculative import DRAFTER_METHOD
 
 if TYPE_CHECKING:
     from eyas.graph.life.runner import Outcome
@@ -75,15 +76,17 @@ def _demo_run(
         run = open_run(outcome.state["run_id"])
         console.print(gate_panel(read_view(outcome.gate)))
         console.print("[bold]deploy[/]: the demo answers its deploy gate as the operator: approve", highlight=False)
-        reason = "eyas demo deploys its drafter; production's own counters decide whether it stays"
+        reason = "eyas demo deploys the evaluation's winner; production's own counters decide whether it stays"
         record_gate_answer(run, GateAnswer(action="approve", reason=reason, who="demo"))
         outcome = advance(run, None, interactive=False)
         if (run.root / DEPLOY_FILE).exists():
             result = DeployResult.model_validate_json((run.root / DEPLOY_FILE).read_text())
             print_result(result)
-            if not result.kept:
+            if not result.kept and deployed_method(result.argv_deployed) == DRAFTER_METHOD:
                 for line in rolled_back_lines(result, sizes):
                     console.print(line, markup=False, highlight=False, soft_wrap=True)
+    elif (outcome.state.get("deploy") or {}).get("status") == "skipped":  # nothing beat the target alone
+        console.print(f"deploy: {outcome.state['deploy']['reason']}", markup=False, highlight=False, soft_wrap=True)
     pipeline_s = time.monotonic() - started - set_up_s
     console.print(
         f"set-up (target venv, model, server start) {set_up_s / 60:.1f} min; pipeline and deploy "

@@ -30,9 +30,9 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.service.choose import production_service
-from eyas.tools.service.deploy import DeployResult, Thresholds, deploy, rollback
+from eyas.tools.service.deploy import DeployResult, Thresholds, deploy, deployed_method, rollback
 from eyas.tools.settings.config import format_validation_error
-from eyas.tools.workloads.speculative import drafter_config
+from eyas.tools.workloads.speculative import NGRAM_METHOD, drafter_config
 
 if TYPE_CHECKING:
     from eyas.graph.context import RunContext
@@ -64,7 +64,8 @@ def print_result(result: DeployResult) -> None:
             + (f" (before: {result.before.tokens_per_s:.1f})" if result.before else "")
         )
     verdict = "[green]kept[/]" if result.kept else "[yellow]rolled back[/]"
-    console.print(f"drafter {verdict}: {escape(result.reason)}", soft_wrap=True)
+    method = "n-gram speculation" if deployed_method(result.argv_deployed) == NGRAM_METHOD else "drafter"
+    console.print(f"{method} {verdict}: {escape(result.reason)}", soft_wrap=True)
 
 
 def say(text: str) -> None:

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from eyas.graph.phases.evaluate.record import run_evaluation
+from eyas.tools.service.deploy import deployed_method
+from eyas.tools.workloads.speculative import NGRAM_METHOD
 
 _REJECTED = re.compile(r"rejected at the (\S+) gate: (.*)", re.DOTALL)
 _BLOCKED = re.compile(r"the (\S+) phase was approved but cannot run")
@@ -22,7 +24,7 @@ def headline(state: Mapping[str, Any], deployed: Mapping[str, Any] | None = None
         return f"failed in {where}: job {failure.get('job_id')} {failure.get('status')}: {failure.get('diagnosis')}"
     if deployed is not None and deployed.get("reason") != "not deployed yet":
         if deployed.get("kept"):
-            return f"deployed (drafter kept: {deployed.get('reason')})"
+            return f"deployed ({_kept_method(deployed.get('argv_deployed'))} kept: {deployed.get('reason')})"
         return f"rolled back: {deployed.get('reason')}"
     outcome = state.get("deploy")
     if outcome:
@@ -46,7 +48,7 @@ def headline(state: Mapping[str, Any], deployed: Mapping[str, Any] | None = None
 def _deploy_outcome(outcome: Mapping[str, Any]) -> str:
     status, reason = outcome.get("status"), str(outcome.get("reason", ""))
     if status == "kept":
-        return f"deployed (drafter kept: {reason})"
+        return f"deployed ({_kept_method(outcome.get('argv_after'))} kept: {reason})"
     if status == "rolled_back":
         return f"rolled back: {reason}"
     if status == "rejected":
@@ -54,6 +56,11 @@ def _deploy_outcome(outcome: Mapping[str, Any]) -> str:
     if status == "failed":
         return f"failed in deploy: {reason}"
     return f"not deployed: {reason}"
+
+
+def _kept_method(argv: Any) -> str:
+    """What production kept, by the --speculative-config in its argv: n-gram speculation, else the drafter."""
+    return "n-gram speculation" if deployed_method(list(argv or [])) == NGRAM_METHOD else "drafter"
 
 
 def _stopped(stopped: str) -> str:
