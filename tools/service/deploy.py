@@ -170,8 +170,8 @@ def probe(
 ) -> Probe:
     """Send the probe requests one by one (with production's key, `headers`) and read the spec-decode counters
     before and after them (vLLM leaves /metrics open). One request goes first, outside the window: the first after a
-    start pays for warm-up (measured: 2.9 tokens/s against 23.7 warm on the CPU target), which would count against
-    whichever side was measured just after a restart."""
+    start pays for warm-up (as every benchmark's first does), which would count against whichever side was measured
+    just after a restart (the side with speculation, in a deploy)."""
     base = str(target.base_url).rstrip("/")
     _ask(http, target, thresholds, headers, PROBE_PROMPTS[-1])
     before = _counters(http, base)
