@@ -4,7 +4,8 @@ Stand-in: a GPU vLLM serving a 1T-parameter model cannot run here, and the real 
 past the two cores' limit, so a plan probed at the wrong concurrency would not be measurably wrong against it. This
 server batches continuously the way vLLM does: every step decodes one token of each request in flight and takes
 `step_s + per_request_s x n` for n requests (the weights read once per step, a little more work per request), so its
-true rate at n requests is n / (step_s + per_request_s x n): 741 tokens/s at 16 and 5,000 at 200 with the defaults.
+true rate at n requests is n / (step_s + per_request_s x n): 1,481 tokens/s at 16 and 10,000 at 200 with the defaults
+(a GPU server's shape, at a tenth of its step time, so that a test's plan takes seconds).
 
 It answers what the planner asks of production: /v1/models (with the model's directory as `root` and its
 max_model_len), /v1/chat/completions (`ignore_eos` decodes exactly max_tokens; otherwise an answer stops at the
@@ -25,7 +26,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 CHARS_PER_PROMPT_TOKEN = 4
 
 
-def natural_tokens(prompt: str, low: int = 64, high: int = 1024) -> int:
+ANSWER_RANGE = (32, 288)  # short enough that a plan's sample of answers takes seconds here
+
+
+def natural_tokens(prompt: str, low: int = ANSWER_RANGE[0], high: int = ANSWER_RANGE[1]) -> int:
     """The answer a prompt gets when nothing caps it: a fixed length per prompt, spread evenly over [low, high)."""
     digest = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:4], "big")
     return low + digest % (high - low)
@@ -85,7 +89,7 @@ class Batcher:
 
 @contextmanager
 def batching_server(
-    model: str, root: str, *, max_model_len: int = 131072, step_s: float = 0.02, per_request_s: float = 0.0001
+    model: str, root: str, *, max_model_len: int = 131072, step_s: float = 0.01, per_request_s: float = 0.00005
 ) -> Iterator[tuple[str, Batcher]]:
     """Serve `model` (loaded, as /v1/models says, from `root`); yields its base URL and its batcher."""
     batcher = Batcher(step_s, per_request_s)

@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from eyas.tools.planning.answer_sample import AnswerLengths
 from eyas.tools.planning.cluster_plan import ClusterShape, ShardPlan, nodes_for_hidden_states, shard_plans
 from eyas.tools.planning.reserve import disk_reserve_bytes
 from eyas.tools.settings.sizes import DEFAULT_SIZES
@@ -124,6 +125,10 @@ class PlanInputs(BaseModel):
     max_tokens: int = Field(gt=0, description="longest answer in tokens (generate.py --max-tokens)")
     prompt_tokens: float = Field(0.0, ge=0, description="average prompt, chat template included")
     measured: TokenStats | None = None
+    answers: AnswerLengths | None = Field(
+        None,
+        description="a sample of the served model's answers at max_tokens (replaced by `measured` once data exists)",
+    )
     captured_layers: list[int] | None = Field(None, description="default [2, L//2, L-3, L]")
     bytes_per_value: int = Field(HIDDEN_VALUE_BYTES, gt=0, description="2 for bf16/fp16 hidden states")
     generation_tok_s: float = Field(gt=0, description="measured decoding throughput, completion tokens/s")
@@ -179,8 +184,19 @@ class PlanInputs(BaseModel):
 
     @property
     def sequence_tokens(self) -> float:
-        """Tokens per sample: the generated file's average, else the average prompt plus the longest answer."""
-        return self.measured.avg_sequence_tokens if self.measured else self.prompt_tokens + self.max_tokens
+        """Tokens per sample: the generated file's average, else the average prompt plus the sampled answers' mean,
+        else plus the longest answer."""
+        if self.measured:
+            return self.measured.avg_sequence_tokens
+        return self.prompt_tokens + (self.answers.mean_tokens if self.answers else self.max_tokens)
+
+    @property
+    def disk_sequence_tokens(self) -> float:
+        """Tokens per sample as the disk is planned: the sampled answers' high figure (answer_sample.py), else as
+        sequence_tokens (measured, or the worst case)."""
+        if self.answers and not self.measured:
+            return self.prompt_tokens + self.answers.high_tokens
+        return self.sequence_tokens
 
     @property
     def extraction_rate(self) -> float:
@@ -215,12 +231,24 @@ class Alternative(BaseModel):
     hours: float | None = None
 
 
+class WorstCase(BaseModel):
+    """The plan with every answer at max_tokens: the bound, shown beside the expected figures."""
+
+    generation_hours: float
+    extraction_hours: float
+    training_hours: float
+    needed_bytes: int
+    fits: bool
+
+
 class Plan(BaseModel):
     fits: bool
     samples: int
     tokens_per_sample: float
-    tokens_from: Literal["measured", "max_tokens"]
+    tokens_from: Literal["measured", "sampled", "max_tokens"]
     total_tokens: float
+    disk_tokens_per_sample: float | None = Field(None, description="what the bytes are planned at; None: as above")
+    worst_case: WorstCase | None = Field(None, description="every answer at max_tokens, beside a sampled plan")
     captured_layers: list[int]
     generation_hours: float
     extraction_hours: float
@@ -236,6 +264,11 @@ class Plan(BaseModel):
     data_path: str
     alternatives: list[Alternative]
     shards: list[ShardPlan] = Field(default_factory=list, description="phases of more than one job (a cluster)")
+
+    @property
+    def bytes_tokens(self) -> float:
+        """Tokens per sample as the bytes are planned."""
+        return self.disk_tokens_per_sample or self.tokens_per_sample
 
 
 def drafter_parameters(inputs: PlanInputs) -> tuple[int, int]:
@@ -262,8 +295,8 @@ def online_bound(inputs: PlanInputs) -> int:
 def split_bytes(inputs: PlanInputs, plan: Plan, kept: int) -> int:
     """What extraction writes when the first `kept` samples keep their hidden states and the rest only their token
     files (hybrid; 0 kept: online)."""
-    hidden = plan.tokens_per_sample * hidden_bytes_per_token(inputs) + FILE_HEADER_BYTES
-    tokens = plan.tokens_per_sample * (TOKEN_ID_BYTES + LOSS_MASK_BYTES) + FILE_HEADER_BYTES
+    hidden = plan.bytes_tokens * hidden_bytes_per_token(inputs) + FILE_HEADER_BYTES
+    tokens = plan.bytes_tokens * (TOKEN_ID_BYTES + LOSS_MASK_BYTES) + FILE_HEADER_BYTES
     return math.ceil(kept * hidden + (plan.samples - kept) * tokens)
 
 
@@ -280,8 +313,8 @@ def kept_samples(inputs: PlanInputs, plan: Plan) -> int | None:
     room = inputs.free_disk_bytes - inputs.reserve_bytes
     if split_needed_bytes(inputs, plan, 0) > room:
         return None
-    hidden = plan.tokens_per_sample * hidden_bytes_per_token(inputs) + FILE_HEADER_BYTES
-    tokens = plan.tokens_per_sample * (TOKEN_ID_BYTES + LOSS_MASK_BYTES) + FILE_HEADER_BYTES
+    hidden = plan.bytes_tokens * hidden_bytes_per_token(inputs) + FILE_HEADER_BYTES
+    tokens = plan.bytes_tokens * (TOKEN_ID_BYTES + LOSS_MASK_BYTES) + FILE_HEADER_BYTES
     kept = min(plan.samples, math.floor((room - split_needed_bytes(inputs, plan, 0)) / (hidden - tokens)))
     while kept > 0 and split_needed_bytes(inputs, plan, kept) > room:  # the rounding of the sums above
         kept -= 1
@@ -295,10 +328,15 @@ def fetch_hours(inputs: PlanInputs, plan: Plan, kept: int) -> float:
 
 
 def estimate(inputs: PlanInputs) -> Plan:
-    measured = inputs.measured
-    tokens = inputs.sequence_tokens
-    generated = measured.avg_completion_tokens if measured else float(inputs.max_tokens)
-    line_bytes = measured.avg_line_bytes if measured else tokens * inputs.data_bytes_per_token
+    """The plan's hours (at the expected tokens per sample) and bytes (at the tokens the disk is planned at), with
+    the worst case beside a plan made on a sample of answers."""
+    measured, sampled = inputs.measured, inputs.answers if not inputs.measured else None
+    tokens, disk_tokens = inputs.sequence_tokens, inputs.disk_sequence_tokens
+    if measured:
+        generated = measured.avg_completion_tokens
+    else:
+        generated = sampled.mean_tokens if sampled else float(inputs.max_tokens)
+    line_bytes = measured.avg_line_bytes if measured else disk_tokens * inputs.data_bytes_per_token
     total = inputs.samples * tokens
     trained, saved = drafter_parameters(inputs)
     requests = measured.avg_requests if measured else 1.0
@@ -311,7 +349,9 @@ def estimate(inputs: PlanInputs) -> Plan:
     else:
         training_h = inputs.epochs * total * 6 * trained * inputs.ttt_steps / inputs.training_flops_per_s / 3600
     training_h /= shape.train_nodes
-    hidden = math.ceil(total * hidden_bytes_per_token(inputs) + inputs.samples * FILE_HEADER_BYTES)
+    hidden = math.ceil(
+        inputs.samples * disk_tokens * hidden_bytes_per_token(inputs) + inputs.samples * FILE_HEADER_BYTES
+    )
     data = math.ceil(inputs.samples * line_bytes)
     checkpoints = saved * 2 * inputs.epochs
     needed = hidden + data + checkpoints
@@ -320,8 +360,10 @@ def estimate(inputs: PlanInputs) -> Plan:
         fits=inputs.free_disk_bytes - needed >= inputs.reserve_bytes,
         samples=inputs.samples,
         tokens_per_sample=tokens,
-        tokens_from="measured" if measured else "max_tokens",
+        tokens_from="measured" if measured else "sampled" if sampled else "max_tokens",
         total_tokens=total,
+        disk_tokens_per_sample=disk_tokens if sampled else None,
+        worst_case=worst_case(inputs) if sampled else None,
         captured_layers=inputs.layers,
         generation_hours=generation_h,
         extraction_hours=extraction_h,
@@ -341,14 +383,23 @@ def estimate(inputs: PlanInputs) -> Plan:
     return plan if plan.fits else plan.model_copy(update={"alternatives": alternatives(inputs, plan)})
 
 
+def worst_case(inputs: PlanInputs) -> WorstCase:
+    """The plan with every answer at max_tokens (no sample of answers)."""
+    worst = estimate(inputs.model_copy(update={"answers": None}))
+    return WorstCase(
+        generation_hours=worst.generation_hours, extraction_hours=worst.extraction_hours,
+        training_hours=worst.training_hours, needed_bytes=worst.needed_bytes, fits=worst.fits,
+    )  # fmt: skip
+
+
 def alternatives(inputs: PlanInputs, plan: Plan) -> list[Alternative]:
     """Concrete ways out of a plan that does not fit, each with the numbers that make it fit."""
     budget = inputs.free_disk_bytes - inputs.reserve_bytes - plan.checkpoint_bytes
-    per_token = hidden_bytes_per_token(inputs) + plan.data_bytes / plan.total_tokens
-    samples = math.floor(budget / (plan.tokens_per_sample * per_token + FILE_HEADER_BYTES)) if budget > 0 else 0
+    per_token = hidden_bytes_per_token(inputs) + plan.data_bytes / (plan.samples * plan.bytes_tokens)
+    samples = math.floor(budget / (plan.bytes_tokens * per_token + FILE_HEADER_BYTES)) if budget > 0 else 0
     measured = inputs.measured
     prompt = measured.avg_sequence_tokens - measured.avg_completion_tokens if measured else inputs.prompt_tokens
-    answers = plan.tokens_per_sample - prompt
+    answers = plan.bytes_tokens - prompt
     max_tokens = math.floor((budget / inputs.samples - FILE_HEADER_BYTES) / per_token - prompt) if budget > 0 else 0
     online = split_needed_bytes(inputs, plan, 0)
     online_hours = fetch_hours(inputs, plan, 0)
@@ -397,9 +448,11 @@ def alternatives(inputs: PlanInputs, plan: Plan) -> list[Alternative]:
 
 def samples_text(inputs: PlanInputs, plan: Plan) -> str:
     """The samples and their hidden states, as the verdicts begin."""
-    tokens = (
-        f"{plan.tokens_per_sample:,.0f} tokens ({'measured average' if plan.tokens_from == 'measured' else 'at most'})"
-    )
+    how = {"measured": "measured average", "sampled": "expected", "max_tokens": "at most"}[plan.tokens_from]
+    tokens = f"{plan.tokens_per_sample:,.0f} tokens ({how}"
+    if plan.disk_tokens_per_sample is not None:
+        tokens += f"; the disk planned at {plan.disk_tokens_per_sample:,.0f}"
+    tokens += ")"
     shape = (
         f"{len(plan.captured_layers)} layers x {inputs.model.hidden_size:,} values x {inputs.bytes_per_value} B"
         " per token"
@@ -420,12 +473,26 @@ def verdict(inputs: PlanInputs, plan: Plan) -> str:
     )
     if plan.shards:
         hours += f" {per_job(plan.shards)}"
+    hours += worst_text(plan)
     if plan.fits:
         return f"Fits: {head} {format_size(plan.disk_left_bytes)} stays free.{hours}"
     short = plan.needed_bytes + plan.reserve_bytes - plan.free_disk_bytes
     ways = "; ".join(alternative.summary for alternative in plan.alternatives)
     reserve = format_size(plan.reserve_bytes)
     return f"Does not fit: {head} It is {format_size(short)} short (keeping {reserve} free).{hours} Ways out: {ways}."
+
+
+def worst_text(plan: Plan) -> str:
+    """The worst case beside a plan made on a sample of answers, one sentence ("" when the plan is the bound)."""
+    worst = plan.worst_case
+    if worst is None:
+        return ""
+    verdict = "fits" if worst.fits else "does not fit"
+    return (
+        f" Worst case, every answer at max_tokens: generation {format_hours(worst.generation_hours)}, extraction "
+        f"{format_hours(worst.extraction_hours)}, training {format_hours(worst.training_hours)}, "
+        f"{format_size(worst.needed_bytes)} ({verdict})."
+    )
 
 
 def per_job(shards: list[ShardPlan]) -> str:

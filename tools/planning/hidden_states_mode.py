@@ -42,6 +42,7 @@ from eyas.tools.planning.estimate import (
     split_bytes,
     split_needed_bytes,
     verdict,
+    worst_text,
 )
 from eyas.tools.settings.units import format_size
 
@@ -312,6 +313,7 @@ def mode_verdict(inputs: PlanInputs, plan: Plan, choice: HiddenStatesMode) -> st
         hours += f" {per_job(plan.shards)}"
     hours += f" It cannot run here: {LACKS}." if choice.runnable is False else ""
     hours += f" It cannot run here: {choice.gpu_refusal}." if choice.gpu_refusal else ""
+    hours += worst_text(plan)
     if choice.fits:
         return f"Fits {choice.mode}: {head} {format_size(left)} stays free.{hours}"
     out = f" Ways out: {'; '.join(way.summary for way in ways)}." if ways else ""

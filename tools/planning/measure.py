@@ -30,6 +30,7 @@ from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.launch.inherited import inherit_launch
 from eyas.tools.launch.unit_file import UnitFile
+from eyas.tools.planning.answer_sample import AnswerLengths, sample_answers
 from eyas.tools.planning.cluster_plan import ClusterShape
 from eyas.tools.planning.estimate import (
     CPU_CORE_TRAINING_FLOPS,
@@ -46,7 +47,7 @@ from eyas.tools.planning.estimate import (
 from eyas.tools.planning.figures import Figures
 from eyas.tools.planning.host_probe import SpeedRequest, probe_speeds, sample_bucket
 from eyas.tools.planning.model_config import MeasureError, model_config_path, read_model_dims, weights_on_disk
-from eyas.tools.planning.prompt_count import prompt_tokens_on_host
+from eyas.tools.planning.prompt_count import prompt_tokens_on_host, run_prompts
 from eyas.tools.planning.served import (
     Context,
     ContextTooShort,
@@ -311,9 +312,13 @@ def probe_shape(throughput: Throughput, run_concurrency: int) -> str:
     return f"{shape}, not the run's {run_concurrency} (generation's rate at {run_concurrency} may differ)"
 
 
-def sequence_tokens(stats: TokenStats | None, prompt_tokens: float | None, max_tokens: int) -> float:
+def sequence_tokens(
+    stats: TokenStats | None, prompt_tokens: float | None, max_tokens: int, answers: AnswerLengths | None
+) -> float:
     """Tokens per sample as the estimate takes them (PlanInputs.sequence_tokens), before the inputs exist."""
-    return stats.avg_sequence_tokens if stats else (prompt_tokens or 0.0) + max_tokens
+    if stats:
+        return stats.avg_sequence_tokens
+    return (prompt_tokens or 0.0) + (answers.mean_tokens if answers else max_tokens)
 
 
 def measure_inputs(
@@ -336,6 +341,7 @@ def measure_inputs(
     sources["prompt_tokens"] = "given" if figures.prompt_tokens is not None else "not counted"
     sources["training"] = f"one GPU, {GPU_TRAINING_FLOPS:.0e} FLOP/s (assumed)"
     flops, stats, others, throughput, overhead, gpus, serving = GPU_TRAINING_FLOPS, None, [], None, 0.0, 1, 0
+    answers: AnswerLengths | None = None
     free = tok_s = single = found = None
     dims = None
     if figures.hidden_size and figures.num_layers and figures.vocab_size:
@@ -355,9 +361,16 @@ def measure_inputs(
         stats = generated_stats(host, figures.generated_file) if figures.generated_file else None
         if stats:
             sources["tokens"] = f"averages of {stats.samples} samples of {figures.generated_file}"
+        prompts = run_prompts(ctx, figures) if stats is None else []
         if prompt_tokens is None and stats is None:
-            prompt_tokens, sources["prompt_tokens"] = prompt_tokens_on_host(ctx, config, figures, found.served)
-        sequence = sequence_tokens(stats, prompt_tokens, figures.max_tokens)
+            prompt_tokens, sources["prompt_tokens"] = prompt_tokens_on_host(ctx, config, figures, found.served, prompts)
+        if stats is None and found.served is not None and prompts:
+            answers = sample_answers(
+                http, config.target, prompts, max_tokens=figures.max_tokens, concurrency=figures.concurrency,
+                headers=production_headers(ctx),
+            )  # fmt: skip
+            sources["answers"] = answers.text() if answers else "not sampled: no answer came back; max_tokens assumed"
+        sequence = sequence_tokens(stats, prompt_tokens, figures.max_tokens, answers)
         if figures.generation_tok_s is None and found.served is not None:
             length = found.context.tokens if found.context else None
             concurrency = probe_concurrency or figures.concurrency
@@ -385,7 +398,7 @@ def measure_inputs(
             prefill_flops = (serving * GPU_TRAINING_FLOPS, f"production's {serving} GPU(s) x {GPU_TRAINING_FLOPS:.0e}")
         else:
             prefill_flops = (flops, sources["training"].removesuffix(" (assumed)"))
-        sequence = sequence_tokens(stats, prompt_tokens, figures.max_tokens)
+        sequence = sequence_tokens(stats, prompt_tokens, figures.max_tokens, answers)
         rate, sources["extraction"] = extraction_rate(figures, throughput, dims, prefill_flops, sequence, tok_s)
         if probe_failed:
             sources["extraction"] += f" ({probe_failed})"
@@ -395,6 +408,7 @@ def measure_inputs(
         samples=figures.samples,
         max_tokens=figures.max_tokens,
         measured=stats,
+        answers=answers,
         prompt_tokens=prompt_tokens or 0.0,
         generation_tok_s=tok_s,
         generation_overhead_s=overhead,

@@ -149,12 +149,17 @@ def estimated_prompt_tokens(prompts: list[str]) -> float:
     return sum(len(prompt) for prompt in prompts) / len(prompts) / CHARS_PER_TOKEN
 
 
+def run_prompts(ctx: CheckContext, figures: Figures) -> list[str]:
+    """The run's source's first prompts as the data phase splits them: what the plan measures prompts and answers
+    on."""
+    return source_prompts(ctx, figures.prompt_source, PROMPT_SAMPLE, figures.max_prompt_chars) or []
+
+
 def prompt_tokens_on_host(
-    ctx: CheckContext, config: EyasConfig, figures: Figures, served: ServedModel | None
+    ctx: CheckContext, config: EyasConfig, figures: Figures, served: ServedModel | None, prompts: list[str]
 ) -> tuple[float | None, str]:
-    """The run's average prompt in tokens, and how it was found: its source's first prompts as the data phase
-    splits them, tokenized by the server, else (the server cannot) estimated from their length."""
-    prompts = source_prompts(ctx, figures.prompt_source, PROMPT_SAMPLE, figures.max_prompt_chars)
+    """The run's average prompt in tokens, and how it was found: its source's first `prompts` (run_prompts),
+    tokenized by the server, else (the server cannot) estimated from their length."""
     if not prompts:
         return None, f"unknown: the {figures.prompt_source} source"
     named = f"{len(prompts)} prompts of the {figures.prompt_source} source"

@@ -1,0 +1,104 @@
+"""How long the served model's answers really are: a short sample of the run's own prompts, answered at its max_tokens.
+
+Before any data exists the only bound on an answer is max_tokens, and planning every answer at it turns a ten-hour
+generation and a 3 TB hidden-state set into a worst case shown as the estimate: most answers stop well before the
+cap. So the plan asks the served model the run's first prompts (as many as the run sends at once, at most
+ANSWER_SAMPLE), exactly as generation will (the server's own sampling, max_tokens), and plans on what came back:
+
+- hours on the sample's mean answer (the total over thousands of samples is their count times the mean);
+- bytes, which decide whether the disk holds the run, on a stated high percentile of that mean: the 95th percentile
+  of the mean over bootstrap resamples of the sample, plus DISK_MARGIN, never above max_tokens;
+- the worst case (every answer at max_tokens) beside both, so the operator sees the bound too.
+
+After generation the plan is made again from the generated file's own averages (estimate.TokenStats), which replace
+the sample.
+"""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+from pydantic import BaseModel, Field
+
+from eyas.tools.hosts.http import HttpClient, HttpError
+from eyas.tools.recording.task_scope import submit_in_task
+from eyas.tools.settings.config import TargetConfig
+
+ANSWER_SAMPLE = 32  # prompts answered at most: enough for the mean within about a tenth on typical chat answers
+DISK_MARGIN = 0.10  # on top of the mean's high percentile, for the disk decision
+PERCENTILE = 0.95
+RESAMPLES = 1000
+
+
+class AnswerLengths(BaseModel):
+    """The sample's answers, in completion tokens."""
+
+    answers: int = Field(gt=0)
+    mean_tokens: float = Field(ge=0)
+    high_tokens: float = Field(ge=0, description="what the disk is planned at: the mean's 95th percentile + margin")
+    capped: int = Field(ge=0, description="answers that reached max_tokens")
+    max_tokens: int = Field(gt=0)
+    concurrency: int = Field(gt=0)
+
+    def text(self) -> str:
+        """The sample in words, as the plan's sources and verdict cite it."""
+        return (
+            f"{self.answers} prompts of the run's source answered by the served model at max_tokens "
+            f"{self.max_tokens:,} ({self.concurrency} at once): {self.mean_tokens:,.0f} tokens on average, "
+            f"{self.capped} reached the cap; the disk is planned at {self.high_tokens:,.0f} (the mean's "
+            f"{PERCENTILE:.0%} percentile over resamples, plus {DISK_MARGIN:.0%})"
+        )
+
+
+def high_mean(lengths: list[int], cap: int, seed: int = 0) -> float:
+    """The 95th percentile of the mean over bootstrap resamples, plus the margin, at most `cap`."""
+    rng = random.Random(seed)  # fixed: the same sample plans the same bytes (replays match)
+    n = len(lengths)
+    means = sorted(sum(rng.choices(lengths, k=n)) / n for _ in range(RESAMPLES))
+    high = means[min(RESAMPLES - 1, int(PERCENTILE * RESAMPLES))]
+    return min(float(cap), high * (1 + DISK_MARGIN))
+
+
+def answer_lengths(lengths: list[int], max_tokens: int, concurrency: int) -> AnswerLengths | None:
+    """The sample's figures; None when nothing came back."""
+    if not lengths:
+        return None
+    return AnswerLengths(
+        answers=len(lengths),
+        mean_tokens=sum(lengths) / len(lengths),
+        high_tokens=high_mean(lengths, max_tokens),
+        capped=sum(1 for length in lengths if length >= max_tokens),
+        max_tokens=max_tokens,
+        concurrency=concurrency,
+    )
+
+
+def sample_answers(
+    http: HttpClient,
+    target: TargetConfig,
+    prompts: list[str],
+    *,
+    max_tokens: int,
+    concurrency: int,
+    headers: dict[str, str] | None = None,
+) -> AnswerLengths | None:
+    """Ask the served model the first prompts (as many as `concurrency`, at most ANSWER_SAMPLE), all at once, each at
+    `max_tokens` with the server's own sampling, as generate.py asks them; None when none was answered (the plan
+    then keeps max_tokens, and says so)."""
+    chosen = prompts[: max(1, min(ANSWER_SAMPLE, concurrency))]
+    url = f"{target.base_url}/v1/chat/completions"
+
+    def one(prompt: str) -> int | None:
+        body = {"model": target.model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
+        try:
+            response = http.post_json(url, body, headers=headers, timeout=max(120.0, max_tokens * 2.0))
+            return int(response.json()["usage"]["completion_tokens"]) if response.status == 200 else None
+        except (HttpError, ValueError, KeyError, TypeError):
+            return None
+
+    with ThreadPoolExecutor(max_workers=len(chosen) or 1, thread_name_prefix="answers") as pool:
+        # One task per request, so a replay matches each to its own recorded answer whatever the order.
+        futures = [submit_in_task(pool, f"answer-{i}", one, prompt) for i, prompt in enumerate(chosen)]
+        lengths = [length for future in futures if (length := future.result()) is not None]
+    return answer_lengths(lengths, max_tokens, len(chosen))
