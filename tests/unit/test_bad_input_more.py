@@ -78,10 +78,12 @@ class BrokenEndpoint:
 
     def __init__(self, reply: tuple[int, str, bytes | None], good: int = 0) -> None:
         self.posts = 0
+        self.gets = 0
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                endpoint.gets += 1
                 self._send(200, "application/json", MODELS)
 
             def do_POST(self) -> None:
@@ -162,3 +164,25 @@ def test_a_chat_goes_on_after_a_line_that_is_not_utf8_and_an_answer_that_is_no_a
     assert "`eyas chat --resume` continues" in output  # it went on to the end of its input
     if locale == "C":
         assert NOT_API in output and "HTTP 200, text/html" in output and "Sign in" in output, output
+
+
+# -- `eyas plan --prompts FILE` with a file that holds no prompt: refused before the served model is measured (its
+# probes take minutes on a CPU target) ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", ["", 'garbage\n\x01 nope\n{{{\n{"id": 5}\n'], ids=["empty", "garbage"])
+def test_a_plan_refuses_a_prompt_file_without_one_prompt_before_measuring_anything(content: str, scratch: Path) -> None:
+    served = BrokenEndpoint((200, "application/json", completion("ok")))  # a served model that would be measured
+    prompts = scratch / "prompts.jsonl"
+    prompts.write_text(content)
+    config = scratch / "c.toml"
+    base_url = served.url.removesuffix("/v1")
+    config.write_text(VALID_CONFIG.replace("http://127.0.0.1:8000", base_url).replace("/tmp/eyas-work", str(scratch)))
+    try:
+        ran = eyas("plan", "--config", str(config), "--prompts", str(prompts))
+    finally:
+        served.close()
+    assert "Traceback" not in ran.output and ran.code == 2, ran.output
+    said = paragraph(ran.output, "holds 0 usable prompts")
+    assert all(part in said for part in (str(prompts), "Ways out", "--prompts sharegpt", "Nothing was measured"))
+    assert (served.gets, served.posts) == (0, 0)  # the model was never asked
