@@ -338,9 +338,10 @@ class LLM:
         def perform() -> dict[str, Any]:
             try:
                 models = self._client.models.list().data
-            except (APIStatusError, APITimeoutError, APIConnectionError):
-                return {"response": None}  # the listing is optional; the default context is used
-            lengths = [getattr(m, "max_model_len", None) for m in models if m.id == self.model]
+                lengths = [getattr(m, "max_model_len", None) for m in models if m.id == self.model]
+            # The listing is optional, and a proxy may answer it with a page: the default context is used then.
+            except (APIStatusError, APITimeoutError, APIConnectionError, AttributeError, TypeError, ValueError):
+                return {"response": None}
             return {"response": {"max_model_len": lengths[0] if lengths else None}}
 
         answer = self.boundary.cross("llm", {"request": {"op": "models"}}, perform)["response"]

@@ -69,6 +69,7 @@ def test_bad_input_is_one_readable_paragraph(case: Case, scratch: Path) -> None:
 NOT_API = "answered something that is not the chat completions API's JSON"
 ENDPOINT_FIX = "set base_url in the config's [agent] section"
 HUGE_CHUNK = b"a" * 65536
+JSON = "application/json"
 
 
 class BrokenEndpoint:
@@ -76,7 +77,9 @@ class BrokenEndpoint:
     reply far too long on demand): the first `good` chat requests get a well-formed completion, every later one `reply`
     (status, content type, body; a body of None streams 64 MiB, eight times the most the client reads)."""
 
-    def __init__(self, reply: tuple[int, str, bytes | None], good: int = 0) -> None:
+    def __init__(
+        self, reply: tuple[int, str, bytes | None], good: int = 0, models: tuple[int, str, bytes] = (200, JSON, MODELS)
+    ) -> None:
         self.posts = 0
         self.gets = 0
         endpoint = self
@@ -84,7 +87,7 @@ class BrokenEndpoint:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 endpoint.gets += 1
-                self._send(200, "application/json", MODELS)
+                self._send(*models)
 
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -141,6 +144,17 @@ def test_a_chat_whose_llm_answers_no_api_json_says_what_came_back(
     assert "Traceback" not in ran.output and ran.code == 2, ran.output
     said = paragraph(ran.output, NOT_API)
     assert all(part in said for part in (says, endpoint.url, ENDPOINT_FIX)), ran.output
+
+
+def test_a_chat_starts_when_only_the_model_listing_is_a_web_page(scratch: Path) -> None:
+    """The listing (GET /v1/models) only says the context length: a page instead of it leaves the default."""
+    endpoint = BrokenEndpoint((200, JSON, completion("ok")), models=(200, "text/html", b"<html>Sign in</html>"))
+    try:
+        ran = eyas("chat", "--config", str(chat_config(scratch, endpoint)))
+    finally:
+        endpoint.close()
+    assert "Traceback" not in ran.output and ran.code == 0, ran.output
+    assert endpoint.gets == 1 and f"talking to m at {endpoint.url}" in ran.output
 
 
 @pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
