@@ -4,6 +4,7 @@ compatibility probe's answer. Real transcripts and commands on this host; no ser
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from eyas.graph.policy import PhaseEstimate, Policy, judge
 from eyas.tools.checks import compat
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.jobs.detached import Jobs, JobSpec, JobStatus
+from eyas.tools.jobs.detached import Jobs, JobSpec
 from eyas.tools.recording.recorder import Recorder
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.recording.replay import Divergence, ReplaySession
@@ -83,15 +84,18 @@ def test_a_probe_that_answers_an_error_string_does_not_count_as_working() -> Non
 
 
 def test_a_relaunch_of_a_job_that_exists_attaches_to_it_and_starts_nothing(tmp_path: Path) -> None:
-    """A resumed run launches its jobs again by id: the second launch must report the first job, not run it twice
-    (a training job started twice writes one checkpoint folder from two processes)."""
+    """A resumed run launches its jobs again by id: the second launch must report the first job and leave it as it
+    is, not run again (a training job started twice writes one checkpoint folder from two processes). Its record
+    (job.json, written before a launch returns) is the deterministic witness; the second command's line is too
+    once it would have run."""
     starts = tmp_path / "starts"
     jobs = Jobs(LocalHost(), str(tmp_path))
     spec = JobSpec(job_id="train", argv=["/bin/sh", "-c", f"echo started >> {starts}"])
     jobs.launch(spec)
-    wait_for(lambda: jobs.status("train").finished, 30, what="the first launch to end")
-    again = jobs.launch(spec)
-    assert again.status is JobStatus.SUCCEEDED and again.finished
+    first = wait_for(lambda: (state := jobs.status("train")).finished and state, 30, what="the first launch to end")
+    again = jobs.launch(JobSpec(job_id="train", argv=["/bin/sh", "-c", f"echo again >> {starts}"]))
+    assert (again.status, again.pid, again.started_at) == (first.status, first.pid, first.started_at)
+    assert json.loads((Path(again.directory) / "job.json").read_text())["argv"] == spec.argv
     assert starts.read_text() == "started\n"
 
 

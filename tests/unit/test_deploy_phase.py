@@ -69,7 +69,7 @@ def test_the_deploy_phase_rolls_back_a_drafter_that_loses_to_n_gram(
     reason = deployed["reason"]
     assert reason.startswith("lost to n-gram speculation: speedup ") and "target alone" not in reason, reason
     assert "does not beat n-gram's 9.00x by the margin 0.05 (needs 9.05x)" in reason
-    assert deployed["tokens_per_s_after"] > 2 * deployed["tokens_per_s_before"]  # n-gram alone held it back
+    assert deployed["tokens_per_s_after"] > deployed["tokens_per_s_before"]  # n-gram alone held it back
     assert not vllm.drafting() and deployed["argv_after"] == PRODUCTION_ARGV
 
 
