@@ -1,6 +1,7 @@
 """Decision rules a one-line slip would turn into a bad night, each pinned by its behaviour (tests/bench/mutations.py
-applies those slips and checks that these tests fail): replay's stop at a divergence, the policy's run budget, the
-compatibility probe's answer. Real transcripts and commands on this host; no server."""
+applies those slips and checks that these tests fail): replay's stop at a divergence, the policy's run and disk
+budgets and its verification warnings, the compatibility probe's answer, a job's relaunch, the redactor's order.
+Real transcripts, jobs and commands on this host; no server."""
 
 from __future__ import annotations
 
