@@ -164,10 +164,18 @@ def config_init(
     force: Annotated[bool, typer.Option("--force", help="overwrite the file if it exists")] = False,
 ) -> None:
     """Write the example config (every field, commented) to edit for your host and target."""
+    if path.is_dir():
+        raise EyasError(f"{path} is a directory, not a config file: pass a file name, such as {path / LOCAL_FILE}.")
     if path.exists() and not force:
         raise EyasError(f"{path} exists already: edit it, or pass --force to replace it with the example.")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text((files("eyas") / "eyas.example.toml").read_text())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text((files("eyas") / "eyas.example.toml").read_text())
+    except OSError as exc:
+        raise EyasError(
+            f"eyas could not write the example config to {path} ({exc.strerror}): pass a path in a folder you may "
+            f"write, such as ./{LOCAL_FILE.name}."
+        ) from None
     found = path.resolve() == LOCAL_FILE.resolve()  # ./eyas.toml needs no --config
     console.print(f"[green]✓[/] wrote {escape(str(path))}", highlight=False)
     console.print(

@@ -13,6 +13,7 @@ from eyas.agents.faces.cli.console import console, errors, print_json
 from eyas.agents.faces.cli.options import ConfigOption, chosen_sizes, size_option, use_config
 from eyas.tools.checks.drafter import check_drafter
 from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.errors import EyasError
 from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
@@ -62,6 +63,13 @@ def plan_table(measured: Measured, plan: Plan, supply: PromptSupply, mode: Hidde
     for name, value, source in rows:
         table.add_row(escape(name), escape(value), escape(sources.get(source, "")))
     return table
+
+
+def refuse_empty_source(supply: PromptSupply) -> None:
+    """A prompt source without one usable prompt (an empty file, lines of garbage) is refused before anything is
+    measured: no plan can use it, and the probes of a served model would keep the operator waiting for minutes."""
+    if supply.available == 0:
+        raise EyasError(f"{supply_verdict(supply)} Nothing was measured.")
 
 
 def prompts_row(supply: PromptSupply) -> str:
@@ -174,15 +182,17 @@ def plan_command(
                 figures, config=cfg, host=host, http=HttpClient(), probe_concurrency=probe_concurrency, server_down=down
             )
 
-        try:
-            measured = measured_with()
-        except ServerDown as exc:  # stopped or loading: planned from target.model_dir, the rates assumed
-            measured = measured_with(str(exc))
         checks = None if host is None else CheckContext(
             host=host, host_config=cfg.host(), target=cfg.target, http=HttpClient(),
             data_path=figures.data_path or cfg.host().workdir,
         )  # fmt: skip
-        return measured, count_prompts(checks, figures)
+        supply = count_prompts(checks, figures)  # first: the probes take minutes on a served model
+        refuse_empty_source(supply)
+        try:
+            measured = measured_with()
+        except ServerDown as exc:  # stopped or loading: planned from target.model_dir, the rates assumed
+            measured = measured_with(str(exc))
+        return measured, supply
 
     def planned(measured: Measured, refusal: str | None = None) -> tuple[Plan, HiddenStatesMode]:
         plan = estimate(measured.inputs)
