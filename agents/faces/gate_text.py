@@ -9,11 +9,10 @@ from dataclasses import dataclass
 
 from eyas.graph.gates.production import step_text
 from eyas.graph.gates.view import ClusterView, GateEstimate, GateView, ProductionEntry
-from eyas.tools.planning.estimate import format_hours
 from eyas.tools.planning.gpu_budget import gpu_phrase
 from eyas.tools.planning.prompt_supply import supply_verdict
 from eyas.tools.settings.sizes import typed_size
-from eyas.tools.settings.units import format_size
+from eyas.tools.settings.units import format_hours, format_size
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ from batching_server import Batcher, batching_server, natural_tokens
 from eyas.graph.context import RunContext
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.planning.estimate import Plan, estimate, verdict
+from eyas.tools.planning.estimate import Plan, estimate
 from eyas.tools.planning.figures import Figures, planned_sizes
 from eyas.tools.planning.measure import Measured, measure_inputs
+from eyas.tools.planning.plan_text import verdict
 from eyas.tools.planning.prompt_count import probe_prompts
 from eyas.tools.settings.units import parse_size
 from nvidia_smi_standin import install_nvidia_smi

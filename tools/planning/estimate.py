@@ -3,12 +3,12 @@
 Pure functions over pydantic inputs, so a plan can be made for a host that cannot be reached (every
 figure given by hand) as well as from measurements (tools/planning/measure.py). The arithmetic:
 
-- tokens per sample: the measured average of the generated file when there is one (usage.sequence_tokens:
-  prompt + answers), else prompt_tokens + max_tokens (the average prompt, chat template included, plus
-  the longest answer): an upper bound for single-turn prompts.
-- generation: samples x (generated tokens per sample / decoding throughput + requests per sample x
-  overhead per request), both measured by the probe at its concurrency (a run at higher concurrency is
-  faster, so this errs long). Before data exists every sample is one answer that reaches max_tokens.
+- tokens per sample: the generated file's average when there is one (usage.sequence_tokens: prompt + answers),
+  else the average prompt (chat template included) plus the mean of a sample of the served model's own answers
+  (answer_sample.py; the bytes at a high percentile of that mean), else plus max_tokens (the worst case, which a
+  sampled plan shows beside its figures).
+- generation: samples x (generated tokens per sample / decoding throughput + requests per sample x overhead per
+  request), both measured by the probe at the run's own concurrency (a GPU server's rate grows with it).
 - hidden states (what vLLM's extract_hidden_states connector writes and speculators trains from): per token
   hidden_size x captured layers x bytes per value, plus the int64 token id; plus a ~160 B header per file.
   Captured layers default to [2, L//2, L-3] and the last layer L.
@@ -36,18 +36,18 @@ figure given by hand) as well as from measurements (tools/planning/measure.py). 
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from eyas.tools.planning.answer_sample import AnswerLengths
 from eyas.tools.planning.cluster_plan import ClusterShape, ShardPlan, nodes_for_hidden_states, shard_plans
+from eyas.tools.planning.model_dims import ModelDims
 from eyas.tools.planning.reserve import disk_reserve_bytes
+from eyas.tools.planning.token_stats import TokenStats
 from eyas.tools.settings.sizes import DEFAULT_SIZES
-from eyas.tools.settings.units import format_size
+from eyas.tools.settings.units import format_hours, format_size
 from eyas.tools.workloads.hidden_states_file import LOSS_MASK_BYTES, ONLINE_WINDOW, online_bound_bytes
 
 FILE_HEADER_BYTES = 160
@@ -63,55 +63,6 @@ CPU_CORE_TRAINING_FLOPS = 1e10  # one AVX2 core running torch training
 TOKEN_ID_BYTES = 8
 HIDDEN_VALUE_BYTES = 2  # one bf16/fp16 hidden-state value, as extraction writes them
 JSONL_BYTES_PER_TOKEN = 4.5  # generated JSONL text per token, when no generated file measures it
-
-
-def format_hours(hours: float) -> str:
-    if hours < 1:
-        return f"{hours * 60:.0f} min"
-    return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"
-
-
-class ModelDims(BaseModel):
-    """The target model's shape, from its config.json."""
-
-    hidden_size: int = Field(gt=0)
-    num_layers: int = Field(gt=3)
-    vocab_size: int = Field(gt=0)
-    intermediate_size: int | None = Field(None, gt=0, description="MLP width; default 4 x hidden")
-    active_intermediate_size: int | None = Field(
-        None, gt=0, description="MLP width a token passes through (a MoE's routed and shared experts); default the MLP"
-    )
-    default_max_model_len: int | None = Field(
-        None, gt=0, description="the context vLLM serves the model at without --max-model-len (from config.json)"
-    )
-
-    def default_layers(self) -> list[int]:
-        """EAGLE-3's auxiliary layers plus the last one, as speculators and vLLM capture them."""
-        n = self.num_layers
-        return [2, n // 2, n - 3, n]
-
-    def active_parameters(self) -> int:
-        """The parameters one token's forward pass multiplies by: per layer attention (4 h^2) and the MLP's three
-        matrices at the active width, then the lm_head (what a MoE's inactive experts hold is not counted)."""
-        h = self.hidden_size
-        width = self.active_intermediate_size or self.intermediate_size or 4 * h
-        return self.num_layers * (4 * h * h + 3 * h * width) + self.vocab_size * h
-
-    def forward_flops(self, sequence_tokens: float) -> float:
-        """FLOPs per token of a forward pass over samples of `sequence_tokens`: 2 per active parameter, and the
-        attention over the context before it (QK and AV, 4 h FLOPs per earlier token and layer; half the sample
-        on average)."""
-        return 2 * self.active_parameters() + 2 * self.num_layers * self.hidden_size * sequence_tokens
-
-
-class TokenStats(BaseModel):
-    """What a generated file measures: the averages replace the max_tokens bound."""
-
-    samples: int = Field(gt=0)
-    avg_sequence_tokens: float = Field(gt=0)
-    avg_completion_tokens: float = Field(ge=0)
-    avg_line_bytes: float = Field(gt=0)
-    avg_requests: float = Field(1.0, ge=1, description="answers per sample (multi-turn samples have several)")
 
 
 class Volume(BaseModel):
@@ -444,89 +395,3 @@ def alternatives(inputs: PlanInputs, plan: Plan) -> list[Alternative]:
             summary += " (none of the volumes checked has that much)"
         found.append(Alternative(kind="other_path", needed_bytes=wanted, summary=summary))
     return found
-
-
-def samples_text(inputs: PlanInputs, plan: Plan) -> str:
-    """The samples and their hidden states, as the verdicts begin."""
-    how = {"measured": "measured average", "sampled": "expected", "max_tokens": "at most"}[plan.tokens_from]
-    tokens = f"{plan.tokens_per_sample:,.0f} tokens ({how}"
-    if plan.disk_tokens_per_sample is not None:
-        tokens += f"; the disk planned at {plan.disk_tokens_per_sample:,.0f}"
-    tokens += ")"
-    shape = (
-        f"{len(plan.captured_layers)} layers x {inputs.model.hidden_size:,} values x {inputs.bytes_per_value} B"
-        " per token"
-    )
-    return f"{plan.samples:,} samples of {tokens}: hidden states {format_size(plan.hidden_state_bytes)} ({shape})"
-
-
-def verdict(inputs: PlanInputs, plan: Plan) -> str:
-    """The plan in one paragraph, as the operator reads it at the approval gate."""
-    head = (
-        f"{samples_text(inputs, plan)}, "
-        f"{format_size(plan.needed_bytes)} with the data and checkpoints, against {format_size(plan.free_disk_bytes)}"
-        f" free at {plan.data_path}."
-    )
-    hours = (
-        f" Time: generation {format_hours(plan.generation_hours)}, extraction {format_hours(plan.extraction_hours)}, "
-        f"training {format_hours(plan.training_hours)}."
-    )
-    if plan.shards:
-        hours += f" {per_job(plan.shards)}"
-    hours += worst_text(plan)
-    if plan.fits:
-        return f"Fits: {head} {format_size(plan.disk_left_bytes)} stays free.{hours}"
-    short = plan.needed_bytes + plan.reserve_bytes - plan.free_disk_bytes
-    ways = "; ".join(alternative.summary for alternative in plan.alternatives)
-    reserve = format_size(plan.reserve_bytes)
-    return f"Does not fit: {head} It is {format_size(short)} short (keeping {reserve} free).{hours} Ways out: {ways}."
-
-
-def worst_text(plan: Plan) -> str:
-    """The worst case beside a plan made on a sample of answers, one sentence ("" when the plan is the bound)."""
-    worst = plan.worst_case
-    if worst is None:
-        return ""
-    verdict = "fits" if worst.fits else "does not fit"
-    return (
-        f" Worst case, every answer at max_tokens: generation {format_hours(worst.generation_hours)}, extraction "
-        f"{format_hours(worst.extraction_hours)}, training {format_hours(worst.training_hours)}, "
-        f"{format_size(worst.needed_bytes)} ({verdict})."
-    )
-
-
-def per_job(shards: list[ShardPlan]) -> str:
-    """The phases that run as several jobs, one sentence: N jobs x hours (and bytes) each."""
-    nouns = {"generation": "endpoints", "extraction": "shards", "training": "nodes"}
-    parts = [
-        f"{shard.phase} {shard.jobs} {nouns[shard.phase]} x {format_hours(shard.hours_each)}"
-        + (f" and {format_size(shard.bytes_each)}" if shard.bytes_each else "")
-        for shard in shards
-    ]
-    return (
-        f"Per job, at once: {'; '.join(parts)} (each job at one job's measured speed, an upper bound for "
-        "generation and training)."
-    )
-
-
-def token_stats(lines: Iterable[str]) -> TokenStats | None:
-    """Averages over the lines of a generate.py output (a sample of them is enough); None when empty."""
-    count = sequence = completion = size = requests = 0
-    for line in lines:
-        if not line.strip():
-            continue
-        usage = json.loads(line).get("usage") or {}
-        count += 1
-        sequence += usage.get("sequence_tokens") or usage.get("total_tokens", 0)
-        completion += usage.get("completion_tokens", 0)
-        requests += usage.get("requests", 1)
-        size += len(line.encode()) + 1
-    if count == 0 or sequence == 0:
-        return None
-    return TokenStats(
-        samples=count,
-        avg_sequence_tokens=sequence / count,
-        avg_completion_tokens=completion / count,
-        avg_line_bytes=size / count,
-        avg_requests=requests / count,
-    )

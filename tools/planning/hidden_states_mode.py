@@ -34,17 +34,13 @@ from eyas.tools.planning.estimate import (
     Plan,
     PlanInputs,
     fetch_hours,
-    format_hours,
     kept_samples,
     online_bound,
-    per_job,
-    samples_text,
     split_bytes,
     split_needed_bytes,
-    verdict,
-    worst_text,
 )
-from eyas.tools.settings.units import format_size
+from eyas.tools.planning.plan_text import per_job, samples_text, verdict, worst_text
+from eyas.tools.settings.units import format_hours, format_size
 
 Mode = Literal["offline", "online", "hybrid"]
 LACKS = "this host's vLLM lacks the extract_hidden_states method they need (verify's compat rows for extract/vllm)"

@@ -18,7 +18,7 @@ from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
-from eyas.tools.planning.estimate import Plan, estimate, format_hours
+from eyas.tools.planning.estimate import Plan, estimate
 from eyas.tools.planning.figures import Figures, planned_sizes
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode, choose_mode, mode_verdict, offered
 from eyas.tools.planning.measure import Measured, measure_inputs
@@ -27,7 +27,7 @@ from eyas.tools.planning.prompt_supply import PromptSupply, supply_verdict
 from eyas.tools.planning.served import ServerDown
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import SIZE_LIMITS
-from eyas.tools.settings.units import format_size, parse_size
+from eyas.tools.settings.units import format_hours, format_size, parse_size
 
 
 def plan_table(measured: Measured, plan: Plan, supply: PromptSupply, mode: HiddenStatesMode) -> Table:

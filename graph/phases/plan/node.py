@@ -21,7 +21,7 @@ from eyas.tools.checks.service import read_unit
 from eyas.tools.launch.inherited import inherit_launch
 from eyas.tools.planning.backend import BackendChoice, choose_backend
 from eyas.tools.planning.downtime_window import one_window
-from eyas.tools.planning.estimate import ModelDims, estimate
+from eyas.tools.planning.estimate import estimate
 from eyas.tools.planning.figures import Figures, planned_sizes
 from eyas.tools.planning.gpu_budget import (
     GpuBudgetInputs,
@@ -37,6 +37,7 @@ from eyas.tools.planning.gpu_budget import (
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode, choose_mode, mode_verdict, offered
 from eyas.tools.planning.measure import Measured, measure_inputs
 from eyas.tools.planning.model_config import MeasureError, weights_on_disk
+from eyas.tools.planning.model_dims import ModelDims
 from eyas.tools.planning.paths import phase_paths
 from eyas.tools.planning.prompt_count import count_prompts
 from eyas.tools.planning.prompt_supply import PromptSupply, supply_verdict
