@@ -260,15 +260,18 @@ def runs_listing(root: Path | None, now: float) -> list[dict[str, Any]]:
         listed = read_undamaged(run, lambda readable: _listed(readable, now))
         if isinstance(listed, Damage):
             listed = {"run": run.run_id, "phase": "", "state": "damaged", "damage": listed.text(), "driver": None,
-                      "report": None}  # fmt: skip
+                      "report": None, "outcome": None}  # fmt: skip
         rows.append(listed)
     return rows
 
 
 def _listed(run: RunDir, now: float) -> dict[str, Any]:
     from eyas.graph.life.runner import read_run, run_condition  # langgraph: not at start-up of every eyas process
+    from eyas.graph.phases.deploy.node import deploy_record
+    from eyas.graph.phases.report.outcome import run_outcome
 
     view = read_run(run)
     report = str(run.report) if run.report.exists() else None
+    outcome = run_outcome(view.state, deploy_record(run)).model_dump(mode="json") if view.started else None
     return {"run": run.run_id, "phase": str(view.state.get("phase", "")), "state": run_condition(run, view),
-            "damage": None, "driver": driver_facts(run, now), "report": report}  # fmt: skip
+            "damage": None, "driver": driver_facts(run, now), "report": report, "outcome": outcome}  # fmt: skip

@@ -101,15 +101,26 @@ def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any]
 
 
 def finish(outcome: Outcome) -> None:
-    """The drive's exit status: done; waiting at a gate; or ended early (a refused drafter, a rejected phase, a path
-    that cannot work here, an aborted job), which is a no: a script must not read a stopped run as a done one."""
+    raise typer.Exit(ending(outcome))
+
+
+def ending(outcome: Outcome) -> ExitCode:
+    """The drive's exit status: done; waiting at a gate; rolled back (production's own counters turned the drafter
+    away); or ended early (a refused drafter, a rejected phase, a path that cannot work here, an aborted job, a
+    deploy that failed), which is a no: a script must not read a stopped run, or a drafter not kept, as a done one."""
+    from eyas.graph.phases.deploy.node import deploy_record
+    from eyas.graph.phases.report.outcome import deploy_facts
+
     if not outcome.finished:
-        raise typer.Exit(ExitCode.GATE)
+        return ExitCode.GATE
     stopped = outcome.state.get("stopped")
     if stopped:
         errors.print(f"[bold red]run stopped before its end[/]: {escape(str(stopped))}", highlight=False)
-        raise typer.Exit(ExitCode.NO)
-    raise typer.Exit(ExitCode.OK)
+        return ExitCode.NO
+    deployed = deploy_facts(outcome.state, deploy_record(open_run(str(outcome.state["run_id"]))))
+    if deployed.status == "rolled_back":
+        return ExitCode.ROLLED_BACK
+    return ExitCode.NO if deployed.status == "failed" else ExitCode.OK
 
 
 def run_command(
@@ -264,14 +275,18 @@ def status_command(
     """Where a run is: its phase, the gate it waits at, each job with its progress, and the decisions so far."""
     from eyas.graph.life.runner import read_run
     from eyas.graph.life.watch import driver_facts
+    from eyas.graph.phases.deploy.node import deploy_record
+    from eyas.graph.phases.report.outcome import run_outcome
 
     run = open_run(run_id)
     view = read_run(run)
     state, pending = view.state, view.pending
     jobs, unreachable = job_rows(run, state)
     evaluation = run_evaluation(state)
+    outcome = run_outcome(state, deploy_record(run))
     summary = {
         "run_id": run_id,
+        "outcome": outcome.model_dump(mode="json"),
         "phase": state.get("phase"),
         "driven": run.is_driven(),
         "driver": driver_facts(run, time.time()),
@@ -290,6 +305,8 @@ def status_command(
     phase = summary["phase"] or "none yet (the run has not started its first phase)"
     driven = "driven now" if summary["driven"] else "idle"
     console.print(f"[bold]{escape(run_id)}[/]: phase {escape(phase)}; {driven}")
+    if view.ended:
+        console.print(f"outcome: {outcome.headline}", markup=False, highlight=False)
     if summary["driver"]:
         print_driver(summary["driver"])
     if pending:
