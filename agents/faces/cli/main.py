@@ -30,10 +30,9 @@ from eyas.agents.faces.cli.run import (
     graph_command,
     resume_command,
     run_command,
-    runs_command,
-    status_command,
 )
 from eyas.agents.faces.cli.show import show_command
+from eyas.agents.faces.cli.status import runs_command, status_command
 from eyas.agents.faces.cli.target import app as target_app
 from eyas.agents.faces.cli.ui import ui_command
 from eyas.agents.faces.cli.watch import watch_command
