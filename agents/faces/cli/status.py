@@ -57,7 +57,7 @@ def status_command(
     if view.ended:
         console.print(f"outcome: {outcome.headline}", markup=False, highlight=False)
     if summary["driver"]:
-        print_driver(summary["driver"])
+        print_driver(summary["driver"], waiting=pending is not None)
     if pending:
         console.print(f"[yellow]waiting at[/] {escape(gate_phrase(pending[1]))}")
     table = Table(title="jobs", title_justify="left")
@@ -85,8 +85,9 @@ def gate_phrase(gate: dict[str, Any]) -> str:
     return f"the {kind} gate of {gate.get('phase') or 'an unknown phase'}{why}; answer it with `eyas approve`"
 
 
-def print_driver(driver: dict[str, Any]) -> None:
-    """The driver's line of `eyas status`: alive or not, its heartbeat's age, its job and log, an outage."""
+def print_driver(driver: dict[str, Any], *, waiting: bool) -> None:
+    """The driver's line of `eyas status`: alive or not, its heartbeat's age, its job and log, an outage. A driver
+    that ended at the gate the run waits at is said without its last words: the waiting line says which gate."""
     age = driver["heartbeat_age_s"]
     if age is None:
         beat = "no heartbeat yet"
@@ -96,8 +97,8 @@ def print_driver(driver: dict[str, Any]) -> None:
         beat = f"heartbeat {age:.0f} s ago (stale after {driver['stale_after_s']:.0f} s)"
     job = f"; job {driver['job']} {driver['job_state']}" if driver["job"] else ""
     restarts = f"; restarts by eyas watch: {driver['restarts']}" if driver["restarts"] else ""
-    line = f"driver: {driver['condition']} ({driver['detail']}){job}; {beat}{restarts}"
-    console.print(line, markup=False, highlight=False, soft_wrap=True)
+    detail = "" if waiting and driver["condition"] == "ended" else f" ({driver['detail']})"
+    console.print(f"driver: {driver['condition']}{detail}{job}; {beat}{restarts}", markup=False, highlight=False)
     if driver["log"]:
         console.print(f"driver log: {driver['log']}", markup=False, highlight=False, soft_wrap=True)
     if driver["host_unreachable_since"]:
