@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -10,8 +11,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from eyas.agents.faces.cli.console import console, decision_text, print_json
+from eyas.agents.faces.cli.id_cells import add_id_column, shown_ids
 from eyas.agents.faces.cli.options import JsonOption
-from eyas.agents.faces.job_table import job_rows
+from eyas.agents.faces.job_table import BAR_WIDTH, job_rows
 from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.runs import open_run, runs_root
 from eyas.graph.state import run_plan
@@ -60,12 +62,8 @@ def status_command(
         print_driver(summary["driver"], waiting=pending is not None)
     if pending:
         console.print(f"[yellow]waiting at[/] {escape(gate_phrase(pending[1]))}")
-    table = Table(title="jobs", title_justify="left")
-    for column in ("phase", "job", "state", "progress", "figures", "ETA"):
-        table.add_column(column)
-    for row in jobs:
-        table.add_row(*(escape(row[key]) for key in ("phase", "job_id", "state", "bar", "figures", "eta")))
-    console.print(table)
+    if jobs:
+        console.print(jobs_table(jobs))
     if unreachable:
         console.print(f"[yellow]jobs not read:[/] {escape(unreachable)}", highlight=False)
     for decision in summary["decisions"]:
@@ -74,6 +72,24 @@ def status_command(
         console.print(f"evaluated at k={evaluation.k} on {evaluation.prompts} held-out prompts, side by side:")
         for measured in evaluation.side_by_side():
             console.print(f"  {measured.name}: {measured.summary()}", markup=False, highlight=False, soft_wrap=True)
+
+
+JOB_ID_SHARE = 0.2  # the job ids' column beside a progress bar: the run's whole id is on the line above the table
+
+
+def jobs_table(jobs: list[dict[str, Any]]) -> Table:
+    """The run's jobs: each id names its phase at its end, which a narrow terminal keeps (the id is cut in its
+    middle); a sharded phase's total follows its jobs."""
+    table = Table(title="jobs", title_justify="left")
+    shown = shown_ids([row["job_id"] for row in jobs], console, JOB_ID_SHARE)
+    add_id_column(table, "job", shown)
+    table.add_column("state")
+    table.add_column("progress", min_width=BAR_WIDTH)  # the bar whole; its count wraps below it
+    table.add_column("figures")
+    table.add_column("ETA")
+    for job_id, row in zip(shown, jobs, strict=True):
+        table.add_row(*(escape(cell) for cell in (job_id, row["state"], row["bar"], row["figures"], row["eta"])))
+    return table
 
 
 def gate_phrase(gate: dict[str, Any]) -> str:
@@ -118,11 +134,15 @@ def runs_command(json_output: JsonOption = False) -> None:
     if json_output:
         print_json(rows)
         return
+    # Each report is runs/<run>/report.md, under the folder the title names: the column says which runs have one.
     table = Table(title=f"runs in {escape(str(runs_root()))}", title_justify="left")
-    for column in ("run", "phase", "state", "driver", "report"):
+    shown = shown_ids([row["run"] for row in rows], console)
+    add_id_column(table, "run", shown)
+    for column in ("phase", "state", "driver", "report"):
         table.add_column(column)
-    for row in rows:
-        cells = (row["run"], row["phase"], row["state"], driver_phrase(row["driver"]), row["report"] or "")
+    for run_id, row in zip(shown, rows, strict=True):
+        report = Path(row["report"]).name if row["report"] else ""
+        cells = (run_id, row["phase"], row["state"], driver_phrase(row["driver"]), report)
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
     for row in rows:  # whole, below the table: what is wrong and how to recover does not fit a cell
