@@ -10,6 +10,11 @@ ANSWER_SAMPLE), exactly as generation will (the server's own sampling, max_token
   of the mean over bootstrap resamples of the sample, plus DISK_MARGIN, never above max_tokens;
 - the worst case (every answer at max_tokens) beside both, so the operator sees the bound too.
 
+A sample of several questions (a ShareGPT conversation has 3.6 on average) is answered one question at a time, each
+request carrying the earlier answers, until the next question and an answer of max_tokens would pass max_seq_len
+(generate.py's rule): the plan counts the requests and tokens that rule gives over the same samples
+(`shaped`), with the sampled answer length for every answer.
+
 After generation the plan is made again from the generated file's own averages (estimate.TokenStats), which replace
 the sample.
 """
@@ -17,13 +22,16 @@ the sample.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, Field
 
 from eyas.tools.hosts.http import HttpClient, HttpError
+from eyas.tools.planning.prompt_count import Conversation, joined
 from eyas.tools.recording.task_scope import submit_in_task
 from eyas.tools.settings.config import TargetConfig
+from eyas.tools.settings.sizes import CHARS_PER_TOKEN
 
 ANSWER_SAMPLE = 32  # prompts answered at most: enough for the mean within about a tenth on typical chat answers
 DISK_MARGIN = 0.10  # on top of the mean's high percentile, for the disk decision
@@ -40,6 +48,9 @@ class AnswerLengths(BaseModel):
     capped: int = Field(ge=0, description="answers that reached max_tokens")
     max_tokens: int = Field(gt=0)
     concurrency: int = Field(gt=0)
+    requests_per_sample: float = Field(1.0, ge=1, description="questions generate.py asks a sample, on average")
+    sequence_tokens: float | None = Field(None, gt=0, description="a sample's tokens, prompts and answers")
+    disk_sequence_tokens: float | None = Field(None, gt=0, description="the same with the disk's answer length")
 
     def text(self) -> str:
         """The sample in words, as the plan's sources and verdict cite it."""
@@ -47,8 +58,19 @@ class AnswerLengths(BaseModel):
             f"{self.answers} prompts of the run's source answered by the served model at max_tokens "
             f"{self.max_tokens:,} ({self.concurrency} at once): {self.mean_tokens:,.0f} tokens on average, "
             f"{self.capped} reached the cap; the disk is planned at {self.high_tokens:,.0f} (the mean's "
-            f"{PERCENTILE:.0%} percentile over resamples, plus {DISK_MARGIN:.0%})"
+            f"{PERCENTILE:.0%} percentile over resamples, plus {DISK_MARGIN:.0%}); {self.requests_per_sample:.2f} "
+            "questions asked a sample (every human turn that fits max_seq_len)"
         )
+
+
+def first_request(turns: Conversation) -> list[dict[str, str]]:
+    """A sample's first request as generate.py sends it: the system turns before its first question, and that."""
+    messages = []
+    for turn in turns:
+        messages.append({"role": "user" if turn["from"] == "human" else "system", "content": turn["value"]})
+        if turn["from"] == "human":
+            break
+    return messages
 
 
 def high_mean(lengths: list[int], cap: int, seed: int = 0) -> float:
@@ -74,23 +96,64 @@ def answer_lengths(lengths: list[int], max_tokens: int, concurrency: int) -> Ans
     )
 
 
+def questions_asked(
+    turns: Conversation, tokens: Callable[[str], float], answer: float, max_tokens: int, max_seq_len: int
+) -> tuple[int, float]:
+    """generate.py's rule over one sample: each human turn is asked while the conversation so far, the question and
+    an answer of max_tokens fit max_seq_len (the first always); the questions asked and the sample's tokens."""
+    sequence, asked = 0.0, 0
+    for turn in turns:
+        length = tokens(turn["value"])
+        if turn["from"] != "human":
+            sequence += length
+            continue
+        if asked and sequence + length + max_tokens > max_seq_len:
+            break
+        sequence += length + answer
+        asked += 1
+    return max(asked, 1), sequence
+
+
+def shaped(
+    answers: AnswerLengths, samples: list[Conversation], prompt_tokens: float, max_seq_len: int
+) -> AnswerLengths:
+    """The sample of answers applied to the samples' own turns: requests and tokens per sample, at the mean answer and
+    at the disk's. Turn lengths are estimated at CHARS_PER_TOKEN, scaled so the samples' prompts average
+    `prompt_tokens` (what the server tokenized)."""
+    if not samples:
+        return answers
+    estimated = sum(len(joined(turns)) for turns in samples) / len(samples) / CHARS_PER_TOKEN
+    scale = prompt_tokens / estimated if estimated and prompt_tokens else 1.0
+
+    def tokens(text: str) -> float:
+        return len(text) / CHARS_PER_TOKEN * scale
+
+    at_mean = [questions_asked(t, tokens, answers.mean_tokens, answers.max_tokens, max_seq_len) for t in samples]
+    at_high = [questions_asked(t, tokens, answers.high_tokens, answers.max_tokens, max_seq_len) for t in samples]
+    return answers.model_copy(update={
+        "requests_per_sample": sum(asked for asked, _ in at_mean) / len(samples),
+        "sequence_tokens": sum(sequence for _, sequence in at_mean) / len(samples),
+        "disk_sequence_tokens": sum(sequence for _, sequence in at_high) / len(samples),
+    })  # fmt: skip
+
+
 def sample_answers(
     http: HttpClient,
     target: TargetConfig,
-    prompts: list[str],
+    samples: list[Conversation],
     *,
     max_tokens: int,
     concurrency: int,
     headers: dict[str, str] | None = None,
 ) -> AnswerLengths | None:
-    """Ask the served model the first prompts (as many as `concurrency`, at most ANSWER_SAMPLE), all at once, each at
-    `max_tokens` with the server's own sampling, as generate.py asks them; None when none was answered (the plan
-    then keeps max_tokens, and says so)."""
-    chosen = prompts[: max(1, min(ANSWER_SAMPLE, concurrency))]
+    """Ask the served model the first question of the first samples (as many as `concurrency`, at most
+    ANSWER_SAMPLE), all at once, each at `max_tokens` with the server's own sampling, as generate.py asks them; None
+    when none was answered (the plan then keeps max_tokens, and says so)."""
+    chosen = [first_request(turns) for turns in samples[: max(1, min(ANSWER_SAMPLE, concurrency))]]
     url = f"{target.base_url}/v1/chat/completions"
 
-    def one(prompt: str) -> int | None:
-        body = {"model": target.model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
+    def one(messages: list[dict[str, str]]) -> int | None:
+        body = {"model": target.model, "messages": messages, "max_tokens": max_tokens}
         try:
             response = http.post_json(url, body, headers=headers, timeout=max(120.0, max_tokens * 2.0))
             return int(response.json()["usage"]["completion_tokens"]) if response.status == 200 else None

@@ -65,6 +65,18 @@ HIDDEN_VALUE_BYTES = 2  # one bf16/fp16 hidden-state value, as extraction writes
 JSONL_BYTES_PER_TOKEN = 4.5  # generated JSONL text per token, when no generated file measures it
 
 
+def expected_sequence_tokens(
+    measured: TokenStats | None, prompt_tokens: float, max_tokens: int, answers: AnswerLengths | None
+) -> float:
+    """Tokens per sample: the generated file's average, else every question a sample asks at the sampled mean answer
+    (answer_sample.shaped), else the average prompt plus max_tokens (the worst case of one answer)."""
+    if measured:
+        return measured.avg_sequence_tokens
+    if answers and answers.sequence_tokens:
+        return answers.sequence_tokens
+    return prompt_tokens + (answers.mean_tokens if answers else max_tokens)
+
+
 class Volume(BaseModel):
     mount: str
     free_bytes: int
@@ -137,16 +149,14 @@ class PlanInputs(BaseModel):
     def sequence_tokens(self) -> float:
         """Tokens per sample: the generated file's average, else the average prompt plus the sampled answers' mean,
         else plus the longest answer."""
-        if self.measured:
-            return self.measured.avg_sequence_tokens
-        return self.prompt_tokens + (self.answers.mean_tokens if self.answers else self.max_tokens)
+        return expected_sequence_tokens(self.measured, self.prompt_tokens, self.max_tokens, self.answers)
 
     @property
     def disk_sequence_tokens(self) -> float:
         """Tokens per sample as the disk is planned: the sampled answers' high figure (answer_sample.py), else as
         sequence_tokens (measured, or the worst case)."""
         if self.answers and not self.measured:
-            return self.prompt_tokens + self.answers.high_tokens
+            return self.answers.disk_sequence_tokens or self.prompt_tokens + self.answers.high_tokens
         return self.sequence_tokens
 
     @property
@@ -285,12 +295,12 @@ def estimate(inputs: PlanInputs) -> Plan:
     tokens, disk_tokens = inputs.sequence_tokens, inputs.disk_sequence_tokens
     if measured:
         generated = measured.avg_completion_tokens
-    else:
-        generated = sampled.mean_tokens if sampled else float(inputs.max_tokens)
+    else:  # every question a sample asks is answered (a sample of answers measures their length)
+        generated = sampled.mean_tokens * sampled.requests_per_sample if sampled else float(inputs.max_tokens)
     line_bytes = measured.avg_line_bytes if measured else disk_tokens * inputs.data_bytes_per_token
     total = inputs.samples * tokens
     trained, saved = drafter_parameters(inputs)
-    requests = measured.avg_requests if measured else 1.0
+    requests = measured.avg_requests if measured else sampled.requests_per_sample if sampled else 1.0
     per_sample_s = generated / inputs.generation_tok_s + requests * inputs.generation_overhead_s
     shape = inputs.cluster
     generation_h = inputs.samples * per_sample_s / 3600 / shape.endpoints

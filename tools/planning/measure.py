@@ -30,19 +30,20 @@ from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.launch.inherited import inherit_launch
 from eyas.tools.launch.unit_file import UnitFile
-from eyas.tools.planning.answer_sample import AnswerLengths, sample_answers
+from eyas.tools.planning.answer_sample import AnswerLengths, sample_answers, shaped
 from eyas.tools.planning.cluster_plan import ClusterShape
 from eyas.tools.planning.estimate import (
     CPU_CORE_TRAINING_FLOPS,
     GPU_TRAINING_FLOPS,
     PlanInputs,
     Volume,
+    expected_sequence_tokens,
 )
 from eyas.tools.planning.figures import Figures
 from eyas.tools.planning.host_probe import SpeedRequest, probe_speeds, sample_bucket
 from eyas.tools.planning.model_config import MeasureError, model_config_path, read_model_dims, weights_on_disk
 from eyas.tools.planning.model_dims import ModelDims
-from eyas.tools.planning.prompt_count import prompt_tokens_on_host, run_prompts
+from eyas.tools.planning.prompt_count import prompt_tokens_on_host, run_conversations
 from eyas.tools.planning.rates import assumed_decoding, extraction_rate
 from eyas.tools.planning.served import (
     Context,
@@ -258,15 +259,6 @@ def probe_shape(throughput: Throughput, run_concurrency: int) -> str:
     return f"{shape}, not the run's {run_concurrency} (generation's rate at {run_concurrency} may differ)"
 
 
-def sequence_tokens(
-    stats: TokenStats | None, prompt_tokens: float | None, max_tokens: int, answers: AnswerLengths | None
-) -> float:
-    """Tokens per sample as the estimate takes them (PlanInputs.sequence_tokens), before the inputs exist."""
-    if stats:
-        return stats.avg_sequence_tokens
-    return (prompt_tokens or 0.0) + (answers.mean_tokens if answers else max_tokens)
-
-
 def measure_inputs(
     figures: Figures,
     *,
@@ -307,16 +299,17 @@ def measure_inputs(
         stats = generated_stats(host, figures.generated_file) if figures.generated_file else None
         if stats:
             sources["tokens"] = f"averages of {stats.samples} samples of {figures.generated_file}"
-        prompts = run_prompts(ctx, figures) if stats is None else []
+        samples = run_conversations(ctx, figures) if stats is None else []
         if prompt_tokens is None and stats is None:
-            prompt_tokens, sources["prompt_tokens"] = prompt_tokens_on_host(ctx, config, figures, found.served, prompts)
-        if stats is None and found.served is not None and prompts:
+            prompt_tokens, sources["prompt_tokens"] = prompt_tokens_on_host(ctx, config, figures, found.served, samples)
+        if stats is None and found.served is not None and samples:
             answers = sample_answers(
-                http, config.target, prompts, max_tokens=figures.max_tokens, concurrency=figures.concurrency,
+                http, config.target, samples, max_tokens=figures.max_tokens, concurrency=figures.concurrency,
                 headers=production_headers(ctx),
             )  # fmt: skip
+            answers = shaped(answers, samples, prompt_tokens or 0.0, figures.max_seq_len) if answers else None
             sources["answers"] = answers.text() if answers else "not sampled: no answer came back; max_tokens assumed"
-        sequence = sequence_tokens(stats, prompt_tokens, figures.max_tokens, answers)
+        sequence = expected_sequence_tokens(stats, prompt_tokens or 0.0, figures.max_tokens, answers)
         if figures.generation_tok_s is None and found.served is not None:
             length = found.context.tokens if found.context else None
             concurrency = probe_concurrency or figures.concurrency
@@ -344,7 +337,7 @@ def measure_inputs(
             prefill_flops = (serving * GPU_TRAINING_FLOPS, f"production's {serving} GPU(s) x {GPU_TRAINING_FLOPS:.0e}")
         else:
             prefill_flops = (flops, sources["training"].removesuffix(" (assumed)"))
-        sequence = sequence_tokens(stats, prompt_tokens, figures.max_tokens, answers)
+        sequence = expected_sequence_tokens(stats, prompt_tokens or 0.0, figures.max_tokens, answers)
         rate, sources["extraction"] = extraction_rate(figures, throughput, dims, prefill_flops, sequence, tok_s)
         if probe_failed:
             sources["extraction"] += f" ({probe_failed})"
