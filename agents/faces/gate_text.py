@@ -67,6 +67,8 @@ def gate_sections(view: GateView) -> list[Section]:
 _FIGURE_NAMES = {
     "phase_hours": "this phase",
     "total_hours": "whole run",
+    "start_phase_hours": "this phase, planned at the start",
+    "start_total_hours": "whole run, planned at the start",
     "disk_bytes": "disk for this phase",
     "needed_disk_bytes": "disk for the run",
     "fits": "fits the disk",

@@ -52,7 +52,9 @@ def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     figures = _figures(state)
     measured = _measure(ctx, figures)
     supply = count_prompts(production_checks(ctx), figures)
-    return {"phase": "plan", "plan": made_plan(ctx, state, measured, supply).model_dump(mode="json")}
+    planned = made_plan(ctx, state, measured, supply).model_dump(mode="json")
+    # What it was made from, so that the plan can be made again once the data exists (replan.py).
+    return {"phase": "plan", "plan": planned, "measured": measured.model_dump(mode="json")}
 
 
 def made_plan(ctx: RunContext, state: RunState, measured: Measured, supply: PromptSupply) -> RunPlan:
