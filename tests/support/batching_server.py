@@ -47,14 +47,21 @@ class Batcher:
     def __init__(self, step_s: float, per_request_s: float) -> None:
         self.step_s, self.per_request_s = step_s, per_request_s
         self._active: list[_Request] = []
+        self.steps: list[tuple[int, float]] = []  # (requests in the step, the seconds it really took)
         self._wake = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._loop, daemon=True, name="batcher")
         self._thread.start()
 
     def true_rate(self, requests: int) -> float:
-        """Tokens/s with `requests` in flight, by construction."""
+        """Tokens/s with `requests` in flight, by construction (on a quiet machine)."""
         return requests / (self.step_s + self.per_request_s * requests)
+
+    def measured_rate(self, requests: int) -> float:
+        """Tokens/s with `requests` in flight as the server really ran: its steps of that many, as long as they took
+        (a loaded machine stretches them, and a plan probed on it must see that); by construction if none ran."""
+        taken = [seconds for count, seconds in self.steps if count == requests]
+        return requests * len(taken) / sum(taken) if taken else self.true_rate(requests)
 
     def decode(self, tokens: int) -> None:
         """Block until `tokens` have been decoded for one request, in the batch with the others in flight."""
@@ -78,8 +85,10 @@ class Batcher:
                 if self._stopped:
                     return
                 batch = list(self._active)
+            started = time.monotonic()
             time.sleep(self.step_s + self.per_request_s * len(batch))  # the step's simulated GPU time
             with self._wake:
+                self.steps.append((len(batch), time.monotonic() - started))
                 for request in batch:
                     request.tokens -= 1
                     if request.tokens <= 0:

@@ -62,8 +62,9 @@ def true_mean_answer() -> float:
 
 
 def truth_hours(batcher: Batcher, concurrency: int) -> float:
-    """25,000 answers at the stand-in's own rate with `concurrency` requests in flight."""
-    return SIZES.samples * true_mean_answer() / batcher.true_rate(concurrency) / 3600
+    """25,000 answers at the stand-in's own rate with `concurrency` requests in flight, as its steps of that many
+    really ran (the probe's full waves)."""
+    return SIZES.samples * true_mean_answer() / batcher.measured_rate(concurrency) / 3600
 
 
 def test_generation_is_planned_at_the_runs_concurrency_within_1_5x_of_the_truth(

@@ -87,7 +87,8 @@ def made_plan(ctx: RunContext, state: RunState, measured: Measured, supply: Prom
     for phase, impact in production["phases"].items():
         phases[phase]["production"] = impact
     total, said = whole_run({phase: entry["phase_hours"] for phase, entry in phases.items()}, production["load"])
-    text += f" {said}"
+    rate = measured.inputs.generation_tok_s
+    text += f" {said} Generation's rate: {rate:,.0f} tokens/s ({measured.sources.get('throughput', 'given')})."
     return RunPlan.model_validate(
         {
             **checked_paths(state, production),
