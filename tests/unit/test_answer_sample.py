@@ -53,4 +53,6 @@ def test_a_multi_turn_source_is_planned_at_its_requests_and_tokens() -> None:
     assert plan.tokens_from == "sampled" and plan.tokens_per_sample == pytest.approx(shape.sequence_tokens)
     # Two answers of 120 a sample, not one of 512: generation and bytes follow.
     assert plan.generation_hours == pytest.approx(100 * 2 * 120 / 100 / 3600)
-    assert plan.worst_case is not None and plan.worst_case.generation_hours == pytest.approx(100 * 512 / 100 / 3600)
+    # The worst case asks the same questions with every answer at max_tokens (all fit 4,096 here).
+    assert shape.worst_requests_per_sample == 2.0
+    assert plan.worst_case is not None and plan.worst_case.generation_hours == pytest.approx(100 * 2 * 512 / 100 / 3600)

@@ -51,6 +51,16 @@ class AnswerLengths(BaseModel):
     requests_per_sample: float = Field(1.0, ge=1, description="questions generate.py asks a sample, on average")
     sequence_tokens: float | None = Field(None, gt=0, description="a sample's tokens, prompts and answers")
     disk_sequence_tokens: float | None = Field(None, gt=0, description="the same with the disk's answer length")
+    worst_requests_per_sample: float | None = Field(None, ge=1, description="questions asked, every answer at the cap")
+    worst_sequence_tokens: float | None = Field(None, gt=0, description="a sample's tokens, every answer at the cap")
+
+    def worst(self) -> AnswerLengths:
+        """The same samples with every answer at max_tokens: the worst case the plan shows beside its figures."""
+        cap = float(self.max_tokens)
+        return self.model_copy(update={
+            "mean_tokens": cap, "high_tokens": cap, "requests_per_sample": self.worst_requests_per_sample or 1.0,
+            "sequence_tokens": self.worst_sequence_tokens, "disk_sequence_tokens": self.worst_sequence_tokens,
+        })  # fmt: skip
 
     def text(self) -> str:
         """The sample in words, as the plan's sources and verdict cite it."""
@@ -128,12 +138,18 @@ def shaped(
     def tokens(text: str) -> float:
         return len(text) / CHARS_PER_TOKEN * scale
 
-    at_mean = [questions_asked(t, tokens, answers.mean_tokens, answers.max_tokens, max_seq_len) for t in samples]
-    at_high = [questions_asked(t, tokens, answers.high_tokens, answers.max_tokens, max_seq_len) for t in samples]
+    def over_samples(answer: float) -> tuple[float, float]:
+        asked = [questions_asked(turns, tokens, answer, answers.max_tokens, max_seq_len) for turns in samples]
+        return sum(count for count, _ in asked) / len(asked), sum(sequence for _, sequence in asked) / len(asked)
+
+    (requests, sequence), (_, disk), (worst_requests, worst) = (
+        over_samples(answers.mean_tokens),
+        over_samples(answers.high_tokens),
+        over_samples(answers.max_tokens),
+    )
     return answers.model_copy(update={
-        "requests_per_sample": sum(asked for asked, _ in at_mean) / len(samples),
-        "sequence_tokens": sum(sequence for _, sequence in at_mean) / len(samples),
-        "disk_sequence_tokens": sum(sequence for _, sequence in at_high) / len(samples),
+        "requests_per_sample": requests, "sequence_tokens": sequence, "disk_sequence_tokens": disk,
+        "worst_requests_per_sample": worst_requests, "worst_sequence_tokens": worst,
     })  # fmt: skip
 
 

@@ -324,7 +324,7 @@ def estimate(inputs: PlanInputs) -> Plan:
         tokens_from="measured" if measured else "sampled" if sampled else "max_tokens",
         total_tokens=total,
         disk_tokens_per_sample=disk_tokens if sampled else None,
-        worst_case=worst_case(inputs) if sampled else None,
+        worst_case=worst_case(inputs) if sampled and sampled.mean_tokens < inputs.max_tokens else None,
         captured_layers=inputs.layers,
         generation_hours=generation_h,
         extraction_hours=extraction_h,
@@ -345,8 +345,8 @@ def estimate(inputs: PlanInputs) -> Plan:
 
 
 def worst_case(inputs: PlanInputs) -> WorstCase:
-    """The plan with every answer at max_tokens (no sample of answers)."""
-    worst = estimate(inputs.model_copy(update={"answers": None}))
+    """The plan with every answer at max_tokens, every question a sample asks at that length."""
+    worst = estimate(inputs.model_copy(update={"answers": inputs.answers.worst() if inputs.answers else None}))
     return WorstCase(
         generation_hours=worst.generation_hours, extraction_hours=worst.extraction_hours,
         training_hours=worst.training_hours, needed_bytes=worst.needed_bytes, fits=worst.fits,
