@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from eyas.tools.hosts.http import HttpClient, HttpError
 from eyas.tools.planning.prompt_count import Conversation, joined
+from eyas.tools.planning.token_stats import TokenStats
 from eyas.tools.recording.task_scope import submit_in_task
 from eyas.tools.settings.config import TargetConfig
 from eyas.tools.settings.sizes import CHARS_PER_TOKEN
@@ -181,3 +182,15 @@ def sample_answers(
         futures = [submit_in_task(pool, f"answer-{i}", one, prompt) for i, prompt in enumerate(chosen)]
         lengths = [length for future in futures if (length := future.result()) is not None]
     return answer_lengths(lengths, max_tokens, len(chosen))
+
+
+def expected_sequence_tokens(
+    measured: TokenStats | None, prompt_tokens: float, max_tokens: int, answers: AnswerLengths | None
+) -> float:
+    """Tokens per sample: the generated file's average, else every question a sample asks at the sampled mean answer
+    (answer_sample.shaped), else the average prompt plus max_tokens (the worst case of one answer)."""
+    if measured:
+        return measured.avg_sequence_tokens
+    if answers and answers.sequence_tokens:
+        return answers.sequence_tokens
+    return prompt_tokens + (answers.mean_tokens if answers else max_tokens)

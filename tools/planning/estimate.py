@@ -12,12 +12,10 @@ figure given by hand) as well as from measurements (tools/planning/measure.py). 
 - hidden states (what vLLM's extract_hidden_states connector writes and speculators trains from): per token
   hidden_size x captured layers x bytes per value, plus the int64 token id; plus a ~160 B header per file.
   Captured layers default to [2, L//2, L-3] and the last layer L.
-- extraction: one forward pass over each sample's tokens (vLLM's max_tokens=1), so it runs at prefill speed, tens of
-  times the decode rate on a GPU: all tokens / the extraction throughput the host's speed probe measured (a host
-  without GPUs), else the server's prefill measured by the throughput probe, else assumed compute-bound: the host's
-  sustained FLOP/s over the forward FLOPs of a token (`assumed_prefill_tok_s`).
-- production down (nothing measures the server): decoding is assumed bound by memory bandwidth, every step of the
-  run's concurrency reading the weights once (`assumed_decode_tok_s`), and never faster than prefill.
+- extraction: one forward pass over each sample's tokens (vLLM's max_tokens=1), at prefill speed: measured by the
+  host's speed probe (no GPU) or the throughput probe's wave of long prompts, else assumed compute-bound
+  (`assumed_prefill_tok_s`). With production down, decoding is assumed bound by memory bandwidth, every step of the
+  run's concurrency reading the weights once (`assumed_decode_tok_s`), never faster than prefill.
 - training: epochs x tokens / the training tokens/s a probe measured on the host (tools/planning/host_probe.py);
   without a probe (a GPU host), epochs x tokens x 6 x drafter parameters x test-time-training steps / an
   assumed sustained FLOP/s. The drafter is EAGLE-3's: a 3h->h fusion layer, one decoder layer, and an lm_head
@@ -29,9 +27,6 @@ figure given by hand) as well as from measurements (tools/planning/measure.py). 
   (hidden_states_file.online_bound_bytes, at max_seq_len tokens each, in the dtype the extraction server writes);
   hybrid keeps the first K samples' hidden states, K the most that fit beside everything else, and fetches the rest.
   Each epoch pays the target's prefill again for the fetched share: extraction hours x share x epochs.
-- prompts: the run's source must hold a training prompt for every sample and at least one held-out prompt, counted
-  as the data phase will split them (`PromptSupply`, tools/planning/prompt_supply.py; counted by
-  tools/planning/prompt_count.py).
 """
 
 from __future__ import annotations
@@ -41,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from eyas.tools.planning.answer_sample import AnswerLengths
+from eyas.tools.planning.answer_sample import AnswerLengths, expected_sequence_tokens
 from eyas.tools.planning.cluster_plan import ClusterShape, ShardPlan, nodes_for_hidden_states, shard_plans
 from eyas.tools.planning.model_dims import ModelDims
 from eyas.tools.planning.reserve import disk_reserve_bytes
@@ -63,18 +58,6 @@ CPU_CORE_TRAINING_FLOPS = 1e10  # one AVX2 core running torch training
 TOKEN_ID_BYTES = 8
 HIDDEN_VALUE_BYTES = 2  # one bf16/fp16 hidden-state value, as extraction writes them
 JSONL_BYTES_PER_TOKEN = 4.5  # generated JSONL text per token, when no generated file measures it
-
-
-def expected_sequence_tokens(
-    measured: TokenStats | None, prompt_tokens: float, max_tokens: int, answers: AnswerLengths | None
-) -> float:
-    """Tokens per sample: the generated file's average, else every question a sample asks at the sampled mean answer
-    (answer_sample.shaped), else the average prompt plus max_tokens (the worst case of one answer)."""
-    if measured:
-        return measured.avg_sequence_tokens
-    if answers and answers.sequence_tokens:
-        return answers.sequence_tokens
-    return prompt_tokens + (answers.mean_tokens if answers else max_tokens)
 
 
 class Volume(BaseModel):
