@@ -15,8 +15,10 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     TypeAdapter,
     field_serializer,
+    model_serializer,
 )
 
 from eyas.graph.context import RunContext
@@ -55,6 +57,11 @@ class GateEstimate(PhaseEstimate):
 
     start_phase_hours: float | None = None
     start_total_hours: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_a_start(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Absent until the plan was made again, so a view recorded before these fields dumps as it was read.
+        return {key: value for key, value in handler(self).items() if not key.startswith("start_") or value is not None}
 
 
 Figure = bool | int | float | str | None  # one of a deploy gate's figures (graph/phases/deploy/node.py)

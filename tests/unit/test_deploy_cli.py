@@ -234,7 +234,7 @@ def test_a_drafter_that_makes_production_slower_is_rolled_back_by_default(slower
     assert not slower.drop_in.exists() and slower.running_argv() == PRODUCTION_ARGV
 
     # The operator who wants it anyway lowers the threshold.
-    kept = eyas("deploy", RUN, "--yes", "--probe-requests", "2", "--min-speedup", "0.1")
+    kept = eyas("deploy", RUN, "--yes", "--probe-requests", "2", "--min-speedup", "0.01")
     assert kept.code == 0 and slower.running_argv() == deployed_argv(slower), kept.output
 
 
