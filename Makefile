@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps target demo test test-fast bench lint format examples clean
+.PHONY: setup system-deps target demo test test-fast bench mutations lint format examples clean
 
 # Two installs into one venv: the demo needs only eyas itself (its target venv is built apart, under ~/.cache/eyas);
 # the tests and the developer targets add the dev and Ray extras (~0.9 GB more) on top.
@@ -44,6 +44,11 @@ test-fast: setup
 
 bench: setup
 	@for script in tests/bench/bench_*.py; do [ -e "$$script" ] || continue; echo "== $$script"; $(BIN)/python "$$script" || exit 1; done
+
+# One-line slips in the decision rules (tests/bench/mutations.py), each applied in a copy of the tree: the fast tests
+# must fail on every one.
+mutations: setup
+	$(BIN)/python tests/bench/mutations.py
 
 # mypy reaches the repository as the `eyas` package it installs as, through a link (the root is the package).
 lint: setup

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, Field
 
+from eyas.agents.llm_answer import MAX_ANSWER_BYTES, NotTheApi, compact_answer
 from eyas.agents.llm_choice import LlmChoice
 from eyas.agents.structured import (
     BadCalls,
@@ -34,14 +35,13 @@ from eyas.agents.structured import (
 )
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
-from eyas.tools.hosts.deadline_transport import deadline_client
+from eyas.tools.hosts.deadline_transport import AnswerTooLarge, deadline_client
 from eyas.tools.recording.boundary import Boundary
 from eyas.tools.recording.transcript import register_error_type
 from eyas.tools.settings.config import AgentConfig, secret
 
 if TYPE_CHECKING:
     from openai import APIStatusError
-    from openai.types.chat import ChatCompletion
 
 
 @cache
@@ -76,6 +76,11 @@ class LlmRejected(LlmError):
 @register_error_type
 class LlmToolsUnsupported(LlmRejected):
     """The server has no tool-call parser (vLLM without --enable-auto-tool-choice): use guided output."""
+
+
+@register_error_type
+class LlmNotApi(LlmError):
+    """The endpoint answered something that is not the API's JSON: a web page, a cut body, an endless reply."""
 
 
 @register_error_type
@@ -170,7 +175,7 @@ class LLM:
             api_key=secret(config.api_key_env) or DUMMY_KEY,
             max_retries=0,
             timeout=timeout_s,
-            http_client=deadline_client(),  # type: ignore[arg-type]
+            http_client=deadline_client(MAX_ANSWER_BYTES),  # type: ignore[arg-type]
         )
 
     @property
@@ -276,7 +281,10 @@ class LLM:
             try:
                 known = {key: value for key, value in request.items() if key in sdk_fields}
                 extra = {key: value for key, value in request.items() if key not in sdk_fields}
-                return _compact(self._client.chat.completions.create(**known, extra_body=extra or None))
+                raw = self._client.chat.completions.with_raw_response.create(**known, extra_body=extra or None)
+                return compact_answer(raw)
+            except NotTheApi as exc:
+                raise self._not_api(str(exc)) from None
             except (RateLimitError, InternalServerError) as exc:
                 last = f"HTTP {exc.status_code}: {_detail(exc)}"
                 retry_after = _retry_after(exc)
@@ -287,6 +295,8 @@ class LLM:
                     break
                 most = min(most, attempt + 1 + self.retry.timeout_attempts - timeouts)  # if it keeps timing out
             except APIConnectionError as exc:
+                if isinstance(exc.__cause__, AnswerTooLarge):
+                    raise self._not_api(str(exc.__cause__)) from None
                 last = f"{type(exc).__name__}: {exc}"
             except APIStatusError as exc:
                 raise self._rejected(exc, request) from None
@@ -300,6 +310,14 @@ class LLM:
             f"The agent LLM at {self.config.base_url} gave no answer in {attempt + 1} tries (last: {last}). "
             "Check that the server is up (for the embedded default: `eyas target up`) and not overloaded, or "
             "point [agent] in the config at another endpoint."
+        )
+
+    def _not_api(self, came_back: str) -> LlmNotApi:
+        return LlmNotApi(
+            f"The agent LLM at {self.config.base_url} answered something that is not the chat completions API's JSON "
+            f"({came_back}). Check that this endpoint is an OpenAI-compatible server's /v1 (not a web page, a login "
+            "proxy or another service): set base_url in the config's [agent] section (the chat uses production's "
+            "otherwise)."
         )
 
     def _rejected(self, exc: APIStatusError, request: dict[str, Any]) -> LlmRejected:
@@ -320,26 +338,14 @@ class LLM:
         def perform() -> dict[str, Any]:
             try:
                 models = self._client.models.list().data
-            except (APIStatusError, APITimeoutError, APIConnectionError):
-                return {"response": None}  # the listing is optional; the default context is used
-            lengths = [getattr(m, "max_model_len", None) for m in models if m.id == self.model]
+                lengths = [getattr(m, "max_model_len", None) for m in models if m.id == self.model]
+            # The listing is optional, and a proxy may answer it with a page: the default context is used then.
+            except (APIStatusError, APITimeoutError, APIConnectionError, AttributeError, TypeError, ValueError):
+                return {"response": None}
             return {"response": {"max_model_len": lengths[0] if lengths else None}}
 
         answer = self.boundary.cross("llm", {"request": {"op": "models"}}, perform)["response"]
         return int((answer or {}).get("max_model_len") or DEFAULT_CONTEXT_TOKENS)
-
-
-def _compact(response: ChatCompletion) -> dict[str, Any]:
-    """What eyas reads of an answer, so transcripts stay small."""
-    choices = []
-    for choice in response.choices:
-        calls = [
-            call.model_dump(mode="json", include={"id", "type", "function"}) for call in choice.message.tool_calls or []
-        ]
-        message = {"content": choice.message.content, "tool_calls": calls or None}
-        choices.append({"message": message, "finish_reason": choice.finish_reason})
-    usage = response.usage.model_dump(include={"prompt_tokens", "completion_tokens"}) if response.usage else None
-    return {"model": response.model, "choices": choices, "usage": usage}
 
 
 def _first_choice(answer: dict[str, Any]) -> tuple[Message, str | None]:

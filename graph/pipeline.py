@@ -1,7 +1,7 @@
 """The whole run on one screen: research, verify, plan, then each phase behind its gate, supervised.
 
     research -> verify -> plan -> prepare_drafter -> gate_data -> launch_data -> monitor_data
-      -> gate_extract -> launch_extract -> monitor_extract
+      -> replan (the plan made again from the generated data) -> gate_extract -> launch_extract -> monitor_extract
       -> gate_train -> launch_vocab -> monitor_vocab -> launch_train -> monitor_train
       -> launch_evaluate -> monitor_evaluate -> gate_deploy -> deploy -> report
 
@@ -33,6 +33,7 @@ from eyas.graph.phases.deploy import node as deploy
 from eyas.graph.phases.evaluate import node as evaluate
 from eyas.graph.phases.extract import node as extract
 from eyas.graph.phases.plan import node as plan
+from eyas.graph.phases.plan.replan import replan_node
 from eyas.graph.phases.report import node as report
 from eyas.graph.phases.research import node as research
 from eyas.graph.phases.train import node as train
@@ -152,7 +153,11 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None, *, context_sche
     graph.add_edge("plan", "prepare_drafter")
     graph.add_conditional_edges("prepare_drafter", first_phase, [BY_NAME["data"].entry, BY_NAME["extract"].entry])
 
-    for phase, following in zip(PHASES, [*(later.entry for later in PHASES[1:]), "gate_deploy"], strict=True):
+    # Once the data exists the plan is made again from it, before the extraction gate weighs it.
+    add("replan", recorded("replan", replan_node))
+    graph.add_edge("replan", BY_NAME["extract"].entry)
+    entries = ["replan", *(later.entry for later in PHASES[2:]), "gate_deploy"]
+    for phase, following in zip(PHASES, entries, strict=True):
         launch = stopping_production(
             phase.name, make_launch(phase.name, phase.build, phase.artifact, SETUP.get(phase.name), phase.together)
         )

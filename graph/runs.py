@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -41,9 +42,40 @@ def _now() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
 
 
+RUNS_DIR_FIX = "Point EYAS_RUNS_DIR at a folder eyas may create and write, or unset it to use ./runs."
+
+
 def runs_root() -> Path:
-    """EYAS_RUNS_DIR, else ./runs (the repository's runs/ when run from a checkout)."""
-    return Path(os.environ.get("EYAS_RUNS_DIR", "runs")).resolve()
+    """EYAS_RUNS_DIR, else ./runs (the repository's runs/ when run from a checkout); a path no folder can be at is
+    refused here, before any command reads or writes under it."""
+    root = Path(os.environ.get("EYAS_RUNS_DIR", "runs")).resolve()
+    problem = _unusable(root)
+    if problem is not None:
+        raise EyasError(f"The runs folder {_shown(root)} {problem}. {RUNS_DIR_FIX}")
+    return root
+
+
+def _unusable(root: Path) -> str | None:
+    """Why no folder can be at `root`: a file is there or above it, or a name is longer than its filesystem
+    allows; None when nothing rules it out (creating it may still fail: see `RunDir.create`)."""
+    existing = Path(root.anchor)
+    for folder in [*reversed(root.parents[:-1]), root]:
+        longest = os.pathconf(existing, "PC_NAME_MAX")
+        if len(os.fsencode(folder.name)) > longest:
+            return f"has a name longer than the {longest} bytes its filesystem allows"
+        if not folder.exists():
+            break
+        existing = folder
+        if not existing.is_dir():
+            break
+    if not existing.is_dir():
+        return "is a file, not a folder" if existing == root else f"lies under {existing}, which is a file"
+    return None
+
+
+def _shown(path: Path) -> str:
+    text = str(path)
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def new_run_id() -> str:
@@ -101,8 +133,15 @@ class RunDir:
 
     def create(self) -> RunDir:
         """The run's folder, and the runs folder around it, owner-only when created here."""
-        private_dir(self.root.parent)
-        private_dir(self.root)
+        try:
+            private_dir(self.root.parent)
+            private_dir(self.root)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.EEXIST, errno.ENAMETOOLONG):
+                raise  # a full, read-only or foreign folder: the command line's storage message names it
+            raise EyasError(
+                f"eyas could not create the run folder {_shown(self.root)} ({exc.strerror}). {RUNS_DIR_FIX}"
+            ) from None
         return self
 
     def meta(self) -> dict[str, Any]:

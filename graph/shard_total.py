@@ -16,7 +16,8 @@ def phase_total(progress: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     if len(counted) < 2:
         return None
     working = [seen for seen in counted if float(seen.get("done") or 0) < float(seen["total"])]
-    rates = [float(seen["tokens_per_s"]) for seen in working if seen.get("tokens_per_s") is not None]
+    # One rate a job (the evaluation's interleaved lines carry one per server: not a shard's rate, left out).
+    rates = [float(rate) for seen in working if isinstance(rate := seen.get("tokens_per_s"), int | float)]
     etas = [float(seen["eta_s"]) for seen in working if seen.get("eta_s") is not None]
     return {
         "jobs": len(counted),

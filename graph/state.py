@@ -191,6 +191,8 @@ class RunState(TypedDict, total=False):
     server_flags: dict[str, Any]  # verify's server_flags facts: per server of eyas, the flags the host's vLLM lacks
     research_summary: dict[str, Any]  # the research's summary and its unchecked claims, for the gates
     plan: dict[str, Any]  # RunPlan.model_dump(mode="json"), read back with run_plan(state)
+    plan_at_start: dict[str, Any]  # the first plan, once the plan was made again from the generated data
+    measured: dict[str, Any]  # what the first plan was made from (Measured), to make it again (phases/plan/replan.py)
     jobs: dict[str, list[str]]  # phase -> job ids (the job registry)
     artifacts: dict[str, str]  # name -> path on the host
     decisions: Annotated[list[Decision], operator.add]

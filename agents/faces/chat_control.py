@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from eyas.agents.faces.job_table import job_rows
+from eyas.agents.faces.progress_text import detail_text
 from eyas.agents.operator_tools import size_flags
 from eyas.agents.service_tools import command_change, downtime
 from eyas.graph.gates.view import FailureView, read_view
@@ -89,10 +90,10 @@ class ChatPipeline:
             lines.append(f"the jobs' progress could not be read: {unreadable}")
         for row in rows:
             seen = row["progress"]
-            rate = f", {seen['tokens_per_s']} tokens/s" if seen.get("tokens_per_s") is not None else ""
-            loss = f", loss {seen['loss']}" if seen.get("loss") is not None else ""
+            said = detail_text({key: seen.get(key) for key in ("tokens_per_s", "loss")})
+            figures = f", {said}" if said else ""
             eta = f", ETA {row['eta']}" if row["eta"] else ""
-            lines.append(f"job {row['job_id']} ({row['phase']}): {row['state']} {row['bar']}{rate}{loss}{eta}")
+            lines.append(f"job {row['job_id']} ({row['phase']}): {row['state']} {row['bar']}{figures}{eta}")
         reports = [path for path in (self.run.root / "report.html", self.run.report) if path.exists()]
         if reports:
             lines.append("report: " + ", ".join(str(path) for path in reports))

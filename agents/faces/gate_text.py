@@ -9,11 +9,10 @@ from dataclasses import dataclass
 
 from eyas.graph.gates.production import step_text
 from eyas.graph.gates.view import ClusterView, GateEstimate, GateView, ProductionEntry
-from eyas.tools.planning.estimate import format_hours
 from eyas.tools.planning.gpu_budget import gpu_phrase
 from eyas.tools.planning.prompt_supply import supply_verdict
 from eyas.tools.settings.sizes import typed_size
-from eyas.tools.settings.units import format_size
+from eyas.tools.settings.units import format_hours, format_size
 
 
 @dataclass(frozen=True)
@@ -68,6 +67,8 @@ def gate_sections(view: GateView) -> list[Section]:
 _FIGURE_NAMES = {
     "phase_hours": "this phase",
     "total_hours": "whole run",
+    "start_phase_hours": "this phase, planned at the start",
+    "start_total_hours": "whole run, planned at the start",
     "disk_bytes": "disk for this phase",
     "needed_disk_bytes": "disk for the run",
     "fits": "fits the disk",

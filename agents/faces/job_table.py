@@ -13,6 +13,8 @@ from eyas.tools.hosts.connect import open_host
 from eyas.tools.jobs.executor import jobs_of
 from eyas.tools.jobs.job_progress import progress_in
 
+BAR_WIDTH = 20  # characters of a progress bar
+
 
 def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
     """Each job with its progress, read where the run's executor keeps them (the host's detached jobs, or the Ray
@@ -46,7 +48,7 @@ def progress_cells(seen: dict[str, Any]) -> dict[str, Any]:
     """A progress bar with its count ('step 154/154'), the figures beside it (loss, tokens/s) and an ETA, from a job's
     progress lines (or a sharded phase's total of them)."""
     done, total = float(seen.get("done") or 0), float(seen.get("total") or 0)
-    filled = int(20 * done / total) if total else 0
-    bar = f"{'█' * filled}{'░' * (20 - filled)} {count_text(seen)}" if total else ""
+    filled = int(BAR_WIDTH * done / total) if total else 0
+    bar = f"{'█' * filled}{'░' * (BAR_WIDTH - filled)} {count_text(seen)}" if total else ""
     eta = f"{float(seen['eta_s']) / 60:.1f} min" if seen.get("eta_s") is not None else ""
     return {"bar": bar, "figures": detail_text(seen), "eta": eta, "progress": seen}

@@ -26,17 +26,42 @@ def count_text(seen: Mapping[str, Any]) -> str:
     return f"{label}{done:,.0f}/{float(total):,.0f}"
 
 
+def number(value: Any) -> float | None:
+    """A figure of a progress line as a number; None for anything else (the line comes from the host: a figure of
+    another shape is left out, never fatal to the run's screen)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def rate_text(value: Any) -> str | None:
+    """tokens_per_s in words: one rate, or one per server where the evaluation measures its servers interleaved
+    ({"baseline": 12.3, "speculative-k3": 10.1})."""
+    if isinstance(value, Mapping):
+        rates = [f"{name} {rate:,.0f}" for name, raw in value.items() if (rate := number(raw)) is not None]
+        return f"{', '.join(rates)} tokens/s" if rates else None
+    rate = number(value)
+    return None if rate is None else f"{rate:,.0f} tokens/s"
+
+
 def detail_text(seen: Mapping[str, Any]) -> str:
     """The figures a job reported beside its count, in words and units; empty when it reported none."""
+    shown = {
+        "failed": lambda v: f"{v:,.0f} failed" if v else None,
+        "loss": lambda v: f"loss {v:.3g}",
+        "mean_acceptance_length": lambda v: f"acceptance length {v:.2f}",
+        "speedup": lambda v: f"speedup {v:.2f}x",
+    }
     parts = []
-    if seen.get("failed"):
-        parts.append(f"{float(seen['failed']):,.0f} failed")
-    if seen.get("loss") is not None:
-        parts.append(f"loss {float(seen['loss']):.3g}")
-    if seen.get("tokens_per_s") is not None:
-        parts.append(f"{float(seen['tokens_per_s']):,.0f} tokens/s")
-    if seen.get("mean_acceptance_length") is not None:
-        parts.append(f"acceptance length {float(seen['mean_acceptance_length']):.2f}")
-    if seen.get("speedup") is not None:
-        parts.append(f"speedup {float(seen['speedup']):.2f}x")
+    for key in ("failed", "loss", "tokens_per_s", "mean_acceptance_length", "speedup"):
+        if key == "tokens_per_s":
+            said = rate_text(seen.get(key))
+        else:
+            value = number(seen.get(key))
+            said = None if value is None else shown[key](value)
+        if said:
+            parts.append(said)
     return ", ".join(parts)

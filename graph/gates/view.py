@@ -15,8 +15,10 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     TypeAdapter,
     field_serializer,
+    model_serializer,
 )
 
 from eyas.graph.context import RunContext
@@ -24,7 +26,16 @@ from eyas.graph.gates.paths import paths_view
 from eyas.graph.gates.production import generation_waits, production_estimate, production_view
 from eyas.graph.phases.data.drafter import DrafterCheck
 from eyas.graph.policy import PhaseEstimate, judge
-from eyas.graph.state import APPROVAL_ACTIONS, FAILURE_ACTIONS, Action, Record, RunState, run_plan, run_sizes
+from eyas.graph.state import (
+    APPROVAL_ACTIONS,
+    FAILURE_ACTIONS,
+    Action,
+    Record,
+    RunPlan,
+    RunState,
+    run_plan,
+    run_sizes,
+)
 from eyas.graph.window import GATE_OF, approved_with_window, opened_at, span, window_approval
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.resources import job_resources
@@ -38,10 +49,19 @@ from eyas.tools.settings.sizes import SizeValue
 
 
 class GateEstimate(PhaseEstimate):
-    """The plan's figures for the phase, as `judge` weighs them. No other key: a deploy gate's figures (named for the
-    operator) are not read as an empty estimate."""
+    """The plan's figures for the phase, as `judge` weighs them, and (once the plan was made again from the
+    generated data) the figures planned at the start beside them. No other key: a deploy gate's figures (named for
+    the operator) are not read as an empty estimate."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    start_phase_hours: float | None = None
+    start_total_hours: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_a_start(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Absent until the plan was made again, so a view recorded before these fields dumps as it was read.
+        return {key: value for key, value in handler(self).items() if not key.startswith("start_") or value is not None}
 
 
 Figure = bool | int | float | str | None  # one of a deploy gate's figures (graph/phases/deploy/node.py)
@@ -197,6 +217,7 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
     plan = run_plan(state)
     planned = plan.phase(phase)
     production = production_view(phase, state, ctx)
+    start = RunPlan.model_validate(state["plan_at_start"]) if state.get("plan_at_start") else None
     estimate = GateEstimate(
         phase_hours=planned.phase_hours,
         disk_bytes=planned.disk_bytes,
@@ -205,6 +226,8 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
         fits=plan.fits,
         verdict=plan.verdict,
         **production_estimate(production),
+        start_phase_hours=start.phase(phase).phase_hours if start else None,
+        start_total_hours=start.total_hours if start else None,
     )
     verification = state.get("verification", {})
     parts: dict[str, Any] = {}  # only the parts this gate has: the others stay out of its JSON

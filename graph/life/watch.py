@@ -21,6 +21,7 @@ from eyas.graph.life.driver import driver_jobs, driver_log, is_driving, latest_d
 from eyas.graph.life.heartbeat import Beat, read_beat
 from eyas.graph.run_damage import Damage, read_undamaged
 from eyas.graph.runs import RunDir, list_runs
+from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.patience import stamp
 from eyas.tools.jobs.detached import JobState, JobStatus
 from eyas.tools.notify import send_notice
@@ -226,12 +227,27 @@ def driver_facts(run: RunDir, now: float) -> dict[str, Any] | None:
         "stale_after_s": beat.stale_after_s if beat is not None else None,
         "pid": beat.pid if beat is not None else None,
         "job": job.job_id if job is not None else None,
-        "job_state": job.describe() if job is not None else None,
+        "job_state": driver_job_state(job) if job is not None else None,
+        "failed": beat.failed if beat is not None else False,
         "log": str(driver_log(job)) if job is not None else None,
         "restarts": WatchState(run).restarts,
         "host": beat.host if beat is not None else None,
         "host_unreachable_since": stamp(since) if since is not None else None,
     }
+
+
+# A driver runs `eyas run` or `eyas resume`: these statuses are endings of the run, not failures of the driver.
+_DRIVER_ENDINGS: dict[int, str] = {
+    ExitCode.GATE: "stopped at a gate",
+    ExitCode.ROLLED_BACK: "ended: the drafter was rolled back",
+}
+
+
+def driver_job_state(job: JobState) -> str:
+    """A driver job's state in words; one that stopped at a gate or saw a rollback did its job (exit 1 stays a
+    failure: an uncaught error exits 1 too)."""
+    ending = _DRIVER_ENDINGS.get(job.rc or 0) if job.status is JobStatus.FAILED else None
+    return f"{ending} (exit {job.rc})" if ending else job.describe()
 
 
 def driver_phrase(facts: dict[str, Any] | None) -> str:
@@ -242,7 +258,7 @@ def driver_phrase(facts: dict[str, Any] | None) -> str:
     phrase = str(facts["condition"])
     if facts["condition"] == Condition.ALIVE and facts["heartbeat_age_s"] is not None:
         phrase += f", beat {facts['heartbeat_age_s']:.0f} s ago"
-    elif facts["condition"] != Condition.ALIVE:
+    elif facts["condition"] != Condition.ENDED or facts["failed"]:  # an ending's words: the run's own state
         phrase += f": {facts['detail']}"
     if facts["restarts"]:
         phrase += f"; restarted {facts['restarts']}x by eyas watch"
@@ -260,15 +276,18 @@ def runs_listing(root: Path | None, now: float) -> list[dict[str, Any]]:
         listed = read_undamaged(run, lambda readable: _listed(readable, now))
         if isinstance(listed, Damage):
             listed = {"run": run.run_id, "phase": "", "state": "damaged", "damage": listed.text(), "driver": None,
-                      "report": None}  # fmt: skip
+                      "report": None, "outcome": None}  # fmt: skip
         rows.append(listed)
     return rows
 
 
 def _listed(run: RunDir, now: float) -> dict[str, Any]:
     from eyas.graph.life.runner import read_run, run_condition  # langgraph: not at start-up of every eyas process
+    from eyas.graph.phases.deploy.node import deploy_record
+    from eyas.graph.phases.report.outcome import run_outcome
 
     view = read_run(run)
     report = str(run.report) if run.report.exists() else None
+    outcome = run_outcome(view.state, deploy_record(run)).model_dump(mode="json") if view.started else None
     return {"run": run.run_id, "phase": str(view.state.get("phase", "")), "state": run_condition(run, view),
-            "damage": None, "driver": driver_facts(run, now), "report": report}  # fmt: skip
+            "damage": None, "driver": driver_facts(run, now), "report": report, "outcome": outcome}  # fmt: skip

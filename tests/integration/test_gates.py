@@ -23,7 +23,9 @@ from eyas.graph.state import GateAnswer
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.planning.estimate import ModelDims, PlanInputs, estimate, verdict
+from eyas.tools.planning.estimate import PlanInputs, estimate
+from eyas.tools.planning.model_dims import ModelDims
+from eyas.tools.planning.plan_text import verdict
 from eyas.tools.settings.sizes import Sizes
 from eyas.tools.settings.units import parse_size
 from eyas.tools.target.embedded import EmbeddedTarget

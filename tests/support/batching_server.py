@@ -4,7 +4,8 @@ Stand-in: a GPU vLLM serving a 1T-parameter model cannot run here, and the real 
 past the two cores' limit, so a plan probed at the wrong concurrency would not be measurably wrong against it. This
 server batches continuously the way vLLM does: every step decodes one token of each request in flight and takes
 `step_s + per_request_s x n` for n requests (the weights read once per step, a little more work per request), so its
-true rate at n requests is n / (step_s + per_request_s x n): 741 tokens/s at 16 and 5,000 at 200 with the defaults.
+true rate at n requests is n / (step_s + per_request_s x n): 1,481 tokens/s at 16 and 10,000 at 200 with the defaults
+(a GPU server's shape, at a tenth of its step time, so that a test's plan takes seconds).
 
 It answers what the planner asks of production: /v1/models (with the model's directory as `root` and its
 max_model_len), /v1/chat/completions (`ignore_eos` decodes exactly max_tokens; otherwise an answer stops at the
@@ -25,7 +26,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 CHARS_PER_PROMPT_TOKEN = 4
 
 
-def natural_tokens(prompt: str, low: int = 64, high: int = 1024) -> int:
+ANSWER_RANGE = (32, 288)  # short enough that a plan's sample of answers takes seconds here
+
+
+def natural_tokens(prompt: str, low: int = ANSWER_RANGE[0], high: int = ANSWER_RANGE[1]) -> int:
     """The answer a prompt gets when nothing caps it: a fixed length per prompt, spread evenly over [low, high)."""
     digest = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:4], "big")
     return low + digest % (high - low)
@@ -43,14 +47,21 @@ class Batcher:
     def __init__(self, step_s: float, per_request_s: float) -> None:
         self.step_s, self.per_request_s = step_s, per_request_s
         self._active: list[_Request] = []
+        self.steps: list[tuple[int, float]] = []  # (requests in the step, the seconds it really took)
         self._wake = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._loop, daemon=True, name="batcher")
         self._thread.start()
 
     def true_rate(self, requests: int) -> float:
-        """Tokens/s with `requests` in flight, by construction."""
+        """Tokens/s with `requests` in flight, by construction (on a quiet machine)."""
         return requests / (self.step_s + self.per_request_s * requests)
+
+    def measured_rate(self, requests: int) -> float:
+        """Tokens/s with `requests` in flight as the server really ran: its steps of that many, as long as they took
+        (a loaded machine stretches them, and a plan probed on it must see that); by construction if none ran."""
+        taken = [seconds for count, seconds in self.steps if count == requests]
+        return requests * len(taken) / sum(taken) if taken else self.true_rate(requests)
 
     def decode(self, tokens: int) -> None:
         """Block until `tokens` have been decoded for one request, in the batch with the others in flight."""
@@ -74,8 +85,10 @@ class Batcher:
                 if self._stopped:
                     return
                 batch = list(self._active)
+            started = time.monotonic()
             time.sleep(self.step_s + self.per_request_s * len(batch))  # the step's simulated GPU time
             with self._wake:
+                self.steps.append((len(batch), time.monotonic() - started))
                 for request in batch:
                     request.tokens -= 1
                     if request.tokens <= 0:
@@ -85,7 +98,7 @@ class Batcher:
 
 @contextmanager
 def batching_server(
-    model: str, root: str, *, max_model_len: int = 131072, step_s: float = 0.02, per_request_s: float = 0.0001
+    model: str, root: str, *, max_model_len: int = 131072, step_s: float = 0.01, per_request_s: float = 0.00005
 ) -> Iterator[tuple[str, Batcher]]:
     """Serve `model` (loaded, as /v1/models says, from `root`); yields its base URL and its batcher."""
     batcher = Batcher(step_s, per_request_s)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eyas.tools.planning.estimate import ModelDims
+from eyas.tools.planning.model_dims import ModelDims
 
 # The embedded target, SmolLM2-135M-Instruct.
 SMOLLM2 = ModelDims(hidden_size=576, num_layers=30, vocab_size=49152, intermediate_size=1536)

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import select
 import signal
+import struct
 import subprocess
+import termios
 import time
 
 
 class Terminal:
     """A child process whose stdin, stdout and stderr are a pty, as when a person runs it."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, columns: int | None = None) -> None:
         self._master, slave = os.openpty()
+        if columns is not None:  # the window size a terminal of that width reports (rows, columns, pixels)
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
         self.proc = subprocess.Popen(
             argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, start_new_session=True
         )
@@ -45,6 +50,22 @@ class Terminal:
                         f"the program exited ({self.proc.returncode}) before {pattern!r}:\n{self.output}"
                     )
                 self.output += chunk.decode("utf-8", errors="replace").replace("\r\n", "\n")
+
+    def read_to_end(self, timeout: float) -> int:
+        """Everything the program shows until it exits (into `output`); its exit status."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"the program did not exit within {timeout} s; it shows:\n{self.output}")
+            ready, _, _ = select.select([self._master], [], [], remaining)
+            try:
+                chunk = os.read(self._master, 65536) if ready else b""
+            except OSError:  # the child closed the terminal: all it wrote has been read
+                chunk = b""
+            if ready and not chunk:
+                return self.proc.wait(timeout=remaining)
+            self.output += chunk.decode("utf-8", errors="replace").replace("\r\n", "\n")
 
     def send(self, line: str) -> None:
         os.write(self._master, (line + "\n").encode())

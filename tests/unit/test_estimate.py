@@ -15,17 +15,12 @@ from typer.testing import CliRunner
 
 from eyas.agents.faces.cli.plan import plan_command
 from eyas.tools.planning.cluster_plan import ClusterShape
-from eyas.tools.planning.estimate import (
-    FILE_HEADER_BYTES,
-    ModelDims,
-    PlanInputs,
-    Volume,
-    estimate,
-    token_stats,
-    verdict,
-)
+from eyas.tools.planning.estimate import FILE_HEADER_BYTES, PlanInputs, Volume, estimate
 from eyas.tools.planning.measure import cluster_shape
+from eyas.tools.planning.model_dims import ModelDims
+from eyas.tools.planning.plan_text import verdict
 from eyas.tools.planning.reserve import disk_reserve_bytes
+from eyas.tools.planning.token_stats import token_stats
 from eyas.tools.settings.config import ClusterConfig, EyasConfig
 from eyas.tools.settings.units import format_size, parse_size
 from eyas.tools.workloads.hidden_states_file import HEADER_ALLOWANCE

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.planning.backend import Quantization, choose_backend, model_quantization, read_quantization
-from eyas.tools.planning.estimate import ModelDims
 from eyas.tools.planning.gpu_budget import GpuBudgetInputs, GpuFree, ProductionLayout, phase_impact
+from eyas.tools.planning.model_dims import ModelDims
 from eyas.tools.planning.paths import PhasePath, with_backend
 from model_shapes import KIMI_K25_CONFIG
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from eyas.graph.policy import PhaseEstimate, Policy, judge
-from eyas.tools.planning.estimate import ModelDims
 from eyas.tools.planning.gpu_budget import (
     GpuBudgetInputs,
     GpuFree,
@@ -16,6 +15,7 @@ from eyas.tools.planning.gpu_budget import (
     default_load_s,
     gpu_phrase,
 )
+from eyas.tools.planning.model_dims import ModelDims
 
 KIMI = ModelDims(hidden_size=7168, num_layers=61, vocab_size=163840, intermediate_size=18432)
 H100_MIB = 81559

@@ -10,13 +10,7 @@ import math
 import pytest
 
 from eyas.tools.checks.compat import judge
-from eyas.tools.planning.estimate import (
-    FILE_HEADER_BYTES,
-    ModelDims,
-    PlanInputs,
-    estimate,
-    verdict,
-)
+from eyas.tools.planning.estimate import FILE_HEADER_BYTES, PlanInputs, estimate
 from eyas.tools.planning.gpu_budget import (
     MIB,
     GpuBudgetInputs,
@@ -28,7 +22,9 @@ from eyas.tools.planning.gpu_budget import (
     train_bytes,
 )
 from eyas.tools.planning.hidden_states_mode import choose_mode, mode_verdict
+from eyas.tools.planning.model_dims import ModelDims
 from eyas.tools.planning.paths import phase_paths
+from eyas.tools.planning.plan_text import verdict
 from eyas.tools.planning.reserve import RESERVE_FLOOR_BYTES, disk_reserve_bytes
 from eyas.tools.settings.units import format_size, parse_size
 from eyas.tools.workloads.hidden_states_file import HEADER_ALLOWANCE

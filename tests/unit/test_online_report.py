@@ -19,8 +19,9 @@ from eyas.graph.context import RunContext
 from eyas.graph.phases.report.node import ONLINE_SUMMARY, report_node
 from eyas.graph.state import RunState
 from eyas.tools.jobs.upload import WORKLOADS_DIR
-from eyas.tools.planning.estimate import ModelDims, PlanInputs, estimate
+from eyas.tools.planning.estimate import PlanInputs, estimate
 from eyas.tools.planning.hidden_states_mode import choose_mode
+from eyas.tools.planning.model_dims import ModelDims
 from eyas.tools.settings.units import format_size, parse_size
 
 sys.path.insert(0, str(WORKLOADS_DIR))  # workloads import their siblings by plain name, as on the host

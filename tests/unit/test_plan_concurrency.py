@@ -13,13 +13,15 @@ from pathlib import Path
 import pytest
 from test_rehearsal_plan import SIZES, rehearsal_host
 
-from batching_server import Batcher, batching_server
+from batching_server import Batcher, batching_server, natural_tokens
 from eyas.graph.context import RunContext
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.planning.estimate import estimate
+from eyas.tools.planning.estimate import Plan, estimate
 from eyas.tools.planning.figures import Figures, planned_sizes
-from eyas.tools.planning.measure import measure_inputs
+from eyas.tools.planning.measure import Measured, measure_inputs
+from eyas.tools.planning.plan_text import verdict
+from eyas.tools.planning.prompt_count import probe_prompts
 from eyas.tools.settings.units import parse_size
 from nvidia_smi_standin import install_nvidia_smi
 
@@ -38,7 +40,7 @@ def production(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tupl
         yield ctx, batcher
 
 
-def planned_generation_hours(ctx: RunContext, concurrency: int, probe_concurrency: int | None = None) -> float:
+def planned(ctx: RunContext, concurrency: int, probe_concurrency: int | None = None) -> tuple[Plan, Measured]:
     sizes = SIZES.model_copy(update={"concurrency": concurrency})
     figures = Figures(**planned_sizes(sizes), free_disk_bytes=parse_size("2.9TB"), probe_speeds=False)
     measured = measure_inputs(
@@ -49,25 +51,44 @@ def planned_generation_hours(ctx: RunContext, concurrency: int, probe_concurrenc
     shape = measured.sources["throughput"]
     assert f"decoding at concurrency {probe_concurrency or concurrency}" in shape
     assert shape.endswith("the run's") == (probe_concurrency in (None, concurrency))
-    return estimate(measured.inputs).generation_hours
+    return estimate(measured.inputs), measured
+
+
+def true_mean_answer() -> float:
+    """The stand-in's answers to the run's source (the shipped prompts, first turns), on average: what the whole
+    data phase would really generate per sample."""
+    prompts = probe_prompts(1000)
+    return sum(min(SIZES.max_tokens, natural_tokens(prompt)) for prompt in prompts) / len(prompts)
 
 
 def truth_hours(batcher: Batcher, concurrency: int) -> float:
-    """25,000 answers of 4,096 tokens at the stand-in's own rate with `concurrency` requests in flight."""
-    return SIZES.samples * SIZES.max_tokens / batcher.true_rate(concurrency) / 3600
+    """25,000 answers at the stand-in's own rate with `concurrency` requests in flight, as its steps of that many
+    really ran (the probe's full waves)."""
+    return SIZES.samples * true_mean_answer() / batcher.measured_rate(concurrency) / 3600
 
 
 def test_generation_is_planned_at_the_runs_concurrency_within_1_5x_of_the_truth(
     production: tuple[RunContext, Batcher],
 ) -> None:
     ctx, batcher = production
-    hours = planned_generation_hours(ctx, RUN_CONCURRENCY)
+    plan, measured = planned(ctx, RUN_CONCURRENCY)
     truth = truth_hours(batcher, RUN_CONCURRENCY)
-    assert truth / 1.5 <= hours <= truth * 1.5, (hours, truth)
+    assert truth / 1.5 <= plan.generation_hours <= truth * 1.5, (plan.generation_hours, truth)
+    # Planned on a sample of real answers, with the worst case (every answer at max_tokens) beside it.
+    answers = measured.sources["answers"]
+    assert plan.tokens_from == "sampled" and answers.startswith("32 prompts of the run's source answered"), answers
+    answer = plan.tokens_per_sample - measured.inputs.prompt_tokens
+    assert true_mean_answer() / 1.5 < answer < true_mean_answer() * 1.5
+    worst = plan.worst_case
+    assert worst is not None and worst.generation_hours > plan.generation_hours * 5
+    assert plan.disk_tokens_per_sample is not None and plan.disk_tokens_per_sample > plan.tokens_per_sample
+    assert worst.needed_bytes > plan.needed_bytes * 5 and not worst.fits and plan.fits
+    said = verdict(measured.inputs, plan)
+    assert "Worst case, every answer at max_tokens: generation" in said
 
 
 def test_a_probe_at_another_concurrency_says_so_and_is_measurably_wrong(production: tuple[RunContext, Batcher]) -> None:
     ctx, batcher = production
-    at_16 = planned_generation_hours(ctx, RUN_CONCURRENCY, probe_concurrency=16)
+    at_16, _ = planned(ctx, RUN_CONCURRENCY, probe_concurrency=16)
     truth = truth_hours(batcher, RUN_CONCURRENCY)
-    assert at_16 > truth * 3  # the old probe's 7x error: why the probe runs at the run's concurrency
+    assert at_16.generation_hours > truth * 3  # the old probe's 7x error: why the probe runs at the run's concurrency

@@ -26,7 +26,7 @@ from eyas.tools.planning.measure import measure_inputs
 from eyas.tools.planning.model_config import MeasureError
 from eyas.tools.planning.served import ServerDown
 from eyas.tools.settings.sizes import DEFAULT_SIZES
-from eyas.tools.settings.units import parse_size
+from eyas.tools.settings.units import format_hours, parse_size
 from in_process import eyas
 from model_shapes import KIMI_K25_CONFIG
 from nvidia_smi_standin import install_nvidia_smi
@@ -122,18 +122,23 @@ def test_the_plan_with_production_down_has_hours_a_disk_verdict_and_the_downtime
 
     # Production's downtime for each GPU phase: its hours, and the load it takes to come back once, after the last
     # phase of their one downtime window.
+    # Extraction's own server and online training's load as production does: inside the window, each counted.
+    load_h = LOAD_S / 3600
     extract_impact, train_impact = plan.production("extract"), plan.production("train")
     assert extract_impact is not None and extract_impact.action == "stop"
-    assert extract_impact.downtime_hours == pytest.approx(mode.extract_hours)
-    assert train_impact is not None and train_impact.downtime_hours == pytest.approx(mode.train_hours)
+    assert plan.extraction is not None and plan.extraction.backend == "vllm"
+    assert extract_impact.downtime_hours == pytest.approx(mode.extract_hours + load_h)
+    assert train_impact is not None and train_impact.downtime_hours == pytest.approx(mode.train_hours + load_h)
     evaluate_impact = plan.production("evaluate")
     evaluate_hours = plan.phase("evaluate").phase_hours
     assert evaluate_impact is not None and evaluate_hours is not None
     assert evaluate_impact.downtime_hours == pytest.approx(evaluate_hours + LOAD_S / 3600)
     (window,) = plan.downtime_windows()
-    assert window.downtime_hours == pytest.approx(
-        mode.extract_hours + mode.train_hours + evaluate_hours + LOAD_S / 3600
-    )
+    assert window.downtime_hours == pytest.approx(mode.extract_hours + mode.train_hours + evaluate_hours + 3 * load_h)
+    # One total: every phase as planned (the servers' loads included) and the deploy's restart of production.
+    phase_hours = [plan.phase(phase).phase_hours for phase in ("data", "extract", "train", "evaluate")]
+    assert plan.total_hours == pytest.approx(sum(h or 0.0 for h in phase_hours) + load_h)
+    assert "Whole run: " in plan.verdict and "the deploy's restart of production 22 min" in plan.verdict
     # The prefill-based pass: the kept samples' extraction and the fetched ones' prefill every epoch, at the rate a
     # forward pass takes, not the decoding rate (at which this plan would budget over twice the downtime for it).
     data_hours, kept = plan.phase("data").phase_hours, mode.offline_samples
@@ -182,8 +187,14 @@ def test_eyas_plan_and_the_dry_run_with_production_down(tmp_path: Path, down: Pa
     assert {way["kind"] for way in plan["alternatives"]} == {"fewer_samples", "shorter_samples", "other_path"}
     decode, prefill = expected_rates(plan["tokens_per_sample"])
     assert plan["generation_hours"] == pytest.approx(25_000 * 4096 / decode / 3600)
-    assert plan["extraction_hours"] == pytest.approx(plan["total_tokens"] / prefill / 3600)
-    assert plan["extraction_hours"] * 2 < plan["generation_hours"]
+    assert plan["offline_extraction_hours"] == pytest.approx(plan["total_tokens"] / prefill / 3600)
+    assert plan["offline_extraction_hours"] * 2 < plan["generation_hours"]
+    # The chosen mode's hours (offline here), the extraction server's load as production's counted in them, and
+    # one whole run: the same figure in the text and the JSON.
+    assert plan["extraction_hours"] == pytest.approx(plan["offline_extraction_hours"] + LOAD_S / 3600)
+    parts = ("generation_hours", "extraction_hours", "training_hours", "evaluation_hours")
+    assert plan["total_hours"] == pytest.approx(sum(plan[part] for part in parts) + LOAD_S / 3600)
+    assert f"Whole run: {format_hours(plan['total_hours'])} (" in plan["verdict"]
     assert plan["max_model_len"] == {"tokens": 131072, "source": "production's --max-model-len (its unit)"}
     assert plan["sources"]["extraction"].startswith("assumed, not measured: prefill at")
     assert "The server could not be asked" in plan["verdict"]
@@ -193,8 +204,9 @@ def test_eyas_plan_and_the_dry_run_with_production_down(tmp_path: Path, down: Pa
     (planned_window,) = production["downtime_windows"]
     assert planned_window["phases"] == ["extract", "train", "evaluate"] and planned_window["load_s"] == LOAD_S
     downs = {name: production["phases"][name]["downtime_hours"] for name in planned_window["phases"]}
-    assert downs["extract"] == pytest.approx(mode["extract_hours"]) and downs["train"] == pytest.approx(
-        mode["train_hours"]
+    # Each phase's downtime is its hours in the chosen mode, extraction's server load included.
+    assert downs["extract"] == pytest.approx(plan["extraction_hours"]) and downs["train"] == pytest.approx(
+        plan["training_hours"]
     )
     assert downs["evaluate"] > LOAD_S / 3600 and planned_window["downtime_hours"] == pytest.approx(sum(downs.values()))
     table = eyas("plan", "--config", str(config), "--free-disk", "2.9TB", *OPERATOR, env=env).stdout

@@ -129,7 +129,10 @@ def test_the_rehearsal_host_trains_hybrid_within_its_disk_and_says_what_producti
     assert "online_extraction" not in [way.kind for way in plan.alternatives]  # it is what the run does
     # The hours: extraction for the K kept, training plus the prefill of the fetched share every epoch.
     extract_plan, train_plan = plan.phase("extract"), plan.phase("train")
-    assert extract_plan.phase_hours == mode.extract_hours and train_plan.phase_hours == mode.train_hours
+    # Each with the server it starts loading as production does (target.load_time_s): extraction's and online's.
+    load_h = 1320 / 3600
+    assert extract_plan.phase_hours == pytest.approx(mode.extract_hours + load_h)
+    assert train_plan.phase_hours == pytest.approx(mode.train_hours + load_h)
     assert mode.online_hours > 0 and mode.train_hours > mode.online_hours
     assert train_plan.disk_bytes is not None and train_plan.disk_bytes > bound
     assert f"{k:,}" in mode.reason and "epoch(s)" in mode.reason
@@ -140,8 +143,9 @@ def test_the_rehearsal_host_trains_hybrid_within_its_disk_and_says_what_producti
     extract_impact, train_impact = plan.production("extract"), plan.production("train")
     assert extract_impact is not None and extract_impact.action == "stop"
     assert train_impact is not None and train_impact.action == "stop" and train_impact.gpus == list(range(8))
-    # Inside one downtime window with the evaluation (tests/unit/test_downtime_window.py): no load of its own.
-    assert train_impact.downtime_hours == pytest.approx(mode.train_hours)
+    # Inside one downtime window with the evaluation (tests/unit/test_downtime_window.py): production's load is not
+    # its own, but its extraction server's load is.
+    assert train_impact.downtime_hours == pytest.approx(mode.train_hours + load_h)
     share = mode.server_memory_utilization
     assert share is not None and share < 0.92 and share * H200_MIB * MIB >= server
     assert f"--gpu-memory-utilization {share:.2f}" in train_impact.reason

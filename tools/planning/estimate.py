@@ -3,21 +3,19 @@
 Pure functions over pydantic inputs, so a plan can be made for a host that cannot be reached (every
 figure given by hand) as well as from measurements (tools/planning/measure.py). The arithmetic:
 
-- tokens per sample: the measured average of the generated file when there is one (usage.sequence_tokens:
-  prompt + answers), else prompt_tokens + max_tokens (the average prompt, chat template included, plus
-  the longest answer): an upper bound for single-turn prompts.
-- generation: samples x (generated tokens per sample / decoding throughput + requests per sample x
-  overhead per request), both measured by the probe at its concurrency (a run at higher concurrency is
-  faster, so this errs long). Before data exists every sample is one answer that reaches max_tokens.
+- tokens per sample: the generated file's average when there is one (usage.sequence_tokens: prompt + answers),
+  else the average prompt (chat template included) plus the mean of a sample of the served model's own answers
+  (answer_sample.py; the bytes at a high percentile of that mean), else plus max_tokens (the worst case, which a
+  sampled plan shows beside its figures).
+- generation: samples x (generated tokens per sample / decoding throughput + requests per sample x overhead per
+  request), both measured by the probe at the run's own concurrency (a GPU server's rate grows with it).
 - hidden states (what vLLM's extract_hidden_states connector writes and speculators trains from): per token
   hidden_size x captured layers x bytes per value, plus the int64 token id; plus a ~160 B header per file.
   Captured layers default to [2, L//2, L-3] and the last layer L.
-- extraction: one forward pass over each sample's tokens (vLLM's max_tokens=1), so it runs at prefill speed, tens of
-  times the decode rate on a GPU: all tokens / the extraction throughput the host's speed probe measured (a host
-  without GPUs), else the server's prefill measured by the throughput probe, else assumed compute-bound: the host's
-  sustained FLOP/s over the forward FLOPs of a token (`assumed_prefill_tok_s`).
-- production down (nothing measures the server): decoding is assumed bound by memory bandwidth, every step of the
-  run's concurrency reading the weights once (`assumed_decode_tok_s`), and never faster than prefill.
+- extraction: one forward pass over each sample's tokens (vLLM's max_tokens=1), at prefill speed: measured by the
+  host's speed probe (no GPU) or the throughput probe's wave of long prompts, else assumed compute-bound
+  (`assumed_prefill_tok_s`). With production down, decoding is assumed bound by memory bandwidth, every step of the
+  run's concurrency reading the weights once (`assumed_decode_tok_s`), never faster than prefill.
 - training: epochs x tokens / the training tokens/s a probe measured on the host (tools/planning/host_probe.py);
   without a probe (a GPU host), epochs x tokens x 6 x drafter parameters x test-time-training steps / an
   assumed sustained FLOP/s. The drafter is EAGLE-3's: a 3h->h fusion layer, one decoder layer, and an lm_head
@@ -29,24 +27,22 @@ figure given by hand) as well as from measurements (tools/planning/measure.py). 
   (hidden_states_file.online_bound_bytes, at max_seq_len tokens each, in the dtype the extraction server writes);
   hybrid keeps the first K samples' hidden states, K the most that fit beside everything else, and fetches the rest.
   Each epoch pays the target's prefill again for the fetched share: extraction hours x share x epochs.
-- prompts: the run's source must hold a training prompt for every sample and at least one held-out prompt, counted
-  as the data phase will split them (`PromptSupply`, tools/planning/prompt_supply.py; counted by
-  tools/planning/prompt_count.py).
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from eyas.tools.planning.answer_sample import AnswerLengths, expected_sequence_tokens
 from eyas.tools.planning.cluster_plan import ClusterShape, ShardPlan, nodes_for_hidden_states, shard_plans
+from eyas.tools.planning.model_dims import ModelDims
 from eyas.tools.planning.reserve import disk_reserve_bytes
+from eyas.tools.planning.token_stats import TokenStats
 from eyas.tools.settings.sizes import DEFAULT_SIZES
-from eyas.tools.settings.units import format_size
+from eyas.tools.settings.units import format_hours, format_size
 from eyas.tools.workloads.hidden_states_file import LOSS_MASK_BYTES, ONLINE_WINDOW, online_bound_bytes
 
 FILE_HEADER_BYTES = 160
@@ -64,55 +60,6 @@ HIDDEN_VALUE_BYTES = 2  # one bf16/fp16 hidden-state value, as extraction writes
 JSONL_BYTES_PER_TOKEN = 4.5  # generated JSONL text per token, when no generated file measures it
 
 
-def format_hours(hours: float) -> str:
-    if hours < 1:
-        return f"{hours * 60:.0f} min"
-    return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"
-
-
-class ModelDims(BaseModel):
-    """The target model's shape, from its config.json."""
-
-    hidden_size: int = Field(gt=0)
-    num_layers: int = Field(gt=3)
-    vocab_size: int = Field(gt=0)
-    intermediate_size: int | None = Field(None, gt=0, description="MLP width; default 4 x hidden")
-    active_intermediate_size: int | None = Field(
-        None, gt=0, description="MLP width a token passes through (a MoE's routed and shared experts); default the MLP"
-    )
-    default_max_model_len: int | None = Field(
-        None, gt=0, description="the context vLLM serves the model at without --max-model-len (from config.json)"
-    )
-
-    def default_layers(self) -> list[int]:
-        """EAGLE-3's auxiliary layers plus the last one, as speculators and vLLM capture them."""
-        n = self.num_layers
-        return [2, n // 2, n - 3, n]
-
-    def active_parameters(self) -> int:
-        """The parameters one token's forward pass multiplies by: per layer attention (4 h^2) and the MLP's three
-        matrices at the active width, then the lm_head (what a MoE's inactive experts hold is not counted)."""
-        h = self.hidden_size
-        width = self.active_intermediate_size or self.intermediate_size or 4 * h
-        return self.num_layers * (4 * h * h + 3 * h * width) + self.vocab_size * h
-
-    def forward_flops(self, sequence_tokens: float) -> float:
-        """FLOPs per token of a forward pass over samples of `sequence_tokens`: 2 per active parameter, and the
-        attention over the context before it (QK and AV, 4 h FLOPs per earlier token and layer; half the sample
-        on average)."""
-        return 2 * self.active_parameters() + 2 * self.num_layers * self.hidden_size * sequence_tokens
-
-
-class TokenStats(BaseModel):
-    """What a generated file measures: the averages replace the max_tokens bound."""
-
-    samples: int = Field(gt=0)
-    avg_sequence_tokens: float = Field(gt=0)
-    avg_completion_tokens: float = Field(ge=0)
-    avg_line_bytes: float = Field(gt=0)
-    avg_requests: float = Field(1.0, ge=1, description="answers per sample (multi-turn samples have several)")
-
-
 class Volume(BaseModel):
     mount: str
     free_bytes: int
@@ -124,6 +71,10 @@ class PlanInputs(BaseModel):
     max_tokens: int = Field(gt=0, description="longest answer in tokens (generate.py --max-tokens)")
     prompt_tokens: float = Field(0.0, ge=0, description="average prompt, chat template included")
     measured: TokenStats | None = None
+    answers: AnswerLengths | None = Field(
+        None,
+        description="a sample of the served model's answers at max_tokens (replaced by `measured` once data exists)",
+    )
     captured_layers: list[int] | None = Field(None, description="default [2, L//2, L-3, L]")
     bytes_per_value: int = Field(HIDDEN_VALUE_BYTES, gt=0, description="2 for bf16/fp16 hidden states")
     generation_tok_s: float = Field(gt=0, description="measured decoding throughput, completion tokens/s")
@@ -179,8 +130,17 @@ class PlanInputs(BaseModel):
 
     @property
     def sequence_tokens(self) -> float:
-        """Tokens per sample: the generated file's average, else the average prompt plus the longest answer."""
-        return self.measured.avg_sequence_tokens if self.measured else self.prompt_tokens + self.max_tokens
+        """Tokens per sample: the generated file's average, else the average prompt plus the sampled answers' mean,
+        else plus the longest answer."""
+        return expected_sequence_tokens(self.measured, self.prompt_tokens, self.max_tokens, self.answers)
+
+    @property
+    def disk_sequence_tokens(self) -> float:
+        """Tokens per sample as the disk is planned: the sampled answers' high figure (answer_sample.py), else as
+        sequence_tokens (measured, or the worst case)."""
+        if self.answers and not self.measured:
+            return self.answers.disk_sequence_tokens or self.prompt_tokens + self.answers.high_tokens
+        return self.sequence_tokens
 
     @property
     def extraction_rate(self) -> float:
@@ -215,12 +175,24 @@ class Alternative(BaseModel):
     hours: float | None = None
 
 
+class WorstCase(BaseModel):
+    """The plan with every answer at max_tokens: the bound, shown beside the expected figures."""
+
+    generation_hours: float
+    extraction_hours: float
+    training_hours: float
+    needed_bytes: int
+    fits: bool
+
+
 class Plan(BaseModel):
     fits: bool
     samples: int
     tokens_per_sample: float
-    tokens_from: Literal["measured", "max_tokens"]
+    tokens_from: Literal["measured", "sampled", "max_tokens"]
     total_tokens: float
+    disk_tokens_per_sample: float | None = Field(None, description="what the bytes are planned at; None: as above")
+    worst_case: WorstCase | None = Field(None, description="every answer at max_tokens, beside a sampled plan")
     captured_layers: list[int]
     generation_hours: float
     extraction_hours: float
@@ -236,6 +208,11 @@ class Plan(BaseModel):
     data_path: str
     alternatives: list[Alternative]
     shards: list[ShardPlan] = Field(default_factory=list, description="phases of more than one job (a cluster)")
+
+    @property
+    def bytes_tokens(self) -> float:
+        """Tokens per sample as the bytes are planned."""
+        return self.disk_tokens_per_sample or self.tokens_per_sample
 
 
 def drafter_parameters(inputs: PlanInputs) -> tuple[int, int]:
@@ -262,8 +239,8 @@ def online_bound(inputs: PlanInputs) -> int:
 def split_bytes(inputs: PlanInputs, plan: Plan, kept: int) -> int:
     """What extraction writes when the first `kept` samples keep their hidden states and the rest only their token
     files (hybrid; 0 kept: online)."""
-    hidden = plan.tokens_per_sample * hidden_bytes_per_token(inputs) + FILE_HEADER_BYTES
-    tokens = plan.tokens_per_sample * (TOKEN_ID_BYTES + LOSS_MASK_BYTES) + FILE_HEADER_BYTES
+    hidden = plan.bytes_tokens * hidden_bytes_per_token(inputs) + FILE_HEADER_BYTES
+    tokens = plan.bytes_tokens * (TOKEN_ID_BYTES + LOSS_MASK_BYTES) + FILE_HEADER_BYTES
     return math.ceil(kept * hidden + (plan.samples - kept) * tokens)
 
 
@@ -280,8 +257,8 @@ def kept_samples(inputs: PlanInputs, plan: Plan) -> int | None:
     room = inputs.free_disk_bytes - inputs.reserve_bytes
     if split_needed_bytes(inputs, plan, 0) > room:
         return None
-    hidden = plan.tokens_per_sample * hidden_bytes_per_token(inputs) + FILE_HEADER_BYTES
-    tokens = plan.tokens_per_sample * (TOKEN_ID_BYTES + LOSS_MASK_BYTES) + FILE_HEADER_BYTES
+    hidden = plan.bytes_tokens * hidden_bytes_per_token(inputs) + FILE_HEADER_BYTES
+    tokens = plan.bytes_tokens * (TOKEN_ID_BYTES + LOSS_MASK_BYTES) + FILE_HEADER_BYTES
     kept = min(plan.samples, math.floor((room - split_needed_bytes(inputs, plan, 0)) / (hidden - tokens)))
     while kept > 0 and split_needed_bytes(inputs, plan, kept) > room:  # the rounding of the sums above
         kept -= 1
@@ -295,13 +272,18 @@ def fetch_hours(inputs: PlanInputs, plan: Plan, kept: int) -> float:
 
 
 def estimate(inputs: PlanInputs) -> Plan:
-    measured = inputs.measured
-    tokens = inputs.sequence_tokens
-    generated = measured.avg_completion_tokens if measured else float(inputs.max_tokens)
-    line_bytes = measured.avg_line_bytes if measured else tokens * inputs.data_bytes_per_token
+    """The plan's hours (at the expected tokens per sample) and bytes (at the tokens the disk is planned at), with
+    the worst case beside a plan made on a sample of answers."""
+    measured, sampled = inputs.measured, inputs.answers if not inputs.measured else None
+    tokens, disk_tokens = inputs.sequence_tokens, inputs.disk_sequence_tokens
+    if measured:
+        generated = measured.avg_completion_tokens
+    else:  # every question a sample asks is answered (a sample of answers measures their length)
+        generated = sampled.mean_tokens * sampled.requests_per_sample if sampled else float(inputs.max_tokens)
+    line_bytes = measured.avg_line_bytes if measured else disk_tokens * inputs.data_bytes_per_token
     total = inputs.samples * tokens
     trained, saved = drafter_parameters(inputs)
-    requests = measured.avg_requests if measured else 1.0
+    requests = measured.avg_requests if measured else sampled.requests_per_sample if sampled else 1.0
     per_sample_s = generated / inputs.generation_tok_s + requests * inputs.generation_overhead_s
     shape = inputs.cluster
     generation_h = inputs.samples * per_sample_s / 3600 / shape.endpoints
@@ -311,7 +293,9 @@ def estimate(inputs: PlanInputs) -> Plan:
     else:
         training_h = inputs.epochs * total * 6 * trained * inputs.ttt_steps / inputs.training_flops_per_s / 3600
     training_h /= shape.train_nodes
-    hidden = math.ceil(total * hidden_bytes_per_token(inputs) + inputs.samples * FILE_HEADER_BYTES)
+    hidden = math.ceil(
+        inputs.samples * disk_tokens * hidden_bytes_per_token(inputs) + inputs.samples * FILE_HEADER_BYTES
+    )
     data = math.ceil(inputs.samples * line_bytes)
     checkpoints = saved * 2 * inputs.epochs
     needed = hidden + data + checkpoints
@@ -320,8 +304,10 @@ def estimate(inputs: PlanInputs) -> Plan:
         fits=inputs.free_disk_bytes - needed >= inputs.reserve_bytes,
         samples=inputs.samples,
         tokens_per_sample=tokens,
-        tokens_from="measured" if measured else "max_tokens",
+        tokens_from="measured" if measured else "sampled" if sampled else "max_tokens",
         total_tokens=total,
+        disk_tokens_per_sample=disk_tokens if sampled else None,
+        worst_case=worst_case(inputs) if sampled and sampled.mean_tokens < inputs.max_tokens else None,
         captured_layers=inputs.layers,
         generation_hours=generation_h,
         extraction_hours=extraction_h,
@@ -341,14 +327,23 @@ def estimate(inputs: PlanInputs) -> Plan:
     return plan if plan.fits else plan.model_copy(update={"alternatives": alternatives(inputs, plan)})
 
 
+def worst_case(inputs: PlanInputs) -> WorstCase:
+    """The plan with every answer at max_tokens, every question a sample asks at that length."""
+    worst = estimate(inputs.model_copy(update={"answers": inputs.answers.worst() if inputs.answers else None}))
+    return WorstCase(
+        generation_hours=worst.generation_hours, extraction_hours=worst.extraction_hours,
+        training_hours=worst.training_hours, needed_bytes=worst.needed_bytes, fits=worst.fits,
+    )  # fmt: skip
+
+
 def alternatives(inputs: PlanInputs, plan: Plan) -> list[Alternative]:
     """Concrete ways out of a plan that does not fit, each with the numbers that make it fit."""
     budget = inputs.free_disk_bytes - inputs.reserve_bytes - plan.checkpoint_bytes
-    per_token = hidden_bytes_per_token(inputs) + plan.data_bytes / plan.total_tokens
-    samples = math.floor(budget / (plan.tokens_per_sample * per_token + FILE_HEADER_BYTES)) if budget > 0 else 0
+    per_token = hidden_bytes_per_token(inputs) + plan.data_bytes / (plan.samples * plan.bytes_tokens)
+    samples = math.floor(budget / (plan.bytes_tokens * per_token + FILE_HEADER_BYTES)) if budget > 0 else 0
     measured = inputs.measured
     prompt = measured.avg_sequence_tokens - measured.avg_completion_tokens if measured else inputs.prompt_tokens
-    answers = plan.tokens_per_sample - prompt
+    answers = plan.bytes_tokens - prompt
     max_tokens = math.floor((budget / inputs.samples - FILE_HEADER_BYTES) / per_token - prompt) if budget > 0 else 0
     online = split_needed_bytes(inputs, plan, 0)
     online_hours = fetch_hours(inputs, plan, 0)
@@ -393,73 +388,3 @@ def alternatives(inputs: PlanInputs, plan: Plan) -> list[Alternative]:
             summary += " (none of the volumes checked has that much)"
         found.append(Alternative(kind="other_path", needed_bytes=wanted, summary=summary))
     return found
-
-
-def samples_text(inputs: PlanInputs, plan: Plan) -> str:
-    """The samples and their hidden states, as the verdicts begin."""
-    tokens = (
-        f"{plan.tokens_per_sample:,.0f} tokens ({'measured average' if plan.tokens_from == 'measured' else 'at most'})"
-    )
-    shape = (
-        f"{len(plan.captured_layers)} layers x {inputs.model.hidden_size:,} values x {inputs.bytes_per_value} B"
-        " per token"
-    )
-    return f"{plan.samples:,} samples of {tokens}: hidden states {format_size(plan.hidden_state_bytes)} ({shape})"
-
-
-def verdict(inputs: PlanInputs, plan: Plan) -> str:
-    """The plan in one paragraph, as the operator reads it at the approval gate."""
-    head = (
-        f"{samples_text(inputs, plan)}, "
-        f"{format_size(plan.needed_bytes)} with the data and checkpoints, against {format_size(plan.free_disk_bytes)}"
-        f" free at {plan.data_path}."
-    )
-    hours = (
-        f" Time: generation {format_hours(plan.generation_hours)}, extraction {format_hours(plan.extraction_hours)}, "
-        f"training {format_hours(plan.training_hours)}."
-    )
-    if plan.shards:
-        hours += f" {per_job(plan.shards)}"
-    if plan.fits:
-        return f"Fits: {head} {format_size(plan.disk_left_bytes)} stays free.{hours}"
-    short = plan.needed_bytes + plan.reserve_bytes - plan.free_disk_bytes
-    ways = "; ".join(alternative.summary for alternative in plan.alternatives)
-    reserve = format_size(plan.reserve_bytes)
-    return f"Does not fit: {head} It is {format_size(short)} short (keeping {reserve} free).{hours} Ways out: {ways}."
-
-
-def per_job(shards: list[ShardPlan]) -> str:
-    """The phases that run as several jobs, one sentence: N jobs x hours (and bytes) each."""
-    nouns = {"generation": "endpoints", "extraction": "shards", "training": "nodes"}
-    parts = [
-        f"{shard.phase} {shard.jobs} {nouns[shard.phase]} x {format_hours(shard.hours_each)}"
-        + (f" and {format_size(shard.bytes_each)}" if shard.bytes_each else "")
-        for shard in shards
-    ]
-    return (
-        f"Per job, at once: {'; '.join(parts)} (each job at one job's measured speed, an upper bound for "
-        "generation and training)."
-    )
-
-
-def token_stats(lines: Iterable[str]) -> TokenStats | None:
-    """Averages over the lines of a generate.py output (a sample of them is enough); None when empty."""
-    count = sequence = completion = size = requests = 0
-    for line in lines:
-        if not line.strip():
-            continue
-        usage = json.loads(line).get("usage") or {}
-        count += 1
-        sequence += usage.get("sequence_tokens") or usage.get("total_tokens", 0)
-        completion += usage.get("completion_tokens", 0)
-        requests += usage.get("requests", 1)
-        size += len(line.encode()) + 1
-    if count == 0 or sequence == 0:
-        return None
-    return TokenStats(
-        samples=count,
-        avg_sequence_tokens=sequence / count,
-        avg_completion_tokens=completion / count,
-        avg_line_bytes=size / count,
-        avg_requests=requests / count,
-    )

@@ -34,7 +34,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from eyas.tools.planning.estimate import ModelDims
+from eyas.tools.planning.model_dims import ModelDims
 from eyas.tools.settings.sizes import DEFAULT_SIZES
 
 MIB = 1024**2

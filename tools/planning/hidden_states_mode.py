@@ -34,16 +34,13 @@ from eyas.tools.planning.estimate import (
     Plan,
     PlanInputs,
     fetch_hours,
-    format_hours,
     kept_samples,
     online_bound,
-    per_job,
-    samples_text,
     split_bytes,
     split_needed_bytes,
-    verdict,
 )
-from eyas.tools.settings.units import format_size
+from eyas.tools.planning.plan_text import per_job, samples_text, verdict, worst_text
+from eyas.tools.settings.units import format_hours, format_size
 
 Mode = Literal["offline", "online", "hybrid"]
 LACKS = "this host's vLLM lacks the extract_hidden_states method they need (verify's compat rows for extract/vllm)"
@@ -312,6 +309,7 @@ def mode_verdict(inputs: PlanInputs, plan: Plan, choice: HiddenStatesMode) -> st
         hours += f" {per_job(plan.shards)}"
     hours += f" It cannot run here: {LACKS}." if choice.runnable is False else ""
     hours += f" It cannot run here: {choice.gpu_refusal}." if choice.gpu_refusal else ""
+    hours += worst_text(plan)
     if choice.fits:
         return f"Fits {choice.mode}: {head} {format_size(left)} stays free.{hours}"
     out = f" Ways out: {'; '.join(way.summary for way in ways)}." if ways else ""

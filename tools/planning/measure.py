@@ -30,23 +30,20 @@ from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.launch.inherited import inherit_launch
 from eyas.tools.launch.unit_file import UnitFile
+from eyas.tools.planning.answer_sample import AnswerLengths, expected_sequence_tokens, sample_answers, shaped
 from eyas.tools.planning.cluster_plan import ClusterShape
 from eyas.tools.planning.estimate import (
     CPU_CORE_TRAINING_FLOPS,
-    GPU_DECODE_BYTES_PER_S,
     GPU_TRAINING_FLOPS,
-    ModelDims,
     PlanInputs,
-    TokenStats,
     Volume,
-    assumed_decode_tok_s,
-    assumed_prefill_tok_s,
-    token_stats,
 )
 from eyas.tools.planning.figures import Figures
 from eyas.tools.planning.host_probe import SpeedRequest, probe_speeds, sample_bucket
 from eyas.tools.planning.model_config import MeasureError, model_config_path, read_model_dims, weights_on_disk
-from eyas.tools.planning.prompt_count import prompt_tokens_on_host
+from eyas.tools.planning.model_dims import ModelDims
+from eyas.tools.planning.prompt_count import prompt_tokens_on_host, run_conversations
+from eyas.tools.planning.rates import assumed_decoding, extraction_rate
 from eyas.tools.planning.served import (
     Context,
     ContextTooShort,
@@ -56,6 +53,7 @@ from eyas.tools.planning.served import (
     served_model,
 )
 from eyas.tools.planning.throughput_probe import Throughput, probe_throughput
+from eyas.tools.planning.token_stats import TokenStats, token_stats
 from eyas.tools.settings.config import EyasConfig, TargetConfig
 from eyas.tools.settings.units import parse_size
 
@@ -216,57 +214,6 @@ def model_dims(host: Host, config_path: str | None, figures: Figures) -> tuple[M
     return dims, f"{host.name}:{config_path}" + (" (with given figures)" if any(given.values()) else "")
 
 
-def assumed_decoding(
-    dims: ModelDims, weight_bytes: int | None, gpus: int, figures: Figures, sequence: float, host: Host, why: str
-) -> tuple[float, float, str]:
-    """Decoding tokens/s at the run's concurrency and for one request alone, assumed from the weights' bytes and
-    production's GPUs (estimate.assumed_decode_tok_s), with the assumption in words; MeasureError when there is
-    nothing to assume it from."""
-    if not gpus or not weight_bytes:
-        missing = f"no GPU on {host.name}" if not gpus else "the weights' size is unknown (target.model_dir)"
-        raise MeasureError(
-            f"The server could not be asked ({why}) and the decoding rate cannot be assumed ({missing}): start the "
-            "server, or give the figure with --throughput TOKENS_PER_S."
-        )
-    prefill = assumed_prefill_tok_s(dims, gpus * GPU_TRAINING_FLOPS, sequence)
-    tok_s = assumed_decode_tok_s(weight_bytes, gpus, figures.concurrency, prefill)
-    single = assumed_decode_tok_s(weight_bytes, gpus, 1, prefill)
-    capped = " (capped at the prefill rate: a batch that large is compute-bound)" if tok_s == prefill else ""
-    source = (
-        f"assumed, not measured (the server could not be asked: {why}): {tok_s:,.0f} tokens/s{capped}, "
-        f"{figures.concurrency} requests at once, each decoding step reading the {weight_bytes / 1e9:,.0f} GB of "
-        f"weights once from production's {gpus} GPU(s) at {GPU_DECODE_BYTES_PER_S / 1e12:g} TB/s each"
-    )
-    return tok_s, single, source
-
-
-def extraction_rate(
-    figures: Figures,
-    throughput: Throughput | None,
-    dims: ModelDims,
-    flops: tuple[float, str],
-    tokens: float,
-    decode_tok_s: float,
-) -> tuple[float, str]:
-    """Extraction's tokens/s (one forward pass over each sample: prefill) and its source: given, else the server's
-    prefill the probe measured, else assumed compute-bound from `flops` (never below decoding)."""
-    if figures.prefill_tok_s is not None:
-        return figures.prefill_tok_s, "given"
-    if throughput is not None and throughput.prefill_tok_s:
-        requests = throughput.prefill_requests
-        return throughput.prefill_tok_s, (
-            f"prefill probe: {requests} prompts of {throughput.prefill_tokens / requests:,.0f} tokens at once, each "
-            "answered with one token (extraction is one forward pass per sample)"
-        )
-    rate = assumed_prefill_tok_s(dims, flops[0], tokens)
-    floor = f"; below the decoding rate, so taken as that, {decode_tok_s:,.0f}" if rate < decode_tok_s else ""
-    return max(rate, decode_tok_s), (
-        f"assumed, not measured: prefill at {rate:,.0f} tokens/s{floor} ({flops[0]:.1e} FLOP/s sustained, "
-        f"{flops[1]}, over {dims.forward_flops(tokens) / 1e9:,.1f} GFLOP a token: 2 per active parameter, "
-        f"{dims.active_parameters() / 1e9:,.1f} B, and the attention over {tokens:,.0f}-token samples)"
-    )
-
-
 class ModelOnHost(BaseModel):
     """The model as the host shows it: asked of the server, or (down) read from target.model_dir."""
 
@@ -311,11 +258,6 @@ def probe_shape(throughput: Throughput, run_concurrency: int) -> str:
     return f"{shape}, not the run's {run_concurrency} (generation's rate at {run_concurrency} may differ)"
 
 
-def sequence_tokens(stats: TokenStats | None, prompt_tokens: float | None, max_tokens: int) -> float:
-    """Tokens per sample as the estimate takes them (PlanInputs.sequence_tokens), before the inputs exist."""
-    return stats.avg_sequence_tokens if stats else (prompt_tokens or 0.0) + max_tokens
-
-
 def measure_inputs(
     figures: Figures,
     *,
@@ -336,6 +278,7 @@ def measure_inputs(
     sources["prompt_tokens"] = "given" if figures.prompt_tokens is not None else "not counted"
     sources["training"] = f"one GPU, {GPU_TRAINING_FLOPS:.0e} FLOP/s (assumed)"
     flops, stats, others, throughput, overhead, gpus, serving = GPU_TRAINING_FLOPS, None, [], None, 0.0, 1, 0
+    answers: AnswerLengths | None = None
     free = tok_s = single = found = None
     dims = None
     if figures.hidden_size and figures.num_layers and figures.vocab_size:
@@ -355,9 +298,17 @@ def measure_inputs(
         stats = generated_stats(host, figures.generated_file) if figures.generated_file else None
         if stats:
             sources["tokens"] = f"averages of {stats.samples} samples of {figures.generated_file}"
+        samples = run_conversations(ctx, figures) if stats is None else []
         if prompt_tokens is None and stats is None:
-            prompt_tokens, sources["prompt_tokens"] = prompt_tokens_on_host(ctx, config, figures, found.served)
-        sequence = sequence_tokens(stats, prompt_tokens, figures.max_tokens)
+            prompt_tokens, sources["prompt_tokens"] = prompt_tokens_on_host(ctx, config, figures, found.served, samples)
+        if stats is None and found.served is not None and samples:
+            answers = sample_answers(
+                http, config.target, samples, max_tokens=figures.max_tokens, concurrency=figures.concurrency,
+                headers=production_headers(ctx),
+            )  # fmt: skip
+            answers = shaped(answers, samples, prompt_tokens or 0.0, figures.max_seq_len) if answers else None
+            sources["answers"] = answers.text() if answers else "not sampled: no answer came back; max_tokens assumed"
+        sequence = expected_sequence_tokens(stats, prompt_tokens or 0.0, figures.max_tokens, answers)
         if figures.generation_tok_s is None and found.served is not None:
             length = found.context.tokens if found.context else None
             concurrency = probe_concurrency or figures.concurrency
@@ -385,7 +336,7 @@ def measure_inputs(
             prefill_flops = (serving * GPU_TRAINING_FLOPS, f"production's {serving} GPU(s) x {GPU_TRAINING_FLOPS:.0e}")
         else:
             prefill_flops = (flops, sources["training"].removesuffix(" (assumed)"))
-        sequence = sequence_tokens(stats, prompt_tokens, figures.max_tokens)
+        sequence = expected_sequence_tokens(stats, prompt_tokens or 0.0, figures.max_tokens, answers)
         rate, sources["extraction"] = extraction_rate(figures, throughput, dims, prefill_flops, sequence, tok_s)
         if probe_failed:
             sources["extraction"] += f" ({probe_failed})"
@@ -395,6 +346,7 @@ def measure_inputs(
         samples=figures.samples,
         max_tokens=figures.max_tokens,
         measured=stats,
+        answers=answers,
         prompt_tokens=prompt_tokens or 0.0,
         generation_tok_s=tok_s,
         generation_overhead_s=overhead,

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from eyas.tools.errors import EyasError, RemoteFileNotFound
 from eyas.tools.hosts.host import Host
-from eyas.tools.planning.estimate import ModelDims
+from eyas.tools.planning.model_dims import ModelDims
 
 # The keys vLLM takes a model's longest sequence from, the smallest winning (vllm/transformers_utils/
 # model_arch_config_convertor.py, derive_max_model_len_and_key), and the RoPE types whose `factor` it does not apply

@@ -54,24 +54,48 @@ def first_turns(lines: list[str], count: int) -> list[str]:
     return prompts
 
 
-def split_prompts(rows: Iterator[Any], count: int, max_prompt_chars: int) -> list[str]:
-    """The first `count` training prompts the data phase's split gives from these source rows, each the text of
-    every turn it keeps (its system and human turns, cut to max_prompt_chars): what the target is asked, over all the
-    sample's turns, and what the plan's prompt length counts."""
+# A sample's kept turns in order, as prompt_split.py writes them: {"from": "human" or "system", "value": text}; the
+# data phase sends one request per human turn.
+Conversation = list[dict[str, str]]
+
+
+def joined(turns: Conversation) -> str:
+    """A sample's turns as one text: what the prompt length counts."""
+    return "\n\n".join(turn["value"] for turn in turns)
+
+
+def split_conversations(rows: Iterator[Any], count: int, max_prompt_chars: int) -> list[Conversation]:
+    """The first `count` training samples the data phase's split gives from these source rows, each as the turns
+    it keeps (cut to max_prompt_chars)."""
     rows_kept: list[dict[str, Any]] = []
     prompt_split.walk(
         rows, train=count, held_out=0, max_prompt_chars=max_prompt_chars, write=lambda _, row: rows_kept.append(row)
     )
-    return ["\n\n".join(turn["value"] for turn in row["conversations"]) for row in rows_kept]
+    return [list(row["conversations"]) for row in rows_kept]
+
+
+def split_prompts(rows: Iterator[Any], count: int, max_prompt_chars: int) -> list[str]:
+    """The first `count` training prompts the data phase's split gives from these source rows, each the text of
+    every turn it keeps (its system and human turns, cut to max_prompt_chars): what the target is asked, over all the
+    sample's turns, and what the plan's prompt length counts."""
+    return [joined(turns) for turns in split_conversations(rows, count, max_prompt_chars)]
 
 
 def source_prompts(ctx: CheckContext, source: str, count: int, max_prompt_chars: int) -> list[str] | None:
+    """source_conversations' samples, each as one text of all its turns (what the prompt length counts)."""
+    found = source_conversations(ctx, source, count, max_prompt_chars)
+    return None if found is None else [joined(turns) for turns in found]
+
+
+def source_conversations(
+    ctx: CheckContext, source: str, count: int, max_prompt_chars: int
+) -> list[Conversation] | None:
     """The first training prompts of the run's own source, split as the data phase will split them: the shipped set
     here (eyas's own file), any other source on the host by prompt_split.py, whose rows are then read back (ShareGPT's
     first turns alone are three times the shipped set's: 147 against 47 tokens with SmolLM2's template); None when
     the host cannot split it (the data phase will then say why)."""
     if source == "shipped":
-        return split_prompts(prompt_split.jsonl_rows(PROMPT_SET), count, max_prompt_chars)
+        return split_conversations(prompt_split.jsonl_rows(PROMPT_SET), count, max_prompt_chars)
     workloads = upload_workloads(ctx.host, ctx.host_config.workdir)
     made = ctx.host.run("mktemp -d", timeout=15)
     if not made.ok:
@@ -86,7 +110,7 @@ def source_prompts(ctx: CheckContext, source: str, count: int, max_prompt_chars:
     rows = ctx.host.read_text(f"{directory}/prompts.jsonl") if split.ok else ""
     ctx.host.run(f"rm -rf {shlex.quote(directory)}", timeout=15)
     lines = (json.loads(line) for line in rows.splitlines() if line.strip())
-    return split_prompts(lines, count, max_prompt_chars) or None
+    return split_conversations(lines, count, max_prompt_chars) or None
 
 
 def count_prompts(ctx: CheckContext | None, figures: Figures) -> PromptSupply:
@@ -149,12 +173,18 @@ def estimated_prompt_tokens(prompts: list[str]) -> float:
     return sum(len(prompt) for prompt in prompts) / len(prompts) / CHARS_PER_TOKEN
 
 
+def run_conversations(ctx: CheckContext, figures: Figures) -> list[Conversation]:
+    """The run's source's first samples as the data phase splits them: what the plan measures prompts, answers and
+    turns on."""
+    return source_conversations(ctx, figures.prompt_source, PROMPT_SAMPLE, figures.max_prompt_chars) or []
+
+
 def prompt_tokens_on_host(
-    ctx: CheckContext, config: EyasConfig, figures: Figures, served: ServedModel | None
+    ctx: CheckContext, config: EyasConfig, figures: Figures, served: ServedModel | None, samples: list[Conversation]
 ) -> tuple[float | None, str]:
-    """The run's average prompt in tokens, and how it was found: its source's first prompts as the data phase
-    splits them, tokenized by the server, else (the server cannot) estimated from their length."""
-    prompts = source_prompts(ctx, figures.prompt_source, PROMPT_SAMPLE, figures.max_prompt_chars)
+    """The run's average prompt in tokens (all of a sample's turns), and how it was found: its source's first
+    `samples` (run_conversations), tokenized by the server, else (the server cannot) estimated from their length."""
+    prompts = [joined(turns) for turns in samples]
     if not prompts:
         return None, f"unknown: the {figures.prompt_source} source"
     named = f"{len(prompts)} prompts of the {figures.prompt_source} source"

@@ -8,10 +8,8 @@ from pydantic import BaseModel, Field
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.http import HttpClient, HttpError
 from eyas.tools.launch.unit_file import UnitFile
-from eyas.tools.planning.estimate import (
-    ModelDims,
-)
 from eyas.tools.planning.model_config import MeasureError
+from eyas.tools.planning.model_dims import ModelDims
 from eyas.tools.settings.config import TargetConfig
 from eyas.tools.settings.sizes import (
     MIN_PROMPT_TOKENS,

@@ -39,3 +39,10 @@ def format_size(size: float) -> str:
             return f"{size:.0f} B" if unit == "B" else f"{size:.2f} {unit}"
         size /= 1000
     raise AssertionError("unreachable")
+
+
+def format_hours(hours: float) -> str:
+    """Minutes under an hour, hours under two days, then days: 45 min, 9.7 h, 2.9 days."""
+    if hours < 1:
+        return f"{hours * 60:.0f} min"
+    return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"

@@ -20,6 +20,7 @@ from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.private_files import write_private
 from eyas.tools.recording.boundary import Boundary
+from eyas.tools.recording.transcript import register_error_type
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.sqlite_write import writable_db
 from eyas.tools.web.search import WebSearch
@@ -204,9 +205,14 @@ def operator_lines(boundary: Boundary, read: Callable[[str], str]) -> Callable[[
     def typed(prompt_text: str) -> str:
         def perform() -> dict[str, Any]:
             try:
-                return {"text": read(prompt_text)}
+                text = read(prompt_text)
             except (EOFError, KeyboardInterrupt):
                 return {"closed": True}
+            except UnicodeDecodeError:
+                raise NotUtf8Line(NOT_UTF8) from None
+            if not _utf8(text):
+                raise NotUtf8Line(NOT_UTF8)  # recorded as the crossing's error, so a replay says it again
+            return {"text": text}
 
         answer = boundary.cross("operator", {"prompt": prompt_text}, perform)
         if answer.get("closed") or answer.get("text") is None:
@@ -214,6 +220,26 @@ def operator_lines(boundary: Boundary, read: Callable[[str], str]) -> Callable[[
         return str(answer["text"])
 
     return typed
+
+
+@register_error_type
+class NotUtf8Line(EyasError):
+    """The operator's line was bytes that are not UTF-8: nothing is sent, and the chat asks again."""
+
+
+NOT_UTF8 = (
+    "That line is not UTF-8 text, so nothing was sent. Type it again; if your terminal sends another encoding, set "
+    "a UTF-8 locale (export LANG=C.UTF-8) before `eyas chat`."
+)
+
+
+def _utf8(text: str) -> bool:
+    """False for a line read from bytes that are not UTF-8 (Python keeps them as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _confirmation(actions: list[str]) -> str:

@@ -30,10 +30,9 @@ from eyas.agents.faces.cli.run import (
     graph_command,
     resume_command,
     run_command,
-    runs_command,
-    status_command,
 )
 from eyas.agents.faces.cli.show import show_command
+from eyas.agents.faces.cli.status import runs_command, status_command
 from eyas.agents.faces.cli.target import app as target_app
 from eyas.agents.faces.cli.ui import ui_command
 from eyas.agents.faces.cli.watch import watch_command
@@ -75,31 +74,34 @@ def _options(
     """Options that apply before any command."""
 
 
-config_app = typer.Typer(help="Write and validate configuration files.", no_args_is_help=True)
+OK, NO, USAGE, GATE, ROLLED_BACK, UNREACHABLE, NOT_FOUND = ExitCode
+config_app = typer.Typer(
+    help="Write and validate configuration files.", epilog=exit_codes_help(OK, NO, USAGE), no_args_is_help=True
+)
 jobs_app = typer.Typer(
     help="The jobs a run launched (detached on a host, or on a Ray cluster): list, read logs, cancel.",
+    epilog=exit_codes_help(OK, USAGE, UNREACHABLE),
     invoke_without_command=True,
 )
 app.add_typer(config_app, name="config")
 app.add_typer(target_app, name="target")
 app.add_typer(jobs_app, name="jobs")
-OK, NO, USAGE, GATE, ROLLED_BACK, UNREACHABLE, NOT_FOUND = ExitCode
-app.command("run", epilog=exit_codes_help(OK, NO, USAGE, GATE, UNREACHABLE))(run_command)
-app.command("resume", epilog=exit_codes_help(OK, NO, USAGE, GATE, UNREACHABLE, NOT_FOUND))(resume_command)
-app.command("approve")(approve_command)
-app.command("status")(status_command)
-app.command("runs")(runs_command)
-app.command("graph")(graph_command)
+app.command("run", epilog=exit_codes_help(OK, NO, USAGE, GATE, ROLLED_BACK, UNREACHABLE))(run_command)
+app.command("resume", epilog=exit_codes_help(OK, NO, USAGE, GATE, ROLLED_BACK, UNREACHABLE, NOT_FOUND))(resume_command)
+app.command("approve", epilog=exit_codes_help(OK, USAGE, NOT_FOUND))(approve_command)
+app.command("status", epilog=exit_codes_help(OK, USAGE, NOT_FOUND))(status_command)
+app.command("runs", epilog=exit_codes_help(OK, USAGE))(runs_command)
+app.command("graph", epilog=exit_codes_help(OK, USAGE))(graph_command)
 app.command("show", epilog=exit_codes_help(OK, NO, USAGE, NOT_FOUND))(show_command)
 app.command("replay", epilog=exit_codes_help(OK, NO, USAGE, NOT_FOUND))(replay_command)
-app.command("report")(report_command)
+app.command("report", epilog=exit_codes_help(OK, USAGE, NOT_FOUND))(report_command)
 app.command("plan", epilog=exit_codes_help(OK, NO, USAGE))(plan_command)
-app.command("research")(research_command)
-app.command("chat")(chat_command)
-app.command("ui")(ui_command)
+app.command("research", epilog=exit_codes_help(OK, USAGE, UNREACHABLE))(research_command)
+app.command("chat", epilog=exit_codes_help(OK, USAGE, UNREACHABLE, NOT_FOUND))(chat_command)
+app.command("ui", epilog=exit_codes_help(OK, USAGE))(ui_command)
 app.command("deploy", epilog=exit_codes_help(OK, NO, USAGE, ROLLED_BACK, UNREACHABLE, NOT_FOUND))(deploy_command)
 app.command("rollback", epilog=exit_codes_help(OK, NO, USAGE, UNREACHABLE, NOT_FOUND))(rollback_command)
-app.command("watch")(watch_command)
+app.command("watch", epilog=exit_codes_help(OK, USAGE, NOT_FOUND))(watch_command)
 app.command("publish", epilog=exit_codes_help(OK, USAGE, UNREACHABLE, NOT_FOUND))(publish_command)
 app.command("demo", epilog=exit_codes_help(OK, NO, USAGE, GATE))(demo_command)
 
@@ -158,16 +160,24 @@ def config_check(
         console.print(f"[green]✓[/] {escape(str(source.path))} is valid", highlight=False)
 
 
-@config_app.command("init")
+@config_app.command("init", epilog=exit_codes_help(OK, USAGE))
 def config_init(
     path: Annotated[Path, typer.Argument(help="where to write the config")] = LOCAL_FILE,
     force: Annotated[bool, typer.Option("--force", help="overwrite the file if it exists")] = False,
 ) -> None:
     """Write the example config (every field, commented) to edit for your host and target."""
+    if path.is_dir():
+        raise EyasError(f"{path} is a directory, not a config file: pass a file name, such as {path / LOCAL_FILE}.")
     if path.exists() and not force:
         raise EyasError(f"{path} exists already: edit it, or pass --force to replace it with the example.")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text((files("eyas") / "eyas.example.toml").read_text())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text((files("eyas") / "eyas.example.toml").read_text())
+    except OSError as exc:
+        raise EyasError(
+            f"eyas could not write the example config to {path} ({exc.strerror}): pass a path in a folder you may "
+            f"write, such as ./{LOCAL_FILE.name}."
+        ) from None
     found = path.resolve() == LOCAL_FILE.resolve()  # ./eyas.toml needs no --config
     console.print(f"[green]✓[/] wrote {escape(str(path))}", highlight=False)
     console.print(
@@ -217,7 +227,7 @@ def jobs_list(
     console.print(table)
 
 
-@jobs_app.command("tail")
+@jobs_app.command("tail", epilog=exit_codes_help(OK, USAGE, UNREACHABLE))
 def jobs_tail(
     ctx: typer.Context,
     job_id: str,
@@ -228,7 +238,7 @@ def jobs_tail(
         sys.stdout.write(jobs.tail(job_id, lines))
 
 
-@jobs_app.command("cancel")
+@jobs_app.command("cancel", epilog=exit_codes_help(OK, USAGE, UNREACHABLE))
 def jobs_cancel(ctx: typer.Context, job_id: str, json_output: JsonOption = False) -> None:
     """Stop a job: a detached job's whole process group (SIGTERM, then SIGKILL after 10 s); a Ray job through Ray."""
     with job_executor(ctx) as jobs:

@@ -13,11 +13,12 @@ from eyas.agents.faces.cli.console import console, errors, print_json
 from eyas.agents.faces.cli.options import ConfigOption, chosen_sizes, size_option, use_config
 from eyas.tools.checks.drafter import check_drafter
 from eyas.tools.checks.result import CheckContext, Status
+from eyas.tools.errors import EyasError
 from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
-from eyas.tools.planning.estimate import Plan, estimate, format_hours
+from eyas.tools.planning.estimate import Plan, estimate
 from eyas.tools.planning.figures import Figures, planned_sizes
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode, choose_mode, mode_verdict, offered
 from eyas.tools.planning.measure import Measured, measure_inputs
@@ -26,17 +27,27 @@ from eyas.tools.planning.prompt_supply import PromptSupply, supply_verdict
 from eyas.tools.planning.served import ServerDown
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import SIZE_LIMITS
-from eyas.tools.settings.units import format_size, parse_size
+from eyas.tools.settings.units import format_hours, format_size, parse_size
 
 
-def plan_table(measured: Measured, plan: Plan, supply: PromptSupply, mode: HiddenStatesMode) -> Table:
+def plan_table(
+    measured: Measured,
+    plan: Plan,
+    supply: PromptSupply,
+    mode: HiddenStatesMode,
+    hours: dict[str, float | None],
+    total: float,
+) -> Table:
+    """The plan as a table: each figure, and where it came from; the hours are the chosen mode's (`hours` by phase,
+    with the servers each loads), one set, and the whole run's `total`."""
     inputs, sources = measured.inputs, {**measured.sources, "prompt_supply": supply.counted}
     model = inputs.model
     table = Table(title="plan", title_justify="left")
     for column in ("", "estimate", "from"):
         table.add_column(column, overflow="fold")
     overhead = f" + {inputs.generation_overhead_s:.2f} s per request" if inputs.generation_overhead_s else ""
-    per_sample = f"{plan.tokens_per_sample:,.0f} tokens ({'average' if plan.tokens_from == 'measured' else 'at most'})"
+    how = {"measured": "average", "sampled": "expected", "max_tokens": "at most"}[plan.tokens_from]
+    per_sample = f"{plan.tokens_per_sample:,.0f} tokens ({how})"
     context = f"{measured.context.tokens:,} tokens" if measured.context else "not known"
     rows = [
         ("model", f"hidden {model.hidden_size:,}, {model.num_layers} layers, vocab {model.vocab_size:,}", "model"),
@@ -46,13 +57,15 @@ def plan_table(measured: Measured, plan: Plan, supply: PromptSupply, mode: Hidde
         ("prompts", prompts_row(supply), "prompt_supply"),
         ("captured layers", f"{plan.captured_layers} x {inputs.bytes_per_value} B per value", ""),
         ("generation throughput", f"{inputs.generation_tok_s:,.1f} tokens/s{overhead}", "throughput"),
-        ("generation", format_hours(plan.generation_hours), ""),
+        ("generation", shown_hours(hours["data"]), "answers" if "answers" in sources else ""),
         (
             "extraction (prefill)",
-            f"{format_hours(plan.extraction_hours)} at {inputs.extraction_rate:,.0f} tokens/s",
+            f"{shown_hours(hours['extract'])} at {inputs.extraction_rate:,.0f} tokens/s",
             "extraction",
         ),
-        ("training", f"{format_hours(plan.training_hours)} ({inputs.epochs} epochs)", "training"),
+        ("training", f"{shown_hours(hours['train'])} ({inputs.epochs} epochs, {mode.mode})", "training"),
+        ("evaluation", shown_hours(hours.get("evaluate")), ""),
+        ("whole run", format_hours(total), ""),
         ("hidden states", format_size(plan.hidden_state_bytes), ""),
         ("hidden states mode", mode.reason, ""),
         ("generated data + checkpoints", format_size(plan.data_bytes + plan.checkpoint_bytes), ""),
@@ -62,6 +75,24 @@ def plan_table(measured: Measured, plan: Plan, supply: PromptSupply, mode: Hidde
     for name, value, source in rows:
         table.add_row(escape(name), escape(value), escape(sources.get(source, "")))
     return table
+
+
+def hours_json(hours: dict[str, float | None], total: float) -> dict[str, float | None]:
+    """The chosen mode's hours at the top level of `eyas plan --json`, named as the estimate names them, and the
+    whole run's (the offline estimate's are under offline_*)."""
+    names = {"data": "generation", "extract": "extraction", "train": "training", "evaluate": "evaluation"}
+    return {**{f"{names[phase]}_hours": value for phase, value in hours.items()}, "total_hours": total}
+
+
+def shown_hours(hours: float | None) -> str:
+    return "not planned (no host to measure)" if hours is None else format_hours(hours)
+
+
+def refuse_empty_source(supply: PromptSupply) -> None:
+    """A prompt source without one usable prompt (an empty file, lines of garbage) is refused before anything is
+    measured: no plan can use it, and the probes of a served model would keep the operator waiting for minutes."""
+    if supply.available == 0:
+        raise EyasError(f"{supply_verdict(supply)} Nothing was measured.")
 
 
 def prompts_row(supply: PromptSupply) -> str:
@@ -133,7 +164,7 @@ def plan_command(
     ways out (fewer or shorter samples, online training, another path)."""
     # The graph's modules (langgraph) load here, not at start-up of every eyas process.
     from eyas.agents.faces.cli.plan_downtime import downtime_row, host_plan_context, production_downtime
-    from eyas.graph.phases.plan.node import online_refusal
+    from eyas.graph.phases.plan.node import made_plan, whole_run
 
     try:
         free_bytes = parse_size(free_disk) if free_disk else None
@@ -174,41 +205,47 @@ def plan_command(
                 figures, config=cfg, host=host, http=HttpClient(), probe_concurrency=probe_concurrency, server_down=down
             )
 
-        try:
-            measured = measured_with()
-        except ServerDown as exc:  # stopped or loading: planned from target.model_dir, the rates assumed
-            measured = measured_with(str(exc))
         checks = None if host is None else CheckContext(
             host=host, host_config=cfg.host(), target=cfg.target, http=HttpClient(),
             data_path=figures.data_path or cfg.host().workdir,
         )  # fmt: skip
-        return measured, count_prompts(checks, figures)
-
-    def planned(measured: Measured, refusal: str | None = None) -> tuple[Plan, HiddenStatesMode]:
-        plan = estimate(measured.inputs)
-        # Whether this host's vLLM has extract_hidden_states is verify's to say (`eyas run` knows): not known here.
-        return plan, choose_mode(sizes.extraction_mode, measured.inputs, plan, None, refusal)
+        supply = count_prompts(checks, figures)  # first: the probes take minutes on a served model
+        refuse_empty_source(supply)
+        try:
+            measured = measured_with()
+        except ServerDown as exc:  # stopped or loading: planned from target.model_dir, the rates assumed
+            measured = measured_with(str(exc))
+        return measured, supply
 
     production = None  # what the phases mean for production: only the host's GPUs say
     if figures.complete and not generated:
         measured, supply = measure(None)  # nothing to ask the host: it need not be reachable
-        plan, mode = planned(measured)
+        plan = estimate(measured.inputs)
+        # Whether this host's vLLM has extract_hidden_states is verify's to say (`eyas run` knows): not known here.
+        mode = choose_mode(sizes.extraction_mode, measured.inputs, plan, None)
+        hours: dict[str, float | None] = {
+            "data": plan.generation_hours, "extract": mode.extract_hours, "train": mode.train_hours, "evaluate": None,
+        }  # fmt: skip
+        total, whole = whole_run(hours, None)
+        said = f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}{measured.down_note} {whole}"
     else:
         with open_host(cfg.target.host, cfg.host()) as host, host_plan_context(cfg, host, sizes) as (ctx, state):
             measured, supply = measure(host)
-            plan, mode = planned(measured, online_refusal(ctx, state, measured.inputs.model, measured.weight_bytes))
-            production = production_downtime(ctx, state, measured, plan, mode)
+            run = made_plan(ctx, state, measured, supply)  # the run's own plan: one verdict, one total
+        plan, production = estimate(measured.inputs), production_downtime(run)
+        assert run.extraction_mode is not None and run.verdict is not None and run.total_hours is not None
+        mode, said, total = run.extraction_mode, run.verdict, run.total_hours
+        hours = {phase: run.phase(phase).phase_hours for phase in ("data", "extract", "train", "evaluate")}
     works = mode.fits and supply.enough is not False
     if json_output:
-        shown = plan_json(measured, plan, supply, mode)
+        shown = {**plan_json(measured, plan, supply, mode), "verdict": said, **hours_json(hours, total)}
         print_json(shown if production is None else {**shown, "production": production})
     else:
-        table = plan_table(measured, plan, supply, mode)
+        table = plan_table(measured, plan, supply, mode, hours, total)
         if production is not None:
             table.add_row("production downtime", escape(downtime_row(production)), "")
         console.print(table)
         style = "green" if works else "bold red"
-        said = f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}{measured.down_note}"
         console.print(f"[{style}]{escape(said)}[/]", highlight=False)
     raise typer.Exit(ExitCode.OK if works else ExitCode.NO)
 
@@ -259,9 +296,12 @@ def refuse_unusable_drafter(cfg: EyasConfig) -> None:
 
 def plan_json(measured: Measured, plan: Plan, supply: PromptSupply, mode: HiddenStatesMode) -> dict[str, object]:
     """The plan's figures at the top level ("fits" and "needed_bytes" in the chosen mode, "offline_fits" and the
-    offline bytes, hours, alternatives, the mode, the prompt supply), then what they came from."""
+    offline bytes and hours, alternatives, the mode, the prompt supply), then what they came from. The caller adds
+    the verdict, the whole run's hours and each phase's, in the chosen mode (`hours`)."""
+    offline = plan.model_dump(mode="json")
     return {
-        **plan.model_dump(mode="json"),
+        **{key: value for key, value in offline.items() if not key.endswith("_hours")},
+        **{f"offline_{key}": value for key, value in offline.items() if key.endswith("_hours")},
         "offline_fits": plan.fits,
         "offline_needed_bytes": plan.needed_bytes,
         "fits": mode.fits,
@@ -270,7 +310,6 @@ def plan_json(measured: Measured, plan: Plan, supply: PromptSupply, mode: Hidden
         "alternatives": [way.model_dump(mode="json") for way in offered(plan.alternatives, mode)],
         "extraction_mode": mode.model_dump(mode="json"),
         "prompt_supply": supply.model_dump(mode="json"),
-        "verdict": f"{mode_verdict(measured.inputs, plan, mode)} {supply_verdict(supply)}{measured.down_note}",
         "max_model_len": measured.context.model_dump(mode="json") if measured.context else None,
         "inputs": measured.inputs.model_dump(mode="json"),
         "sources": measured.sources,

@@ -11,20 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from eyas.graph.context import RunContext
-from eyas.graph.phases.plan.node import production_plan
 from eyas.graph.phases.verify.node import gpu_summary
 from eyas.graph.runs import RunDir
-from eyas.graph.state import RunState
+from eyas.graph.state import RunPlan, RunState
 from eyas.tools.checks.gpus import check_gpus
 from eyas.tools.checks.result import CheckContext
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
-from eyas.tools.planning.downtime_window import DowntimeWindow, downtime_windows
-from eyas.tools.planning.estimate import Plan
-from eyas.tools.planning.gpu_budget import ProductionImpact
-from eyas.tools.planning.hidden_states_mode import HiddenStatesMode
-from eyas.tools.planning.measure import Measured
+from eyas.tools.planning.downtime_window import DowntimeWindow
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import Sizes
 
@@ -41,23 +36,13 @@ def host_plan_context(cfg: EyasConfig, host: Host, sizes: Sizes) -> Iterator[tup
         yield RunContext(config=cfg, host=host, http=HttpClient(), clock=SYSTEM_CLOCK, run=RunDir(Path(scratch))), state
 
 
-def production_downtime(
-    ctx: RunContext, state: RunState, measured: Measured, plan: Plan, mode: HiddenStatesMode
-) -> dict[str, Any]:
-    """Per GPU phase production's keep, stop or reuse, its load time, and the downtime windows, as JSON."""
-    hours: dict[str, float | None] = {
-        "data": plan.generation_hours,
-        "extract": mode.extract_hours,
-        "train": mode.train_hours,
-    }
-    tok_s = measured.single_tok_s or measured.inputs.generation_tok_s
-    production = production_plan(ctx, state, measured.inputs.model, hours, tok_s, mode, measured.weight_bytes)
-    impacts = {phase: ProductionImpact.model_validate(impact) for phase, impact in production["phases"].items()}
-    windows = downtime_windows(impacts, production["load"]["load_s"])
+def production_downtime(run: RunPlan) -> dict[str, Any]:
+    """Per GPU phase production's keep, stop or reuse, its load time, and the downtime windows, as JSON, from the
+    run's own plan."""
     return {
-        "phases": production["phases"],
-        "load": production["load"],
-        "downtime_windows": [window.model_dump(mode="json") for window in windows],
+        "phases": {phase: entry.production.model_dump() for phase, entry in run.phases.items() if entry.production},
+        "load": run.production_load.model_dump() if run.production_load else None,
+        "downtime_windows": [window.model_dump(mode="json") for window in run.downtime_windows()],
     }
 
 

@@ -58,12 +58,17 @@ def check_run_count(run_ids: list[str], compare: bool) -> list[str]:
 def write_single(run: RunDir, result: dict[str, Any]) -> Path:
     # The graph's modules (langgraph, ~0.5 s) load here, not at start-up of every eyas process.
     from eyas.agents.faces.report_html.page import write_html_report
+    from eyas.agents.faces.report_html.record import load_record
     from eyas.graph.life.runner import read_run
+    from eyas.graph.phases.report.outcome import run_outcome
 
     view = read_run(run)
-    path = write_html_report(run.root, view.state if view.started else None)
+    state = view.state if view.started else None
+    path = write_html_report(run.root, state)
     console.print(f"report: {escape(str(path))}")
-    result.update(run_id=run.run_id, html=str(path), markdown=str(run.report) if run.report.exists() else None)
+    record = load_record(run.root, state)
+    result.update(run_id=run.run_id, html=str(path), markdown=str(run.report) if run.report.exists() else None,
+                  outcome=run_outcome(record.state, record.deploy).model_dump(mode="json"))  # fmt: skip
     return path
 
 

@@ -1,17 +1,15 @@
-"""`eyas run / resume / approve / status / runs / graph`: drive and inspect pipeline runs."""
+"""`eyas run / resume / approve / graph`: drive pipeline runs (`eyas status` and `eyas runs` are in status.py)."""
 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from eyas.agents.faces.cli.console import console, decision_text, errors, json_result, notice, print_json
+from eyas.agents.faces.cli.console import console, errors, json_result, notice, print_json
 from eyas.agents.faces.cli.detach import DetachOption, detach_driver, same_command
 from eyas.agents.faces.cli.evaluation_tables import evaluation_table, latency_table
 from eyas.agents.faces.cli.options import (
@@ -22,12 +20,11 @@ from eyas.agents.faces.cli.options import (
     size_option,
     use_config,
 )
-from eyas.agents.faces.job_table import job_rows
 from eyas.graph.life.heartbeat import Heartbeat
 from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
-from eyas.graph.runs import RUN_ID_RULE, RunDir, open_run, runs_root
-from eyas.graph.state import Action, GateAnswer, run_plan
+from eyas.graph.runs import RUN_ID_RULE, RunDir, open_run
+from eyas.graph.state import Action, GateAnswer
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.errors import EyasError
 from eyas.tools.exit_codes import ExitCode
@@ -101,15 +98,26 @@ def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any]
 
 
 def finish(outcome: Outcome) -> None:
-    """The drive's exit status: done; waiting at a gate; or ended early (a refused drafter, a rejected phase, a path
-    that cannot work here, an aborted job), which is a no: a script must not read a stopped run as a done one."""
+    raise typer.Exit(ending(outcome))
+
+
+def ending(outcome: Outcome) -> ExitCode:
+    """The drive's exit status: done; waiting at a gate; rolled back (production's own counters turned the drafter
+    away); or ended early (a refused drafter, a rejected phase, a path that cannot work here, an aborted job, a
+    deploy that failed), which is a no: a script must not read a stopped run, or a drafter not kept, as a done one."""
+    from eyas.graph.phases.deploy.node import deploy_record
+    from eyas.graph.phases.report.outcome import deploy_facts
+
     if not outcome.finished:
-        raise typer.Exit(ExitCode.GATE)
+        return ExitCode.GATE
     stopped = outcome.state.get("stopped")
     if stopped:
         errors.print(f"[bold red]run stopped before its end[/]: {escape(str(stopped))}", highlight=False)
-        raise typer.Exit(ExitCode.NO)
-    raise typer.Exit(ExitCode.OK)
+        return ExitCode.NO
+    deployed = deploy_facts(outcome.state, deploy_record(open_run(str(outcome.state["run_id"]))))
+    if deployed.status == "rolled_back":
+        return ExitCode.ROLLED_BACK
+    return ExitCode.NO if deployed.status == "failed" else ExitCode.OK
 
 
 def run_command(
@@ -256,112 +264,6 @@ def approve_command(
         console.print(f"{action} recorded for the {view.get('phase')} gate of {run_id}; {where}")
         result.update(run_id=run_id, gate=view.get("phase"), kind=view.get("kind") or "approval", action=action,
                       reason=reason, continues="now" if driven else "on resume")  # fmt: skip
-
-
-def status_command(
-    run_id: Annotated[str, typer.Argument(help="the run")],
-    json_output: JsonOption = False,
-) -> None:
-    """Where a run is: its phase, the gate it waits at, each job with its progress, and the decisions so far."""
-    from eyas.graph.life.runner import read_run
-    from eyas.graph.life.watch import driver_facts
-
-    run = open_run(run_id)
-    view = read_run(run)
-    state, pending = view.state, view.pending
-    jobs, unreachable = job_rows(run, state)
-    evaluation = run_evaluation(state)
-    summary = {
-        "run_id": run_id,
-        "phase": state.get("phase"),
-        "driven": run.is_driven(),
-        "driver": driver_facts(run, time.time()),
-        "waiting_at": pending[1] if pending else None,
-        "stopped": state.get("stopped"),
-        "decisions": state.get("decisions", []),
-        "jobs": jobs,
-        "jobs_unreadable": unreachable,
-        "plan": run_plan(state).verdict,
-        "evaluation": state.get("evaluation"),
-        "side_by_side": [row._asdict() for row in evaluation.side_by_side()] if evaluation else None,
-    }
-    if json_output:
-        print_json(summary)
-        return
-    phase = summary["phase"] or "none yet (the run has not started its first phase)"
-    driven = "driven now" if summary["driven"] else "idle"
-    console.print(f"[bold]{escape(run_id)}[/]: phase {escape(phase)}; {driven}")
-    if summary["driver"]:
-        print_driver(summary["driver"])
-    if pending:
-        console.print(f"[yellow]waiting at[/] {escape(gate_phrase(pending[1]))}")
-    table = Table(title="jobs", title_justify="left")
-    for column in ("phase", "job", "state", "progress", "figures", "ETA"):
-        table.add_column(column)
-    for row in jobs:
-        table.add_row(*(escape(row[key]) for key in ("phase", "job_id", "state", "bar", "figures", "eta")))
-    console.print(table)
-    if unreachable:
-        console.print(f"[yellow]jobs not read:[/] {escape(unreachable)}", highlight=False)
-    for decision in summary["decisions"]:
-        console.print(" ".join(decision_text(decision)), markup=False, highlight=False)
-    if evaluation:
-        console.print(f"evaluated at k={evaluation.k} on {evaluation.prompts} held-out prompts, side by side:")
-        for measured in evaluation.side_by_side():
-            console.print(f"  {measured.name}: {measured.summary()}", markup=False, highlight=False, soft_wrap=True)
-
-
-def gate_phrase(gate: dict[str, Any]) -> str:
-    """The gate a run waits at, in words: its kind and phase, and why the policy left it to a person."""
-    kind = "failure" if gate.get("kind") == "failure" else "approval"
-    policy = gate.get("policy") or {}
-    reasons = "; ".join(policy.get("reasons") or [])
-    why = f" (the policy asks a person: {reasons})" if reasons and not policy.get("approve") else ""
-    return f"the {kind} gate of {gate.get('phase') or 'an unknown phase'}{why}; answer it with `eyas approve`"
-
-
-def print_driver(driver: dict[str, Any]) -> None:
-    """The driver's line of `eyas status`: alive or not, its heartbeat's age, its job and log, an outage."""
-    age = driver["heartbeat_age_s"]
-    if age is None:
-        beat = "no heartbeat yet"
-    elif driver["condition"] == "ended":
-        beat = f"last heartbeat {age:.0f} s ago"
-    else:
-        beat = f"heartbeat {age:.0f} s ago (stale after {driver['stale_after_s']:.0f} s)"
-    job = f"; job {driver['job']} {driver['job_state']}" if driver["job"] else ""
-    restarts = f"; restarts by eyas watch: {driver['restarts']}" if driver["restarts"] else ""
-    line = f"driver: {driver['condition']} ({driver['detail']}){job}; {beat}{restarts}"
-    console.print(line, markup=False, highlight=False, soft_wrap=True)
-    if driver["log"]:
-        console.print(f"driver log: {driver['log']}", markup=False, highlight=False, soft_wrap=True)
-    if driver["host_unreachable_since"]:
-        console.print(
-            f"[bold red]host {escape(str(driver['host']))} unreachable since {driver['host_unreachable_since']}[/]: "
-            "the driver keeps trying, with backoff; the jobs keep running there",
-            highlight=False,
-        )
-
-
-def runs_command(json_output: JsonOption = False) -> None:
-    """List the runs in the runs folder (EYAS_RUNS_DIR, default ./runs): phase, where each stands, its driver (the
-    eyas process driving it: alive, died, ended; a host outage it waits out) and its report."""
-    from eyas.graph.life.watch import driver_phrase, runs_listing
-
-    rows = runs_listing(None, time.time())
-    if json_output:
-        print_json(rows)
-        return
-    table = Table(title=f"runs in {escape(str(runs_root()))}", title_justify="left")
-    for column in ("run", "phase", "state", "driver", "report"):
-        table.add_column(column)
-    for row in rows:
-        cells = (row["run"], row["phase"], row["state"], driver_phrase(row["driver"]), row["report"] or "")
-        table.add_row(*(escape(cell) for cell in cells))
-    console.print(table)
-    for row in rows:  # whole, below the table: what is wrong and how to recover does not fit a cell
-        if row["damage"]:
-            console.print(f"[red]{escape(row['damage'])}[/]")
 
 
 def graph_command(

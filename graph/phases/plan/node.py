@@ -22,7 +22,7 @@ from eyas.tools.checks.service import read_unit
 from eyas.tools.launch.inherited import inherit_launch
 from eyas.tools.planning.backend import BackendChoice, choose_backend
 from eyas.tools.planning.downtime_window import one_window
-from eyas.tools.planning.estimate import ModelDims, estimate
+from eyas.tools.planning.estimate import estimate
 from eyas.tools.planning.figures import Figures, planned_sizes
 from eyas.tools.planning.gpu_budget import (
     GpuBudgetInputs,
@@ -38,10 +38,12 @@ from eyas.tools.planning.gpu_budget import (
 from eyas.tools.planning.hidden_states_mode import HiddenStatesMode, choose_mode, mode_verdict, offered
 from eyas.tools.planning.measure import Measured, measure_inputs
 from eyas.tools.planning.model_config import MeasureError, weights_on_disk
+from eyas.tools.planning.model_dims import ModelDims
 from eyas.tools.planning.paths import phase_paths
 from eyas.tools.planning.prompt_count import count_prompts
 from eyas.tools.planning.prompt_supply import PromptSupply, supply_verdict
 from eyas.tools.planning.served import ServerDown
+from eyas.tools.settings.units import format_hours
 
 VLLM_PATH = ("extract", "vllm")  # the compat table's rows for the vllm extraction backend
 
@@ -51,7 +53,9 @@ def plan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     figures = _figures(state)
     measured = _measure(ctx, figures)
     supply = count_prompts(production_checks(ctx), figures)
-    return {"phase": "plan", "plan": made_plan(ctx, state, measured, supply).model_dump(mode="json")}
+    planned = made_plan(ctx, state, measured, supply).model_dump(mode="json")
+    # What it was made from, so that the plan can be made again once the data exists (replan.py).
+    return {"phase": "plan", "plan": planned, "measured": measured.model_dump(mode="json")}
 
 
 def made_plan(ctx: RunContext, state: RunState, measured: Measured, supply: PromptSupply) -> RunPlan:
@@ -73,16 +77,19 @@ def made_plan(ctx: RunContext, state: RunState, measured: Measured, supply: Prom
     production = production_plan(ctx, state, measured.inputs.model, hours, tok_s, mode, measured.weight_bytes)
     mode = production["extraction_mode"]
     ctx.on_note(f"plan extract: hidden states {mode.reason}")
+    planned = production["phase_hours"]  # the mode's hours, each server a phase starts loaded as production loads
     phases: dict[str, dict[str, Any]] = {
-        "data": {"phase_hours": plan.generation_hours, "disk_bytes": plan.data_bytes},
-        "extract": {"phase_hours": mode.extract_hours, "disk_bytes": mode.extract_bytes},
+        "data": {"phase_hours": planned["data"], "disk_bytes": plan.data_bytes},
+        "extract": {"phase_hours": planned["extract"], "disk_bytes": mode.extract_bytes},
         # Training writes its checkpoints, and online holds at most the bound of fetched hidden states besides.
-        "train": {"phase_hours": mode.train_hours, "disk_bytes": plan.checkpoint_bytes + mode.bound_bytes},
+        "train": {"phase_hours": planned["train"], "disk_bytes": plan.checkpoint_bytes + mode.bound_bytes},
         "evaluate": {"phase_hours": production["evaluate_hours"]},
     }
     for phase, impact in production["phases"].items():
         phases[phase]["production"] = impact
-    offline = mode.mode == "offline"
+    total, said = whole_run({phase: entry["phase_hours"] for phase, entry in phases.items()}, production["load"])
+    rate = measured.inputs.generation_tok_s
+    text += f" {said} Generation's rate: {rate:,.0f} tokens/s ({measured.sources.get('throughput', 'given')})."
     return RunPlan.model_validate(
         {
             **checked_paths(state, production),
@@ -91,7 +98,7 @@ def made_plan(ctx: RunContext, state: RunState, measured: Measured, supply: Prom
             "verdict": text,
             "needed_bytes": mode.needed_bytes,
             "free_disk_bytes": plan.free_disk_bytes,
-            "total_hours": plan.total_hours if offline else plan.generation_hours + mode.hours,
+            "total_hours": total,
             "sources": measured.sources,
             "alternatives": [way.model_dump(exclude_none=True) for way in offered(plan.alternatives, mode)],
             # What each gate weighs against the policy's budgets, and what happens to production meanwhile.
@@ -160,6 +167,27 @@ def evaluation_hours(state: RunState, load_s: float, tok_s: float | None) -> flo
     servers = 1 + len(measured_k(sizes)) * (2 if sizes.eval_ngram else 1)
     seconds = servers * (load_s + answers * sizes.eval_max_tokens / tok_s)
     return seconds / 3600
+
+
+WHOLE_RUN_PARTS = {"data": "generation", "extract": "extraction", "train": "training", "evaluate": "evaluation"}
+
+
+def whole_run(hours: dict[str, float | None], load: dict[str, Any] | None) -> tuple[float, str]:
+    """The one total the text, the JSON, the gates, the dry run and the report show: every phase in the chosen mode
+    (with the servers it loads), the evaluation, and the deploy's restart of production (`load`; None: not known,
+    as for a plan that contacts no host); with its parts in words."""
+    deploy_h = float(load["load_s"]) / 3600 if load else 0.0
+    known = {WHOLE_RUN_PARTS[phase]: h for phase, h in hours.items() if h is not None}
+    total = sum(known.values()) + deploy_h
+    parts = ", ".join(f"{name} {format_hours(h)}" for name, h in known.items())
+    missing = [WHOLE_RUN_PARTS[phase] for phase, h in hours.items() if h is None]
+    unknown = f"; {' and '.join(missing)} not planned (no rate measured)" if missing else ""
+    deploy = (
+        f"the deploy's restart of production {format_hours(deploy_h)}, a rollback another"
+        if load
+        else "the deploy's restart not planned (production's load time unknown)"
+    )
+    return total, f"Whole run: {format_hours(total)} ({parts}, each with the servers it loads; {deploy}{unknown})."
 
 
 def production_load(ctx: RunContext, state: RunState, model_bytes: int | None) -> tuple[float, str]:
@@ -238,9 +266,6 @@ def production_plan(
     evaluate_h = evaluation_hours(state, load_s, tok_s)
     layout = inputs.production.model_copy(update={"load_s": load_s, "load_source": source})
     inputs = inputs.model_copy(update={"production": layout, "phase_hours": {**hours, "evaluate": evaluate_h}})
-    impacts = one_window(budget(inputs), load_s)
-    for phase, impact in impacts.items():
-        ctx.on_note(f"plan {phase}: production {impact.action}: {impact.reason}")
     requested = run_sizes(state).extraction_backend
     if mode is not None and mode.extracts_nothing:
         choice = BackendChoice(
@@ -258,6 +283,13 @@ def production_plan(
             ctx.host,
             ctx.config.target.model_dir,
         )
+    # The servers the phases start load like production: extraction's (vllm backend), online training's.
+    loads = server_loads(choice.backend == "vllm" and not (mode is not None and mode.extracts_nothing), mode, load_s)
+    hours = {phase: None if h is None else h + loads.get(phase, 0.0) for phase, h in hours.items()}
+    inputs = inputs.model_copy(update={"phase_hours": {**hours, "evaluate": evaluate_h}})
+    impacts = one_window(budget(inputs), load_s)
+    for phase, impact in impacts.items():
+        ctx.on_note(f"plan {phase}: production {impact.action}: {impact.reason}")
     ctx.on_note(f"plan extract: backend {choice.reason}")
     if mode is not None and mode.online:
         lowered = online_train_fit(inputs).memory_utilization
@@ -266,8 +298,19 @@ def production_plan(
         "phases": {phase: impact.model_dump() for phase, impact in impacts.items()},
         "load": {"load_s": load_s, "source": source},
         "evaluate_hours": evaluate_h,
+        "phase_hours": hours,
         "extraction": choice.model_dump(),
         "extraction_mode": mode,
+    }
+
+
+def server_loads(extraction_server: bool, mode: HiddenStatesMode | None, load_s: float) -> dict[str, float]:
+    """Hours each phase spends loading a server of its own, as long as production takes: the extraction server
+    (`extraction_server`: the vllm backend over stored samples) and online training's."""
+    load_h = load_s / 3600
+    return {
+        "extract": load_h if extraction_server else 0.0,
+        "train": load_h if mode is not None and mode.online else 0.0,
     }
 
 

@@ -1,0 +1,80 @@
+"""`eyas runs` and `eyas status` in a terminal 80 columns wide (issue 41): ids made alike share their start, so a
+table keeps each id's end whole on its row's first line (a long one cut in its middle), one run takes a few lines,
+and no line is wider than the terminal. The real `eyas` program in a real pseudo-terminal of that size; real run
+folders at the data gate (the real graph and checkpoint DB) and real detached jobs that print progress lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.executor import jobs_of
+from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.workloads.progress import TAG
+from gated_runs import run_at_data_gate
+from terminal import Terminal
+from waiting import wait_for
+
+PREFIX = "nightly-llama-70b-eagle3-run-20261207-1530"
+LONG = [f"{PREFIX}12-4f1c", f"{PREFIX}48-9d0e"]  # alike but for their ends
+DEFAULT = "run-20261207-153107-ab12"  # eyas's own id, as new_run_id makes it
+SHARDS = [f"{LONG[0]}.generate-{shard}" for shard in (0, 1)]
+COLUMNS = 80
+
+
+@pytest.fixture(scope="module")
+def place(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("narrow")
+    jobs = jobs_of(EmbeddedTarget(root / "cache", port=9).config(), None, LocalHost())
+    progress = TAG + json.dumps({"done": 3, "total": 10, "tokens_per_s": 41.5, "eta_s": 120})
+    for job_id in SHARDS:
+        jobs.launch(JobSpec(job_id=job_id, argv=["/bin/sh", "-c", f"echo '{progress}'"]))
+    wait_for(lambda: all(state.finished for state in jobs.statuses(SHARDS)), 30, what="the jobs' ends")
+    run_at_data_gate(root / "runs", LONG[0], {"jobs": {"generate": SHARDS}, "phase": "generate"})
+    for run_id in (LONG[1], DEFAULT):
+        run_at_data_gate(root / "runs", run_id)
+    return {**os.environ, "EYAS_RUNS_DIR": str(root / "runs"), "EYAS_CACHE_DIR": str(root / "cache"), "TERM": "xterm"}
+
+
+def screen(place: dict[str, str], *args: str) -> list[str]:
+    """What `eyas ARGS` shows in the terminal, line by line, without its colours."""
+    env = {key: value for key, value in place.items() if key not in ("COLUMNS", "LINES")}
+    terminal = Terminal([sys.executable, "-m", "eyas", *args], env, str(Path(place["EYAS_RUNS_DIR"])), COLUMNS)
+    try:
+        code = terminal.read_to_end(120)
+    finally:
+        terminal.close()
+    assert code == 0, terminal.output
+    lines = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal.output).splitlines()
+    assert all(len(line) <= COLUMNS for line in lines), "\n".join(lines)
+    return lines
+
+
+def rows_of(lines: list[str], distinct: str) -> list[int]:
+    return [number for number, line in enumerate(lines) if distinct in line]
+
+
+def test_runs_keeps_each_ids_end_whole_at_80_columns(place: dict[str, str]) -> None:
+    lines = screen(place, "runs")
+    for run_id in [*LONG, DEFAULT]:
+        end = run_id[-len("153012-4f1c") :]
+        assert len(rows_of(lines, end)) == 1, (end, "\n".join(lines))
+    assert any(DEFAULT in line for line in lines), "\n".join(lines)  # a short id is whole
+    body = [line for line in lines if line.startswith("│")]
+    assert len(body) <= 3 * 3, "\n".join(lines)  # three runs, each in at most three lines
+
+
+def test_status_keeps_each_jobs_end_whole_at_80_columns(place: dict[str, str]) -> None:
+    lines = screen(place, "status", LONG[0])
+    for job_id in SHARDS:
+        end = job_id[-len(".generate-0") :]  # the run's whole id is on the status line above
+        assert len(rows_of(lines, end)) == 1, (end, "\n".join(lines))
+    said = " ".join(" ".join(lines).split())
+    assert "waiting at the approval gate of data" in said and "3/10" in said, said
