@@ -13,7 +13,7 @@ from eyas.graph.phases.evaluate.record import DRAFTER, NGRAM, TARGET_ALONE, Eval
 from eyas.graph.phases.report.headline import headline
 from eyas.graph.state import DeployStatus
 from eyas.tools.launch.unit_file import parse_vllm_argv
-from eyas.tools.service.deploy import DeployResult, speculative_config
+from eyas.tools.service.deploy import DeployResult
 from eyas.tools.settings.sizes import recorded_sizes
 
 NOT_DEPLOYED = "not_deployed"
@@ -85,8 +85,11 @@ def deploy_facts(state: Mapping[str, Any], deployed: Mapping[str, Any] | None) -
     if not phase:
         return DeployFacts(status=NOT_DEPLOYED, reason=None, method=None, k=None, drafter=None, production=None)
     restarted = phase["status"] in ("kept", "rolled_back")
-    # The k the deploy phase deploys with (graph/phases/deploy/node.py).
-    k = recorded_sizes(state.get("sizes") or {}).num_speculative_tokens
+    # What production runs now names the method and k kept; a rollback left production as it was, so the method tried
+    # is not in its argv, and the run's own k is the drafter's.
+    served = parse_vllm_argv(list(phase.get("argv_after") or []))
+    kept = (served.speculative_config if served is not None else None) or {}
+    k = int(kept.get("num_speculative_tokens") or recorded_sizes(state.get("sizes") or {}).num_speculative_tokens)
     before, after = phase.get("tokens_per_s_before"), phase.get("tokens_per_s_after")
     production = ProductionFigures(
         tokens_per_s_before=before,
@@ -98,7 +101,7 @@ def deploy_facts(state: Mapping[str, Any], deployed: Mapping[str, Any] | None) -
     return DeployFacts(
         status=phase["status"],
         reason=phase.get("reason"),
-        method=str(speculative_config("", k)["method"]) if restarted else None,
+        method=str(kept["method"]) if kept.get("method") else None,
         k=k if restarted else None,
         drafter=phase.get("drafter"),
         production=production if restarted else None,
