@@ -8,6 +8,7 @@ no systemd runs as PID 1 here)."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from eyas.tools.service.deploy import DeployResult, Thresholds, drop_in_text, ro
 from eyas.tools.settings.sizes import DEMO
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.server import target_service
+from eyas.tools.workloads.speculative import drafter_config
 from gated_runs import stored_run
 from vllm_standin import VllmStandIn
 
@@ -51,16 +53,20 @@ def five_times_faster(tmp_path: Path) -> Iterator[tuple[EmbeddedTarget, VllmStan
 def test_the_deploy_phase_rolls_back_a_drafter_that_loses_to_n_gram(
     tmp_path: Path, five_times_faster: tuple[EmbeddedTarget, VllmStandIn]
 ) -> None:
-    """The evaluation measured n-gram speculation at 9x on the same prompts: a drafter that makes production about
-    five times as fast still loses to it, and the phase must roll it back (a person approved the gate anyway)."""
+    """The evaluation measured the drafter at 12x and n-gram speculation at 9x on the same prompts, so the drafter
+    wins and is deployed; production's own counters then see it make production only about five times as fast: it
+    loses to n-gram's 9x there, and the phase must roll it back (a person approved the gate anyway)."""
     target, vllm = five_times_faster
     k = DEMO.num_speculative_tokens
-    evaluation = {"k": k, "prompts": 16, "mean_acceptance_length": 3.0, "speedup": 4.0, "tokens_per_s_baseline": 10.0,
-                  "tokens_per_s_speculative": 40.0,
+    evaluation = {"k": k, "prompts": 16, "mean_acceptance_length": 3.0, "speedup": 12.0, "tokens_per_s_baseline": 10.0,
+                  "tokens_per_s_speculative": 120.0,
                   "ngram": {str(k): {"k": k, "speedup": 9.0, "tokens_per_s_speculative": 90.0}}}  # fmt: skip
-    drafter = str(target.workdir / "runs" / RUN / "drafter")
+    run_dir = target.workdir / "runs" / RUN
+    run_dir.mkdir(parents=True)
+    (run_dir / "evaluation.json").write_text(json.dumps(evaluation))  # as the evaluate phase wrote it on the host
+    drafter = str(run_dir / "drafter")
     values = {"run_id": RUN, "sizes": DEMO.model_dump(), "decisions": [], "plan": {"verdict": "fits"},
-              "artifacts": {"drafter": drafter}, "evaluation": evaluation}  # fmt: skip
+              "artifacts": {"drafter": drafter}, "jobs": {"evaluate": [f"{RUN}.evaluate"]}}  # fmt: skip
     approve = GateAnswer(action="approve", reason="deploy it and let production's counters decide")
     _, ended = stored_run(target, tmp_path / "runs", values, after="monitor_evaluate", ask=lambda view, _: approve)
     deployed = ended.state["deploy"]
@@ -115,7 +121,7 @@ def test_a_rollback_has_the_service_manager_forget_the_drop_in(tmp_path: Path) -
     unit.write_text(f"[Service]\nExecStart={shlex.join(PRODUCTION_ARGV)}\n")
     systemd = SystemdStandIn(unit)
     systemd.start()
-    text, argv = drop_in_text(systemd.effective_unit(), "/data/drafter", 3)
+    text, argv = drop_in_text(systemd.effective_unit(), drafter_config("/data/drafter", 3))
     Path(systemd.drop_in_path()).parent.mkdir()
     write_drop_in(systemd, systemd.drop_in_path(), text)
     systemd.restart()
