@@ -37,8 +37,8 @@ RULES = "tests/unit/test_decision_rules.py::"
 DEPLOY = "tests/unit/test_deploy_phase.py::"
 MUTATIONS = [
     # Issue 42's five.
-    M("graph/phases/deploy/node.py", 'ctx.on_note,\n                        evaluated_ngram(state.get("evaluation")))',
-      "ctx.on_note)",
+    M("graph/phases/deploy/node.py", "ctx.on_note, proposed.ngram_speedup)",
+      "ctx.on_note, None)",
       (DEPLOY + "test_the_deploy_phase_rolls_back_a_drafter_that_loses_to_n_gram",)),
     M("tools/service/deploy.py", "service.reload()\n    down = _restart(service, thresholds, progress)",
       "down = _restart(service, thresholds, progress)",

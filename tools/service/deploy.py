@@ -242,12 +242,7 @@ def judge(
     acceptance = f"mean acceptance length {after.mean_acceptance_length:.2f}"
     accepted = after.mean_acceptance_length >= thresholds.min_acceptance_length
     acceptance += f" {'reaches' if accepted else 'is under'} the threshold {thresholds.min_acceptance_length:g}"
-    rate = f"{after.tokens_per_s:.1f} tokens/s with the drafter, " + (
-        f"{before.tokens_per_s:.1f} without" if before else "not measured without"
-    )
-    fast = speedup is not None and speedup >= thresholds.min_speedup
-    shown = f"{speedup:.2f}x" if speedup is not None else "unknown"
-    pace = f"speedup {shown} {'reaches' if fast else 'is under'} the threshold {thresholds.min_speedup:g}x ({rate})"
+    fast, pace = paced(before, after, thresholds, speedup, "the drafter")
     beats, ngram = against_ngram(speedup, ngram_speedup, thresholds.ngram_margin)
     if accepted and fast and beats:
         return True, f"{acceptance}; {pace}; {ngram}", speedup
@@ -262,14 +257,25 @@ def judge(
     return False, "; ".join(missed), speedup
 
 
-def _ngram_pace(before: Probe | None, after: Probe, thresholds: Thresholds, speedup: float | None) -> tuple[bool, str]:
-    """n-gram speculation is kept when production serves at least `min_speedup` times its tokens/s before."""
-    rate = f"{after.tokens_per_s:.1f} tokens/s with n-gram speculation, " + (
+def paced(
+    before: Probe | None, after: Probe, thresholds: Thresholds, speedup: float | None, method: str
+) -> tuple[bool, str]:
+    """Whether production serves at least `min_speedup` times its tokens/s before with `method` (in words: "the
+    drafter", "n-gram speculation"), and the figures that say so."""
+    rate = f"{after.tokens_per_s:.1f} tokens/s with {method}, " + (
         f"{before.tokens_per_s:.1f} without" if before else "not measured without"
     )
     fast = speedup is not None and speedup >= thresholds.min_speedup
     shown = f"{speedup:.2f}x" if speedup is not None else "unknown"
-    pace = f"speedup {shown} {'reaches' if fast else 'is under'} the threshold {thresholds.min_speedup:g}x ({rate})"
+    return (
+        fast,
+        f"speedup {shown} {'reaches' if fast else 'is under'} the threshold {thresholds.min_speedup:g}x ({rate})",
+    )
+
+
+def _ngram_pace(before: Probe | None, after: Probe, thresholds: Thresholds, speedup: float | None) -> tuple[bool, str]:
+    """n-gram speculation is kept when production serves at least `min_speedup` times its tokens/s before."""
+    fast, pace = paced(before, after, thresholds, speedup, "n-gram speculation")
     return fast, pace if fast else f"lost to the target alone: {pace}"
 
 
