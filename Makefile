@@ -63,7 +63,7 @@ format: setup
 
 # Re-record the example transcripts the tests replay (after a change that alters what a run does). The workloads are
 # uploaded first: the recording must find the host's scripts as they are here (the replay test checks its listing).
-EXAMPLE_SIZES := --samples 24 --max-tokens 48 --max-seq-len 256 --concurrency 4 --draft-vocab-size 2048 --epochs 1 --poll-interval 5
+EXAMPLE_SIZES := --samples 24 --max-tokens 48 --max-seq-len 256 --concurrency 4 --draft-vocab-size 2048 --epochs 1 --eval-k-from 3 --poll-interval 5
 examples: setup target
 	$(BIN)/eyas target up --eager
 	rm -rf runs/examples/full-pipeline

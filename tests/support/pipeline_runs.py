@@ -19,7 +19,7 @@ EYAS = str(Path(sys.executable).parent / "eyas")
 # the ceiling test (test_drafter_e2e) runs both inside evaluate.py, test_vllm_bench_serve the bench alone.
 TINY = ["--samples", "24", "--max-tokens", "48", "--max-seq-len", "256", "--concurrency", "4",
         "--draft-vocab-size", "2048", "--epochs", "1", "--ttt-steps", "1", "--prompts", "sharegpt",
-        "--bench-prompts", "0", "--no-eval-ngram", "--poll-interval", "0.2"]  # fmt: skip
+        "--bench-prompts", "0", "--no-eval-ngram", "--eval-k-from", "3", "--poll-interval", "0.2"]  # fmt: skip
 
 
 def without_flags(argv: list[str], *dropped: str) -> list[str]:
