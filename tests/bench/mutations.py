@@ -34,7 +34,7 @@ class Mutation:
 
 M = Mutation
 RULES = "tests/unit/test_decision_rules.py::"
-DEPLOY = "tests/unit/test_deploy_phase.py::"
+DEPLOY = "tests/unit/test_deploy_keep_rule.py::"
 MUTATIONS = [
     # Issue 42's five.
     M("graph/phases/deploy/node.py", "ctx.on_note, proposed.ngram_speedup)",
