@@ -32,6 +32,7 @@ def probe_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def local_config(target_url: str, workdir: Path) -> EyasConfig:
+    workdir.mkdir(parents=True, exist_ok=True)  # the data folder exists (verify fails one that does not)
     python = str(EmbeddedTarget.from_env().python)
     return EyasConfig(
         hosts={LOCAL: HostConfig(address=LOCAL, python=python, workdir=str(workdir))},

@@ -200,6 +200,7 @@ def test_checkpoints_keep_no_secret_a_conversation_carried(tmp_path: Path) -> No
 def test_no_planted_secret_leaves_eyas(embedded_target: EmbeddedTarget, tmp_path: Path) -> None:
     started = time.time()
     runs, work = tmp_path / "runs", tmp_path / "work"
+    work.mkdir()  # the data folder exists (verify fails one that does not)
     unit = write_unit_file(embedded_target, tmp_path / "vllm.service")
     config = str(write_config(tmp_path / "eyas.toml", embedded_target, work, unit))
     policy = str(write_policy(tmp_path / "policy.toml", max_disk_bytes=1_000_000))  # data passes, extract stops
