@@ -176,7 +176,7 @@ def test_disk_measures_the_data_folder(tmp_path: Path) -> None:
 def test_a_data_folder_that_cannot_hold_the_data_fails_and_is_never_measured_at_a_parent(tmp_path: Path) -> None:
     """`workdir = "/dat/eyas"` (a typo) would otherwise report the free space of `/`, another volume."""
     (tmp_path / "a-file").write_text("")
-    cases = {tmp_path / "dat" / "eyas": "does not exist", tmp_path / "a-file": "is not a folder"}
+    cases = {Path("/dat-eyas-not-mounted/eyas"): "does not exist", tmp_path / "a-file": "is not a folder"}
     if os.geteuid() != 0:  # root writes everywhere: the read-only case needs an ordinary user
         (tmp_path / "read-only").mkdir(mode=0o555)
         cases[tmp_path / "read-only"] = "is not writable"
@@ -188,6 +188,12 @@ def test_a_data_folder_that_cannot_hold_the_data_fails_and_is_never_measured_at_
         assert result.message.startswith(f"The data folder {folder} {problem} on ")
         assert f"`mkdir -p {folder}`" in result.message and "workdir" in result.message
         assert "--data-path" in result.message and "\n" not in result.message
+    # Not there yet, under a folder that is: measured on the volume eyas creates it on, and said.
+    ctx = context(tmp_path)
+    ctx.data_path = str(tmp_path / "dat" / "eyas")
+    result = check_disk(ctx)
+    assert result.status is not Status.FAIL and result.facts["measured_at"] == str(tmp_path), result
+    assert f"it does not exist yet, and eyas creates it on that volume (the one of {tmp_path})" in result.message
 
 
 def test_path_trap_flags_a_tool_only_in_the_venv(tmp_path: Path) -> None:

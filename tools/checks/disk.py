@@ -1,7 +1,9 @@
-"""Total and free bytes of the volume that holds the data folder, which must exist and be writable.
+"""Total and free bytes of the volume that holds the data folder.
 
-A folder that does not exist is never measured at its parent: `/data/eyas` missing on a host whose `/data` is not
-mounted would report the root volume, and a plan sized for the big disk would fill the small one.
+A folder that is not a folder, or not writable, fails. One that does not exist yet is measured on the volume eyas
+would create it on (its nearest existing parent's), and the message says so; unless that parent is `/` itself:
+`/data/eyas` missing on a host whose `/data` is not mounted, or `/dat/eyas` (a typo), would report the root volume,
+and a plan sized for the big disk would fill the small one, so it fails and names the fix.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from eyas.tools.settings.units import format_size
 LOW_FREE_BYTES = 10 * 1024**3
 # What the shell says of the folder before df runs: the word on its first line, and what it means.
 UNUSABLE = {
-    "absent": "does not exist",
+    "absent": "does not exist",  # nor any folder above it but / (a typo, or a volume not mounted)
     "not-a-folder": "is not a folder",
     "read-only": "is not writable by the user eyas runs as",
 }
@@ -23,8 +25,9 @@ UNUSABLE = {
 def check_disk(ctx: CheckContext) -> CheckResult:
     path = shlex.quote(ctx.data_path)
     command = (
-        f'p={path}; if [ ! -e "$p" ]; then echo absent; elif [ ! -d "$p" ]; then echo not-a-folder; '
-        f'elif [ ! -w "$p" ]; then echo read-only; else echo usable; df -P -B1 "$p"; fi'
+        f'p={path}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; '
+        f'if [ "$p" = / ] && [ {path} != / ]; then echo absent; elif [ ! -d "$p" ]; then echo not-a-folder; '
+        f'elif [ ! -w "$p" ]; then echo read-only; else echo "$p"; df -P -B1 "$p"; fi'
     )
     result = ctx.host.run(command, timeout=30)
     lines = result.stdout.strip().splitlines()
@@ -44,6 +47,9 @@ def check_disk(ctx: CheckContext) -> CheckResult:
         "free_bytes": free,
     }
     message = f"{format_size(free)} free of {format_size(total)} at {ctx.data_path} ({fields[-1]})"
+    if lines[0].rstrip("/") != ctx.data_path.rstrip("/"):
+        facts["measured_at"] = lines[0]
+        message += f"; it does not exist yet, and eyas creates it on that volume (the one of {lines[0]})"
     status = Status.WARN if free < LOW_FREE_BYTES else Status.OK
     return CheckResult(name="disk", status=status, message=message, facts=facts)
 
