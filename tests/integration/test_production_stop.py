@@ -110,7 +110,8 @@ def test_killed_while_production_is_stopped_resume_restarts_it_first(
     rejected = eyas(production_target, runs, "approve", run.name, "--reject", "--reason", "enough for this test")
     assert rejected.returncode == 0, rejected.stdout + rejected.stderr
     ended = eyas(production_target, runs, "resume", run.name)
-    assert ended.returncode == 0, ended.stdout + ended.stderr
+    # Rejected at a gate: the run stopped before its end, exit 1 (the README's exit table).
+    assert ended.returncode == 1, ended.stdout + ended.stderr
     report = (run / "report.md").read_text()
     assert "## Production downtime" in report
     assert f"| extract | {unit.name} (stand-in) | {stop['downtime_s']:.0f} s |" in report

@@ -45,7 +45,8 @@ def recorded_run(embedded_target: EmbeddedTarget, stopped_run: Path, tmp_path_fa
     rejected = eyas(embedded_target, run.parent, "approve", run.name, "--reject", "--reason", "recorded for replay")
     assert rejected.returncode == 0, rejected.stdout + rejected.stderr
     ended = eyas(embedded_target, run.parent, "resume", run.name)
-    assert ended.returncode == 0, ended.stdout + ended.stderr
+    # Rejected at a gate: the run stopped before its end, exit 1 (the README's exit table).
+    assert ended.returncode == 1, ended.stdout + ended.stderr
     return run
 
 
@@ -159,7 +160,8 @@ def test_a_run_resumed_after_its_disk_filled_replays_without_divergence(
         assert "Traceback" not in out, out
         filler.unlink()
         ended = eyas(embedded_target, run.parent, "resume", run.name)
-        assert ended.returncode == 0, ended.stdout + ended.stderr
+        # Rejected at a gate: the run stopped before its end, exit 1 (the README's exit table).
+        assert ended.returncode == 1, ended.stdout + ended.stderr
         recorded_state = read_run(RunDir(run)).state
     assert recorded_state["stopped"] == "rejected at the data gate: the disk filled"
     report, state = replay(run / "transcript.jsonl")
