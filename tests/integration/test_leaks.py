@@ -226,7 +226,7 @@ def test_no_planted_secret_leaves_eyas(embedded_target: EmbeddedTarget, tmp_path
         rc, out = eyas("approve", "leak", "--reject", "--reason", EVERY_CARRIER, typed=True)
         assert rc == 0, out
         rc, out = eyas("resume", "leak")
-        assert rc == 0 and "ended" in out, out
+        assert rc == 1 and "ended" in out, out  # rejected at a gate: stopped before its end
         transcript = str(runs / "leak" / "transcript.jsonl")
         rc, out = eyas("show", transcript)
         assert rc == 0 and "file_write" in out, out

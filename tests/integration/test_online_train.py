@@ -221,7 +221,6 @@ def test_a_run_on_a_disk_too_small_for_offline_states_trains_online_through_a_ki
     from the trainer's own extraction server (production's launch) and deleted, the bytes on disk (sampled while it
     trains) stay under train.py's bound, vLLM serves the drafter in evaluation, and the report counts the fetches."""
     runs, volume, config = tmp_path / "runs", tmp_path / "volume", tmp_path / "eyas.toml"
-    (volume / "work").mkdir(exist_ok=True)  # the data folder exists (verify fails one that does not)
     config.write_text(small_disk_config(embedded_target, volume / "work"))
     policy = write_policy(tmp_path / "policy.toml", deploy="skip")
     # Planned in the session's workdir, whose probes are cached: the bytes are the same wherever the data goes.

@@ -25,12 +25,19 @@ UNUSABLE = {
 def check_disk(ctx: CheckContext) -> CheckResult:
     path = shlex.quote(ctx.data_path)
     command = (
-        f'p={path}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; '
-        f'if [ "$p" = / ] && [ {path} != / ]; then echo absent; elif [ ! -d "$p" ]; then echo not-a-folder; '
-        f'elif [ ! -w "$p" ]; then echo read-only; else echo "$p"; df -P -B1 "$p"; fi'
+        f'p={path}; if [ ! -e "$p" ]; then echo absent; elif [ ! -d "$p" ]; then echo not-a-folder; '
+        f'elif [ ! -w "$p" ]; then echo read-only; else echo usable; df -P -B1 "$p"; fi'
     )
     result = ctx.host.run(command, timeout=30)
     lines = result.stdout.strip().splitlines()
+    if result.ok and lines and lines[0] == "absent":  # not there yet: the volume eyas would create it on
+        parent = (
+            f'p={path}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; '
+            f'if [ "$p" = / ]; then echo absent; elif [ ! -w "$p" ]; then echo read-only; else echo "$p"; '
+            'df -P -B1 "$p"; fi'
+        )
+        result = ctx.host.run(parent, timeout=30)
+        lines = result.stdout.strip().splitlines()
     if result.ok and lines and lines[0] in UNUSABLE:
         return CheckResult(name="disk", status=Status.FAIL, message=unusable(ctx, UNUSABLE[lines[0]]))
     if not result.ok or len(lines) < 3:
@@ -47,7 +54,7 @@ def check_disk(ctx: CheckContext) -> CheckResult:
         "free_bytes": free,
     }
     message = f"{format_size(free)} free of {format_size(total)} at {ctx.data_path} ({fields[-1]})"
-    if lines[0].rstrip("/") != ctx.data_path.rstrip("/"):
+    if lines[0] != "usable":
         facts["measured_at"] = lines[0]
         message += f"; it does not exist yet, and eyas creates it on that volume (the one of {lines[0]})"
     status = Status.WARN if free < LOW_FREE_BYTES else Status.OK
