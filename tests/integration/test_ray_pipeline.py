@@ -89,9 +89,12 @@ def test_a_run_on_ray_shards_every_phase_and_resumes_after_kill_9_without_a_seco
 
     resumed = eyas(embedded_target, runs, "resume", run.name, timeout=1800)
     output = resumed.stdout + resumed.stderr
-    # --auto-approve's policy approves every phase but the deploy (deploy = "ask": a person approves changes to
-    # production), so the run stops at the deploy gate.
-    assert resumed.returncode == 3 and "stopped at the deploy gate" in output, output
+    # --auto-approve's policy approves every phase but the deploy (deploy = "ask"); a TINY drafter beats nothing on
+    # this CPU (n-gram is off), so no change is proposed: the run ends with production untouched, or (should a
+    # candidate win) waits at the deploy gate for a person.
+    untouched = resumed.returncode == 0 and "not deployed: nothing beats the target alone" in output
+    asked = resumed.returncode == 3 and "stopped at the deploy gate" in output
+    assert untouched or asked, output
     state = read_run(RunDir(run)).state
     assert state["jobs"]["data"] == [f"{run.name}.generate-0", f"{run.name}.generate-1"]
     assert state["jobs"]["extract"] == [f"{run.name}.extract-0", f"{run.name}.extract-1"]
