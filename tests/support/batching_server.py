@@ -4,8 +4,9 @@ Stand-in: a GPU vLLM serving a 1T-parameter model cannot run here, and the real 
 past the two cores' limit, so a plan probed at the wrong concurrency would not be measurably wrong against it. This
 server batches continuously the way vLLM does: every step decodes one token of each request in flight and takes
 `step_s + per_request_s x n` for n requests (the weights read once per step, a little more work per request), so its
-true rate at n requests is n / (step_s + per_request_s x n): 1,481 tokens/s at 16 and 10,000 at 200 with the defaults
-(a GPU server's shape, at a tenth of its step time, so that a test's plan takes seconds).
+true rate at n requests is n / (step_s + per_request_s x n): 315 tokens/s at 16 and 3,333 at 200 with the defaults
+(a GPU server's shape and step time: a shorter step would let the test machine's own load, not the batching, decide
+what a probe measures).
 
 It answers what the planner asks of production: /v1/models (with the model's directory as `root` and its
 max_model_len), /v1/chat/completions (`ignore_eos` decodes exactly max_tokens; otherwise an answer stops at the
@@ -16,8 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +30,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 CHARS_PER_PROMPT_TOKEN = 4
 
 
-ANSWER_RANGE = (32, 288)  # short enough that a plan's sample of answers takes seconds here
+FULL_STEP = 0.9  # a step with this share of a wave's requests counts as a full one (a loaded machine staggers arrivals)
+ANSWER_RANGE = (16, 144)  # short enough that a plan's sample of answers takes seconds here
 
 
 def natural_tokens(prompt: str, low: int = ANSWER_RANGE[0], high: int = ANSWER_RANGE[1]) -> int:
@@ -60,8 +65,8 @@ class Batcher:
     def measured_rate(self, requests: int) -> float:
         """Tokens/s with `requests` in flight as the server really ran: its steps of that many, as long as they took
         (a loaded machine stretches them, and a plan probed on it must see that); by construction if none ran."""
-        taken = [seconds for count, seconds in self.steps if count == requests]
-        return requests * len(taken) / sum(taken) if taken else self.true_rate(requests)
+        full = [(count, seconds) for count, seconds in self.steps if count >= FULL_STEP * requests]
+        return sum(c for c, _ in full) / sum(s for _, s in full) if full else self.true_rate(requests)
 
     def decode(self, tokens: int) -> None:
         """Block until `tokens` have been decoded for one request, in the batch with the others in flight."""
@@ -96,11 +101,9 @@ class Batcher:
                 self._active = [request for request in self._active if not request.done.is_set()]
 
 
-@contextmanager
-def batching_server(
-    model: str, root: str, *, max_model_len: int = 131072, step_s: float = 0.01, per_request_s: float = 0.00005
-) -> Iterator[tuple[str, Batcher]]:
-    """Serve `model` (loaded, as /v1/models says, from `root`); yields its base URL and its batcher."""
+def serve(model: str, root: str, max_model_len: int, step_s: float, per_request_s: float) -> None:
+    """Serve `model` (loaded, as /v1/models says, from `root`) until killed; prints the port first. GET /steps returns
+    the steps as they ran, for the test's truth."""
     batcher = Batcher(step_s, per_request_s)
 
     class Handler(BaseHTTPRequestHandler):
@@ -120,6 +123,8 @@ def batching_server(
                 self._send(200, {"object": "list", "data": [entry]})
             elif self.path == "/health":
                 self._send(200, {})
+            elif self.path == "/steps":
+                self._send(200, {"steps": batcher.steps})
             else:
                 self._send(404, {"error": "not found"})
 
@@ -148,11 +153,40 @@ def batching_server(
         daemon_threads = True
 
     server = Server(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+class Steps:
+    """The test's view of the server's batcher: the same rates, from the steps the server process really ran."""
+
+    def __init__(self, url: str, step_s: float, per_request_s: float) -> None:
+        self.url = url
+        self.model = Batcher.__new__(Batcher)  # the formulas only: no loop runs in the test's process
+        self.model.step_s, self.model.per_request_s = step_s, per_request_s
+
+    def measured_rate(self, requests: int) -> float:
+        with urllib.request.urlopen(f"{self.url}/steps", timeout=30) as response:
+            self.model.steps = [tuple(step) for step in json.load(response)["steps"]]
+        return Batcher.measured_rate(self.model, requests)
+
+
+@contextmanager
+def batching_server(
+    model: str, root: str, *, max_model_len: int = 131072, step_s: float = 0.05, per_request_s: float = 0.00005
+) -> Iterator[tuple[str, Steps]]:
+    """Serve `model` from its own process (as production runs apart from the planner: the probe's hundreds of client
+    threads must not share an interpreter lock with the server's clock); yields its base URL and its steps."""
+    args = [model, root, str(max_model_len), str(step_s), str(per_request_s)]
+    process = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", batcher
+        assert process.stdout is not None
+        url = f"http://127.0.0.1:{int(process.stdout.readline())}"
+        yield url, Steps(url, step_s, per_request_s)
     finally:
-        server.shutdown()
-        server.server_close()
-        batcher.stop()
+        process.kill()
+        process.wait()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))

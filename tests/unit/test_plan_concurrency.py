@@ -1,6 +1,6 @@
 """The rehearsal host (tests/unit/test_rehearsal_plan.py) with production up: the plan's generation hours come from a
 probe at the run's own concurrency, against a production stand-in whose rate grows with the requests in flight
-(tests/support/batching_server.py: a GPU server, which cannot run here). Probed at 16 the same server is about 7x
+(tests/support/batching_server.py: a GPU server, which cannot run here). Probed at 16 the same server is about 10x
 slower than at 200, so a plan probed at the wrong concurrency would be measurably wrong; nvidia-smi is the stand-in
 of the 8-GPU host."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_rehearsal_plan import SIZES, rehearsal_host
 
-from batching_server import Batcher, batching_server, natural_tokens
+from batching_server import Steps, batching_server, natural_tokens
 from eyas.graph.context import RunContext
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
@@ -29,7 +29,7 @@ RUN_CONCURRENCY = 200
 
 
 @pytest.fixture
-def production(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[RunContext, Batcher]]:
+def production(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[RunContext, Steps]]:
     """The rehearsal host with production up: the batching stand-in serves the Kimi model from its directory."""
     ctx, _ = rehearsal_host(tmp_path, parse_size("2.9TB"))
     install_nvidia_smi(tmp_path / "bin", holder_pid=os.getpid())
@@ -61,23 +61,29 @@ def true_mean_answer() -> float:
     return sum(min(SIZES.max_tokens, natural_tokens(prompt)) for prompt in prompts) / len(prompts)
 
 
-def truth_hours(batcher: Batcher, concurrency: int) -> float:
-    """25,000 answers at the stand-in's own rate with `concurrency` requests in flight, as its steps of that many
-    really ran (the probe's full waves)."""
-    return SIZES.samples * true_mean_answer() / batcher.measured_rate(concurrency) / 3600
+def truth_hours(batcher: Steps, concurrency: int, questions: float) -> float:
+    """25,000 samples of `questions` answers each (generate.py's rule over the conversations, which
+    test_answer_sample.py checks) at the stand-in's own rate with `concurrency` requests in flight, as its full steps
+    really ran (the probe's waves)."""
+    return SIZES.samples * questions * true_mean_answer() / batcher.measured_rate(concurrency) / 3600
+
+
+def questions(measured: Measured) -> float:
+    assert measured.inputs.answers is not None
+    return measured.inputs.answers.requests_per_sample
 
 
 def test_generation_is_planned_at_the_runs_concurrency_within_1_5x_of_the_truth(
-    production: tuple[RunContext, Batcher],
+    production: tuple[RunContext, Steps],
 ) -> None:
     ctx, batcher = production
     plan, measured = planned(ctx, RUN_CONCURRENCY)
-    truth = truth_hours(batcher, RUN_CONCURRENCY)
+    truth = truth_hours(batcher, RUN_CONCURRENCY, questions(measured))
     assert truth / 1.5 <= plan.generation_hours <= truth * 1.5, (plan.generation_hours, truth)
     # Planned on a sample of real answers, with the worst case (every answer at max_tokens) beside it.
     answers = measured.sources["answers"]
     assert plan.tokens_from == "sampled" and answers.startswith("32 prompts of the run's source answered"), answers
-    answer = plan.tokens_per_sample - measured.inputs.prompt_tokens
+    answer = (plan.tokens_per_sample - measured.inputs.prompt_tokens) / questions(measured)
     assert true_mean_answer() / 1.5 < answer < true_mean_answer() * 1.5
     worst = plan.worst_case
     assert worst is not None and worst.generation_hours > plan.generation_hours * 5
@@ -87,8 +93,8 @@ def test_generation_is_planned_at_the_runs_concurrency_within_1_5x_of_the_truth(
     assert "Worst case, every answer at max_tokens: generation" in said
 
 
-def test_a_probe_at_another_concurrency_says_so_and_is_measurably_wrong(production: tuple[RunContext, Batcher]) -> None:
+def test_a_probe_at_another_concurrency_says_so_and_is_measurably_wrong(production: tuple[RunContext, Steps]) -> None:
     ctx, batcher = production
-    at_16, _ = planned(ctx, RUN_CONCURRENCY, probe_concurrency=16)
-    truth = truth_hours(batcher, RUN_CONCURRENCY)
-    assert at_16.generation_hours > truth * 3  # the old probe's 7x error: why the probe runs at the run's concurrency
+    at_16, measured = planned(ctx, RUN_CONCURRENCY, probe_concurrency=16)
+    truth = truth_hours(batcher, RUN_CONCURRENCY, questions(measured))
+    assert at_16.generation_hours > truth * 3  # the old probe's error: why the probe runs at the run's concurrency

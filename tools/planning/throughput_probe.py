@@ -27,6 +27,10 @@ PREFILL_PROBE_TOKENS = 1024
 # step of the 8,192 tokens vLLM batches by default, and on a CPU target take about 4 s.
 PREFILL_PROBE_REQUESTS = 8
 
+# Above this share of the long wave, a fitted per-wave overhead is not the requests' handling but a change of load
+# between the waves.
+IMPLAUSIBLE_OVERHEAD = 0.5
+
 
 class Throughput(BaseModel):
     tokens_per_s: float  # decoding, all requests in flight together
@@ -114,10 +118,13 @@ def probe_throughput(
         prefill_s = clock.monotonic() - started
     (short_tokens, short_s), (long_tokens, long_s) = waves
     step = (long_s - short_s) / (lengths[1] - lengths[0])
-    if step > 0:
+    if step > 0 and short_s - lengths[0] * step <= long_s * IMPLAUSIBLE_OVERHEAD:
         tokens_per_s, overhead_s = concurrency / step, max(0.0, short_s - lengths[0] * step) / concurrency
-    else:  # the server got faster between the waves (shared machine): fall back to the plain average
-        tokens_per_s, overhead_s = (short_tokens + long_tokens) / (short_s + long_s), 0.0
+    else:
+        # The waves disagree with a + b x length (production's own traffic, or a shared machine, changed between
+        # them): a fit would read noise as a fast decoder, so plan on the long wave's plain rate, which counts its
+        # handling as decoding and can only err slow.
+        tokens_per_s, overhead_s = long_tokens / long_s, 0.0
     return Throughput(
         tokens_per_s=tokens_per_s,
         overhead_s=overhead_s,
