@@ -46,13 +46,17 @@ def save(run: RunDir, result: DeployResult) -> None:
     from eyas.agents.faces.report_html.page import write_html_report
     from eyas.graph.life.runner import read_run
     from eyas.graph.phases.deploy.node import save_result
+    from eyas.graph.phases.report.next_step import run_next_steps
     from eyas.graph.phases.report.node import with_deploy
 
     save_result(run, result)
-    report = run.report.read_text() if run.report.exists() else f"# eyas run {run.run_id}\n"
-    run.write_report(with_deploy(report, result.model_dump()))
     view = read_run(run)
-    write_html_report(run.root, view.state if view.started else None)
+    state = view.state if view.started else None
+    min_speedup = Policy.model_validate(run.meta().get("policy") or {}).deploy_min_speedup
+    steps = run_next_steps(state or {}, result.model_dump(), min_speedup)
+    report = run.report.read_text() if run.report.exists() else f"# eyas run {run.run_id}\n"
+    run.write_report(with_deploy(report, result.model_dump(), steps))
+    write_html_report(run.root, state)
 
 
 def print_result(result: DeployResult) -> None:
