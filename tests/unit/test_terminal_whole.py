@@ -68,7 +68,7 @@ Polls = list[tuple[list[JobState], dict[str, dict[str, Any]]]]
 def bars(polls: Polls, width: int) -> str:
     """The run UI's bars after these polls of one phase, as a terminal this wide shows them once they stop."""
     terminal = Console(record=True, width=width)
-    ui = RunUI(terminal)
+    ui = RunUI(terminal, bars=True)
     for states, progress in polls:
         ui.progress("train", states, progress)
     ui.note("the phase ended")

@@ -20,7 +20,7 @@ import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
-from eyas.agents.faces.cli.console import console, json_result
+from eyas.agents.faces.cli.console import console, json_result, say
 from eyas.agents.faces.cli.options import JsonOption
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir, open_run
@@ -70,11 +70,6 @@ def print_result(result: DeployResult) -> None:
     verdict = "[green]kept[/]" if result.kept else "[yellow]rolled back[/]"
     method = "n-gram speculation" if deployed_method(result.argv_deployed) == NGRAM_METHOD else "drafter"
     console.print(f"{method} {verdict}: {escape(result.reason)}", soft_wrap=True)
-
-
-def say(text: str) -> None:
-    """One line, whole (never cut at the terminal's width: argvs and paths are copied from here)."""
-    console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def refuse_unasked(yes: bool, dry_run: bool, command: str) -> None:
