@@ -49,9 +49,8 @@ def test_by_default_a_drafter_that_makes_production_slower_is_rolled_back_and_th
     assert not kept and speedup == pytest.approx(8.6 / 11.8)
     assert reason == (
         "lost to the target alone: speedup 0.73x is under the threshold 1x (8.6 tokens/s with the drafter, 11.8 "
-        "without); to keep a drafter slower than that, lower deploy_min_speedup in the policy file (`eyas run "
-        "--policy FILE`) or pass --min-speedup to `eyas deploy RUN`"
-    )
+        "without)"
+    )  # no advice to lower the threshold: the one step that makes production slower is not a rollback's reason
     kept, reason, _ = judge(before, probe(8.6, 1.06), Thresholds())
     assert not kept and reason.startswith("mean acceptance length 1.06 is under the threshold 1.2; lost to the target ")
     # As fast as without it (1.0x) is kept, faster is kept; both figures are in the reason.

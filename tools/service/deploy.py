@@ -246,11 +246,8 @@ def judge(
     beats, ngram = against_ngram(speedup, ngram_speedup, thresholds.ngram_margin)
     if accepted and fast and beats:
         return True, f"{acceptance}; {pace}; {ngram}", speedup
-    if not fast:
-        pace = (
-            f"lost to the target alone: {pace}; to keep a drafter slower than that, lower deploy_min_speedup in the "
-            "policy file (`eyas run --policy FILE`) or pass --min-speedup to `eyas deploy RUN`"
-        )
+    if not fast:  # what to do next comes from what was measured (graph/phases/report/next_step.py), not from here
+        pace = f"lost to the target alone: {pace}"
     if not beats:
         ngram = f"lost to n-gram speculation: {ngram} (deploy_ngram_margin in the policy, --ngram-margin)"
     missed = [part for part, passed in ((acceptance, accepted), (pace, fast), (ngram, beats)) if not passed]

@@ -21,7 +21,7 @@ import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
-from eyas.agents.faces.cli.console import console, json_result
+from eyas.agents.faces.cli.console import console, json_result, say
 from eyas.agents.faces.cli.options import JsonOption
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir, open_run
@@ -48,13 +48,17 @@ def save(run: RunDir, result: DeployResult) -> None:
     from eyas.agents.faces.report_html.page import write_html_report
     from eyas.graph.life.runner import read_run
     from eyas.graph.phases.deploy.node import save_result
+    from eyas.graph.phases.report.next_step import run_next_steps
     from eyas.graph.phases.report.node import with_deploy
 
     save_result(run, result)
-    report = run.report.read_text() if run.report.exists() else f"# eyas run {run.run_id}\n"
-    run.write_report(with_deploy(report, result.model_dump()))
     view = read_run(run)
-    write_html_report(run.root, view.state if view.started else None)
+    state = view.state if view.started else None
+    min_speedup = Policy.model_validate(run.meta().get("policy") or {}).deploy_min_speedup
+    steps = run_next_steps(state or {}, result.model_dump(), min_speedup)
+    report = run.report.read_text() if run.report.exists() else f"# eyas run {run.run_id}\n"
+    run.write_report(with_deploy(report, result.model_dump(), steps))
+    write_html_report(run.root, state)
 
 
 def print_result(result: DeployResult) -> None:
@@ -68,11 +72,6 @@ def print_result(result: DeployResult) -> None:
     verdict = "[green]kept[/]" if result.kept else "[yellow]rolled back[/]"
     method = "n-gram speculation" if deployed_method(result.argv_deployed) == NGRAM_METHOD else "drafter"
     console.print(f"{method} {verdict}: {escape(result.reason)}", soft_wrap=True)
-
-
-def say(text: str) -> None:
-    """One line, whole (never cut at the terminal's width: argvs and paths are copied from here)."""
-    console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def refuse_unasked(yes: bool, dry_run: bool, command: str) -> None:
