@@ -206,7 +206,7 @@ def deploy_command(
     After an error, production is untouched unless the message says otherwise.
     """
     from eyas.graph.life.runner import read_run
-    from eyas.graph.phases.deploy.node import expected_restart, keep_rule, planned_change, steps
+    from eyas.graph.phases.deploy.node import expected_restart, planned_change, steps
     from eyas.graph.phases.evaluate.record import evaluated_ngram
     from eyas.graph.state import RunState, run_sizes
 
@@ -234,7 +234,8 @@ def deploy_command(
             say(f"  argv after:  {shlex.join(planned.argv_deployed)}")
             say(f"  drop-in:     {planned.drop_in}")
             say(f"  downtime:    about {restart_s:.0f} s per restart, {source}; a rollback restarts once more")
-            say(f"  kept at:     {keep_rule(thresholds, ngram_speedup)} on production's own counters, else rolled back")
+            rule = thresholds.keep_rule(ngram_speedup).sentence()
+            say(f"  kept at:     {rule} on production's own counters, else rolled back")
             if dry_run:
                 show_text(f"the drop-in {planned.drop_in} would hold:", planned.drop_in_text)
                 show_numbered("the deploy, step by step:", deploy_steps)
