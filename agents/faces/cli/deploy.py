@@ -32,6 +32,7 @@ from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.service.choose import production_service
 from eyas.tools.service.deploy import DeployResult, Thresholds, deploy, deployed_method, rollback
+from eyas.tools.service.keep_rule import method_words
 from eyas.tools.settings.config import format_validation_error
 from eyas.tools.workloads.speculative import DRAFTER_METHOD, NGRAM_METHOD, drafter_config, ngram_config
 
@@ -282,7 +283,7 @@ def deploy_command(
     After an error, production is untouched unless the message says otherwise.
     """
     from eyas.graph.life.runner import read_run
-    from eyas.graph.phases.deploy.node import METHOD_WORDS, expected_restart, keep_rule, planned_change, steps
+    from eyas.graph.phases.deploy.node import expected_restart, planned_change, steps
     from eyas.graph.state import RunState
 
     run = open_run(run_id)
@@ -298,7 +299,7 @@ def deploy_command(
               "ngram_margin": ngram_margin, "probe_requests": probe_requests,
               "probe_max_tokens": probe_max_tokens}  # fmt: skip
     thresholds = chosen_thresholds(policy, chosen)
-    what = METHOD_WORDS[picked.method] + (f" {drafter_dir}" if picked.method == DRAFTER_METHOD else "")
+    what = method_words(picked.method) + (f" {drafter_dir}" if picked.method == DRAFTER_METHOD else "")
     refuse_unasked(yes, dry_run, "deploy")
     with json_result(json_output) as out:
         out["run_id"] = run.run_id
@@ -312,7 +313,7 @@ def deploy_command(
             say(f"  argv after:  {shlex.join(planned.argv_deployed)}")
             say(f"  drop-in:     {planned.drop_in}")
             say(f"  downtime:    about {restart_s:.0f} s per restart, {source}; a rollback restarts once more")
-            rule = keep_rule(thresholds, picked.ngram_speedup, method=picked.method)
+            rule = thresholds.keep_rule(picked.ngram_speedup, picked.method).sentence()
             say(f"  kept at:     {rule} on production's own counters, else rolled back")
             if dry_run:
                 show_text(f"the drop-in {planned.drop_in} would hold:", planned.drop_in_text)
@@ -326,7 +327,7 @@ def deploy_command(
                            drop_in_text=planned.drop_in_text, restart_s=restart_s, deploy_steps=deploy_steps,
                            rollback_steps=rollback_steps)  # fmt: skip
                 return
-            if not confirmed(yes, f"Restart {service.name} with {METHOD_WORDS[picked.method]} now?"):
+            if not confirmed(yes, f"Restart {service.name} with {method_words(picked.method)} now?"):
                 say(f"not deployed: {service.name} untouched.")
                 out.update(dry_run=False, confirmed=False)
                 raise typer.Exit(ExitCode.NO)

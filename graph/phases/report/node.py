@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from typing import Any
 
@@ -16,6 +15,7 @@ from eyas.graph.phases.evaluate.bench_record import LATENCY_HEADERS, Bench
 from eyas.graph.phases.evaluate.record import MEASURE_LABELS, TARGET_ALONE, Evaluation, run_evaluation
 from eyas.graph.phases.report.drafter_card import make_ready_to_publish
 from eyas.graph.phases.report.headline import headline
+from eyas.graph.phases.report.markdown import fence, md_code, md_text
 from eyas.graph.phases.report.next_step import run_next_steps
 from eyas.graph.phases.report.what_ran import list_files, size_rows, what_ran_rows
 from eyas.graph.phases.servers import online_training
@@ -32,31 +32,6 @@ EVALUATION_KEYS = tuple(
     for key in ("mean_acceptance_length", "acceptance_rate", "tokens_per_s_baseline", "tokens_per_s_speculative",
                 "speedup", "k", "outputs_identical")
 )  # fmt: skip
-
-
-_MARKUP = re.compile(r"[\\`\[\]|]")
-_BACKTICKS = re.compile(r"`+")
-
-
-def md_text(value: Any) -> str:
-    """Text from a person or the host (a gate's reason, a check's finding, a diagnosis) as Markdown that shows it
-    and makes nothing of it: no HTML (a `<script>` in a reason reaches a viewer as text), no link or image, no code
-    span, no cell break in a table, no new block (newlines become spaces)."""
-    text = " ".join(str(value).splitlines())
-    return _MARKUP.sub(lambda found: "\\" + found.group(), text).replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _fence(text: str, least: int) -> str:
-    """Backticks enough to open and close code around `text`: one more than its longest run, at least `least`."""
-    return "`" * max(least, max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
-
-
-def md_code(value: str) -> str:
-    """A code span that no backtick in `value` (production's argv comes from its unit) can close early."""
-    text = " ".join(value.splitlines())
-    fence = _fence(text, 1)
-    padded = f" {text} " if text.startswith("`") or text.endswith("`") else text
-    return f"{fence}{padded}{fence}"
 
 
 def render_report(state: RunState, ctx: RunContext) -> str:
@@ -325,8 +300,8 @@ def deploy_lines(deploy: dict[str, Any]) -> list[str]:
     removed = " (removed by the rollback)" if not deploy["kept"] else ""
     lines += ["", f"Drop-in {md_code(deploy['drop_in'])}{removed}:"]
     text = Redactor().text(deploy.get("drop_in_text", "").rstrip())
-    fence = _fence(text, 3)  # production's argv is in it: no run of backticks in it closes the block
-    lines += ["", fence, text, fence]
+    ticks = fence(text, 3)  # production's argv is in it: no run of backticks in it closes the block
+    lines += ["", ticks, text, ticks]
     return lines
 
 
