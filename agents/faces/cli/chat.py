@@ -258,7 +258,8 @@ def _shown(update: Update) -> str:
 
 def _chat_run(run_id: str | None, resume: bool, config_path: Path | None) -> tuple[RunDir, EyasConfig, bool]:
     """The run folder of the chat, its config (announced), and whether it belongs to a pipeline run."""
-    from eyas.graph.life.session import create_run, run_source
+    from eyas.graph.life.run_source import run_source
+    from eyas.graph.life.session import create_run
 
     if run_id is not None:
         if config_path is not None:

@@ -57,8 +57,8 @@ def publish_command(
       eyas publish RUN --repo my-org/kimi-k2-eagle3 --dry-run   # the files and the target repo; nothing uploaded
       eyas publish RUN --repo my-org/kimi-k2-eagle3 --private
     """
-    from eyas.graph.life.runner import read_run
-    from eyas.graph.life.session import run_source
+    from eyas.graph.life.run_source import run_source
+    from eyas.graph.life.run_view import read_run
     from eyas.graph.state import RunState
 
     run = open_run(run_id)

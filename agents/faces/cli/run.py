@@ -105,7 +105,7 @@ def ending(outcome: Outcome) -> ExitCode:
     """The drive's exit status: done; waiting at a gate; rolled back (production's own counters turned the drafter
     away); or ended early (a refused drafter, a rejected phase, a path that cannot work here, an aborted job, a
     deploy that failed), which is a no: a script must not read a stopped run, or a drafter not kept, as a done one."""
-    from eyas.graph.phases.deploy.node import deploy_record
+    from eyas.graph.phases.deploy.record import deploy_record
     from eyas.graph.phases.report.outcome import deploy_facts
 
     if not outcome.finished:
@@ -218,7 +218,7 @@ def resume_command(
 ) -> None:
     """Continue a run from its last checkpoint: finished work is not redone, running jobs are re-attached,
     nothing is launched twice. Answers recorded with `eyas approve` are applied first."""
-    from eyas.graph.life.session import run_source
+    from eyas.graph.life.run_source import run_source
 
     run = open_run(run_id)
     if not run.checkpoints.exists():

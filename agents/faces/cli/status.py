@@ -24,9 +24,9 @@ def status_command(
     json_output: JsonOption = False,
 ) -> None:
     """Where a run is: its phase, the gate it waits at, each job with its progress, and the decisions so far."""
-    from eyas.graph.life.runner import read_run
+    from eyas.graph.life.run_view import read_run
     from eyas.graph.life.watch import driver_facts
-    from eyas.graph.phases.deploy.node import deploy_record
+    from eyas.graph.phases.deploy.record import deploy_record
     from eyas.graph.phases.report.outcome import run_outcome
 
     run = open_run(run_id)
