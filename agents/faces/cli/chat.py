@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from eyas.agents.faces.cli.options import ConfigOption, announce, use_config
+from eyas.agents.faces.cli.flags import ConfigOption
+from eyas.agents.faces.cli.options import announce, use_config
 from eyas.agents.prompts import prompt
 from eyas.graph.runs import RunDir, list_runs, open_run, runs_root
 from eyas.tools.errors import EyasError, NotFound

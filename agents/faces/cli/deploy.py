@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from rich.markup import escape
 
 from eyas.agents.faces.cli.console import console, json_result
-from eyas.agents.faces.cli.options import JsonOption
+from eyas.agents.faces.cli.flags import JsonOption
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir, open_run
 from eyas.tools.errors import EyasError

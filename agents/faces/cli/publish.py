@@ -8,7 +8,7 @@ import typer
 
 from eyas.agents.faces.cli.console import json_result
 from eyas.agents.faces.cli.deploy import say
-from eyas.agents.faces.cli.options import JsonOption
+from eyas.agents.faces.cli.flags import JsonOption
 from eyas.graph.runs import open_run
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.jobs.detached import Jobs

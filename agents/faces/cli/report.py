@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from eyas.agents.faces.cli.console import console, json_result
-from eyas.agents.faces.cli.options import JsonOption
+from eyas.agents.faces.cli.flags import JsonOption
 from eyas.graph.runs import RunDir, open_run
 
 

@@ -12,14 +12,8 @@ from rich.markup import escape
 from eyas.agents.faces.cli.console import console, errors, json_result, notice, print_json
 from eyas.agents.faces.cli.detach import DetachOption, detach_driver, same_command
 from eyas.agents.faces.cli.evaluation_tables import evaluation_table, latency_table
-from eyas.agents.faces.cli.options import (
-    ConfigOption,
-    JsonOption,
-    chosen_sizes,
-    positive_seconds,
-    size_option,
-    use_config,
-)
+from eyas.agents.faces.cli.flags import ConfigOption, JsonOption
+from eyas.agents.faces.cli.options import chosen_sizes, positive_seconds, size_option, use_config
 from eyas.graph.life.heartbeat import Heartbeat
 from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
