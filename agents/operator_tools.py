@@ -143,6 +143,7 @@ class PlannedSizes(BaseModel):
     draft_vocab_size: int | None = _size("draft_vocab_size")
     epochs: int | None = _size("epochs")
     ttt_steps: int | None = _size("ttt_steps")
+    concurrency: int | None = _size("concurrency")  # the throughput probe and the answer sample run at it
 
     def sizes(self) -> dict[str, int]:
         return {name: value for name, value in self.model_dump().items() if value is not None}
@@ -153,7 +154,6 @@ class StartRun(PlannedSizes):
     evaluate, each behind its approval gate (it stops at the first one for an answer). Sizes not given take the
     defaults that fit the target. Asks the operator first, showing the exact command."""
 
-    concurrency: int | None = _size("concurrency")
     held_out: int | None = _size("held_out")
 
 

@@ -21,6 +21,7 @@ from eyas.graph.state import GateAnswer
 from eyas.tools.errors import EyasError, NotFound
 from eyas.tools.private_files import open_private, private_dir, write_private
 
+TRANSCRIPT = "transcript.jsonl"
 RUN_ID_RULE = "1 to 64 characters: ASCII letters, digits, '.', '_' and '-', the first a letter or digit"
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -117,7 +118,7 @@ class RunDir:
 
     @property
     def transcript(self) -> Path:
-        return self.root / "transcript.jsonl"
+        return self.root / TRANSCRIPT
 
     @property
     def meta_path(self) -> Path:
@@ -264,6 +265,18 @@ def open_run(run_id: str, root: Path | None = None) -> RunDir:
     if found is not None:
         raise EyasError(found.text())
     return run
+
+
+def transcript_path(given: str) -> Path:
+    """The transcript a command was pointed at: a transcript file (or anything at that path, for the reader to
+    judge), a run's folder holding one, else a run id in the runs folder (`open_run`). A name ending in .jsonl is
+    always a path."""
+    path = Path(given)
+    if (path / TRANSCRIPT).is_file():
+        return path / TRANSCRIPT
+    if path.exists() or path.suffix == ".jsonl" or not is_run_id(given):
+        return path
+    return open_run(given).transcript
 
 
 def list_runs(root: Path | None = None) -> list[RunDir]:

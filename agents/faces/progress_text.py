@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from eyas.tools.jobs.job_progress import COUNTED_PHASE
-from eyas.tools.settings.units import format_size
+from eyas.tools.settings.units import figure, format_size
 
 TRAINING_PHASES = ("train", "resumed", "checkpoint", "val")  # their done/total are optimizer steps
 
@@ -41,10 +41,10 @@ def rate_text(value: Any) -> str | None:
     """tokens_per_s in words: one rate, or one per server where the evaluation measures its servers interleaved
     ({"baseline": 12.3, "speculative-k3": 10.1})."""
     if isinstance(value, Mapping):
-        rates = [f"{name} {rate:,.0f}" for name, raw in value.items() if (rate := number(raw)) is not None]
+        rates = [f"{name} {figure(rate)}" for name, raw in value.items() if (rate := number(raw)) is not None]
         return f"{', '.join(rates)} tokens/s" if rates else None
     rate = number(value)
-    return None if rate is None else f"{rate:,.0f} tokens/s"
+    return None if rate is None else f"{figure(rate)} tokens/s"
 
 
 def detail_text(seen: Mapping[str, Any]) -> str:

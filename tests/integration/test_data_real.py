@@ -180,8 +180,9 @@ def test_the_planner_measures_the_live_target(data_server_url: str, tmp_path: Pa
     )
     measured = measure_inputs(
         # The speed probe: test_host_probe.py. The target serves --max-model-len 2048, the longest sequence it takes.
-        Figures(samples=313, max_tokens=512, max_seq_len=2048, probe_speeds=False),
-        config=config, host=LocalHost(), http=HttpClient(), probe_concurrency=4,
+        # The run's concurrency is the probe's, and the answer sample's size.
+        Figures(samples=313, max_tokens=512, max_seq_len=2048, concurrency=4, probe_speeds=False),
+        config=config, host=LocalHost(), http=HttpClient(),
     )  # fmt: skip
     inputs, throughput = measured.inputs, measured.throughput
     assert (inputs.model.hidden_size, inputs.model.num_layers, inputs.model.vocab_size) == (576, 30, 49152)

@@ -114,8 +114,9 @@ def test_edit_at_a_gate_replans_with_the_new_sizes(embedded_target: EmbeddedTarg
         seen.append(view)
         return next(answers)
 
-    # TINY's shapes (tests/support/pipeline_runs.py): the speed probe measures one shape per session, not the defaults'.
-    shapes = {"max_tokens": 48, "max_seq_len": 256, "draft_vocab_size": 2048, "ttt_steps": 1}
+    # TINY's shapes (tests/support/pipeline_runs.py): the speed probe measures one shape per session, not the defaults',
+    # and the throughput probe runs at TINY's concurrency (at the default 256 each plan's probe takes about a minute).
+    shapes = {"max_tokens": 48, "max_seq_len": 256, "draft_vocab_size": 2048, "ttt_steps": 1, "concurrency": 4}
     first = {"run_id": "run-test", "sizes": {"samples": 50, **shapes}, "decisions": []}
     outcome = drive(graph, ctx, first, ask=ask, on_update=lambda update: None)
     assert outcome.finished

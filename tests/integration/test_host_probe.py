@@ -19,7 +19,7 @@ from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from model_shapes import SMOLLM2
 
 # Small shapes: the probe's cost is mostly imports and loading the model.
-TINY = {"max_tokens": 48, "max_seq_len": 256, "draft_vocab_size": 1024, "epochs": 2}
+TINY = {"max_tokens": 48, "max_seq_len": 256, "draft_vocab_size": 1024, "epochs": 2, "concurrency": 2}
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def test_the_plan_uses_speeds_measured_on_the_host_and_the_second_plan_reuses_th
 ) -> None:
     config = local_config(embedded_target.base_url, tmp_path / "work")
     figures = Figures(samples=40, **TINY)
-    measured = measure_inputs(figures, config=config, host=LocalHost(), http=HttpClient(), probe_concurrency=2)
+    measured = measure_inputs(figures, config=config, host=LocalHost(), http=HttpClient())
     inputs, sources = measured.inputs, measured.sources
     assert inputs.training_tok_s is not None and inputs.training_tok_s > 0
     assert inputs.extraction_tok_s is not None and inputs.extraction_tok_s > 0

@@ -178,7 +178,7 @@ WINDOW = ["--online-window", "2"]
 RUN_SIZES = [*TINY, *WINDOW, "--held-out", "4", "--eval-max-tokens", "16"]
 # TINY as `eyas plan` takes it: the sizes that shape the plan, not how a run polls or how many requests it sends.
 PLAN_SIZES = [
-    *without_flags(TINY, "--concurrency", "--poll-interval", "--bench-prompts", "--no-eval-ngram", "--eval-k-from"),
+    *without_flags(TINY, "--poll-interval", "--bench-prompts", "--no-eval-ngram", "--eval-k-from"),
     *WINDOW,
 ]
 

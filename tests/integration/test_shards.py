@@ -37,7 +37,8 @@ from waiting import wait_for
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "tools" / "workloads"
 sys.path.insert(0, str(WORKLOADS))
-import generate  # noqa: E402 - a standalone script, imported from its directory like on the host
+from generate_input import load_input  # noqa: E402 - a standalone script, imported from its directory like on the host
+from shards import shard_of  # noqa: E402 - as generate_input.py imports it
 
 
 def context(tmp_path: Path, endpoints: list[str]) -> RunContext:
@@ -59,8 +60,8 @@ def ids_in(path: Path) -> list[str]:
 def test_the_shards_of_a_limit_are_disjoint_and_hold_exactly_an_unsharded_run(tmp_path: Path) -> None:
     prompts = tmp_path / "in.jsonl"
     prompts.write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"p{i}"}) + "\n" for i in range(200)))
-    whole = {sample.id for sample in generate.load_input(prompts, set(), 150).pending}
-    shards = [{sample.id for sample in generate.load_input(prompts, set(), 150, (i, 3)).pending} for i in range(3)]
+    whole = {sample.id for sample in load_input(prompts, set(), 150).pending}
+    shards = [{sample.id for sample in load_input(prompts, set(), 150, (i, 3)).pending} for i in range(3)]
     assert set().union(*shards) == whole and sum(map(len, shards)) == 150
     assert all(20 < len(shard) < 80 for shard in shards)  # a hash spreads them; none is empty or takes all
 
@@ -110,7 +111,7 @@ def test_sharded_generation_answers_every_prompt_once_after_a_shard_is_killed(tm
     data.join_shards(ctx, state)  # type: ignore[arg-type]
     joined = ids_in(Path(ctx.artifact("conversations")))
     assert sorted(joined) == sorted(f"p{i}" for i in range(40))  # the first 40 prompts, each exactly once
-    assert set(ids_in(Path(data.shard_output(ctx, 0, 2)))) == {i for i in joined if generate.shard_of(i, 2) == 0}
+    assert set(ids_in(Path(data.shard_output(ctx, 0, 2)))) == {i for i in joined if shard_of(i, 2) == 0}
 
 
 @pytest.mark.slow

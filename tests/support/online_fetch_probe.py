@@ -3,7 +3,7 @@ extraction server train.py starts, with the stand-in (extraction_server_standin.
 
     python online_fetch_probe.py eyas|speculators --states FILE --tokens 1,2,3 --work DIR
 
-A token file holds the sample (--tokens); drafter_data.stage stages it as an online row and train.open_online
+A token file holds the sample (--tokens); drafter_data.stage stages it as an online row and train_online.open_online
 starts the extraction server as run_cpu or run_cuda starts it, the stand-in writing --states for every request.
 - eyas: extract_vllm.VllmBackend.fetch_file, as online_fetch.py calls it on CPU.
 - speculators: speculators' own ArrowDataset (speculators/train/data.py), built from the flags train_cuda's
@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "workload
 import hidden_states_file
 import train
 import train_cuda
+import train_online
 import vllm_server
 from drafter_data import Staged, stage
 from extract_plan import Sample
@@ -51,7 +52,7 @@ def staged_sample(work: Path, tokens: list[int]) -> Staged:
 
 
 def fetch_with_eyas(args: argparse.Namespace, staged: Staged, sample_tokens: list[int]) -> dict[str, Any]:
-    server = train.open_online(args, staged, "cpu")  # as train.run_cpu opens it
+    server = train_online.open_online(args, staged, "cpu")  # as train.run_cpu opens it
     ids = torch.tensor(sample_tokens, dtype=torch.int64)
     try:
         return {"path": str(server.fetch_file(Sample(0, "row 0", ids, torch.ones_like(ids, dtype=torch.bool))))}
@@ -66,7 +67,7 @@ def fetch_with_speculators(args: argparse.Namespace, staged: Staged) -> dict[str
     from speculators.train.data import ArrowDataset
     from speculators.train.recovery import SampleUnavailable
 
-    server = train.open_online(args, staged, "cuda")  # as train.run_cuda opens it
+    server = train_online.open_online(args, staged, "cuda")  # as train.run_cuda opens it
     try:
         argv = train_cuda.speculators_argv(
             args, python=sys.executable, nproc=1, dataset=staged.path / "dataset",

@@ -23,7 +23,8 @@ from eyas.agents.faces.report_html.page import render_html
 from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job, evaluate_sizes
 from eyas.graph.phases.evaluate.record import Evaluation
 from eyas.graph.phases.plan.node import evaluation_hours
-from eyas.graph.phases.report.node import md_text, report_node
+from eyas.graph.phases.report.markdown import md_text
+from eyas.graph.phases.report.node import report_node
 from eyas.tools.jobs.upload import WORKLOADS_DIR
 from eyas.tools.settings.config import LOCAL, HostConfig
 from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO

@@ -98,6 +98,8 @@ OUTCOMES = [
     pytest.param(("status", "no-such-run"), ExitCode.NOT_FOUND, "There is no run 'no-such-run'", id="unknown-run"),
     pytest.param(("resume", "no-such-run"), ExitCode.NOT_FOUND, "There is no run", id="unknown-run-resume"),
     pytest.param(("show", "{root}/absent.jsonl"), ExitCode.NOT_FOUND, "No transcript at", id="no-transcript"),
+    pytest.param(("show", WAITING), ExitCode.NOT_FOUND, f"/runs/{WAITING}/transcript.jsonl; runs keep theirs",
+                 id="run-without-transcript"),  # a run id is looked up in the runs folder
     pytest.param(("runs", "--no-such-flag"), ExitCode.USAGE, "No such option: --no-such-flag", id="bad-flag"),
     pytest.param(("resume", "no run/id"), ExitCode.USAGE, "is not a valid run id", id="bad-run-id"),
 ]  # fmt: skip

@@ -1,7 +1,7 @@
 """The dashboard's guards, against its real Starlette app over HTTP (starlette's TestClient): wrong tokens are
-slowed down per client address, a request for any other Host is refused (DNS rebinding), sessions end after
-their idle and absolute lifetimes; and the morning report shows a person's `<script>` as text. Time is a stand-in
-clock moved by the test, never a sleep."""
+slowed down per client address, a request for any other Host is refused (DNS rebinding), a POST without its
+session's CSRF token is refused, sessions end after their idle and absolute lifetimes; and the morning report shows
+a person's `<script>` as text. Time is a stand-in clock moved by the test, never a sleep."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 from markdown_it import MarkdownIt
 from starlette.testclient import TestClient
 
-from eyas.agents.faces.dashboard.app import create_app, served_hosts
+from eyas.agents.faces.dashboard.app import create_app
 from eyas.agents.faces.dashboard.auth import FREE_TRIES, SESSION_IDLE_S, SESSION_LIFETIME_S, Sessions
+from eyas.agents.faces.dashboard.guards import served_hosts
 from eyas.graph.context import RunContext
 from eyas.graph.phases.deploy.node import outcome
 from eyas.graph.phases.report.node import deploy_section, render_report
@@ -113,6 +114,21 @@ def test_a_session_ends_when_idle_too_long(tmp_path: Path, clock: StandInClock) 
     assert page.status_code == 303 and page.headers["location"] == "/login"  # the browser logs in again
     assert client.get("/runs/x/live").status_code == 401  # the page's script is sent there too (live.js)
     assert client.post("/logout", data={"csrf": "x"}).status_code == 401
+
+
+def test_a_post_without_its_sessions_csrf_token_is_refused_and_changes_nothing(
+    tmp_path: Path, clock: StandInClock
+) -> None:
+    client = dashboard(tmp_path, clock)
+    assert log_in(client) == 303
+    page = client.get("/").text
+    csrf = page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    for form in ({}, {"csrf": ""}, {"csrf": csrf[:-1] + ("x" if csrf[-1] != "x" else "y")}):
+        refused = client.post("/logout", data=form)
+        assert refused.status_code == 403 and "CSRF token is missing or wrong" in refused.text, form
+    assert client.get("/").status_code == 200  # still logged in: the refused logouts did nothing
+    assert client.post("/logout", data={"csrf": csrf}).status_code == 303
+    assert client.get("/").status_code == 303  # the right token logged the session out
 
 
 def test_a_session_ends_at_its_lifetime_however_busy(tmp_path: Path, clock: StandInClock) -> None:

@@ -99,6 +99,26 @@ def faster_than_ngram(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     yield from production_at(tmp_path, monkeypatch, without_s=0.1, with_s=0.02, evaluation=evaluation)  # fmt: skip
 
 
+def evaluated(drafter: float, ngram: float) -> dict:
+    """evaluate.py's JSON at the run's k: the drafter's and n-gram's speedups over the target alone (10 tokens/s)."""
+    k = DEMO.num_speculative_tokens
+    return {"k": k, "prompts": 16, "mean_acceptance_length": 2.0, "speedup": drafter, "tokens_per_s_baseline": 10.0,
+            "tokens_per_s_speculative": 10.0 * drafter,
+            "ngram": {str(k): {"k": k, "speedup": ngram, "tokens_per_s_speculative": 10.0 * ngram}}}  # fmt: skip
+
+
+@pytest.fixture
+def ngram_won(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Production]:
+    """A run whose evaluation measured n-gram speculation at 1.6x and its drafter at 1.1x."""
+    yield from production_at(tmp_path, monkeypatch, without_s=0.1, with_s=0.02, evaluation=evaluated(1.1, 1.6))
+
+
+@pytest.fixture
+def nothing_won(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Production]:
+    """A run whose evaluation found both methods slower than the target alone."""
+    yield from production_at(tmp_path, monkeypatch, without_s=0.1, with_s=0.02, evaluation=evaluated(0.8, 0.9))
+
+
 @pytest.fixture
 def slower(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Production]:
     """Production that serves a twenty-fifth of its tokens/s with the drafter, though the drafter is accepted (far
@@ -229,7 +249,7 @@ def test_a_drafter_that_makes_production_slower_is_rolled_back_by_default(slower
     assert result.after is not None and result.after.mean_acceptance_length == 3.0  # accepted, but slower
     lost = f"lost to the target alone: speedup {result.speedup:.2f}x is under the threshold 1x ("
     assert result.reason.startswith(lost)
-    assert "lower deploy_min_speedup in the policy file" in result.reason and "--min-speedup" in result.reason
+    assert "deploy_min_speedup" not in result.reason and "--min-speedup" not in result.reason
     assert "drafter rolled back: lost to the target alone: speedup" in ran.output
     assert not slower.drop_in.exists() and slower.running_argv() == PRODUCTION_ARGV
 
@@ -266,3 +286,36 @@ def test_production_is_held_to_n_gram_speculations_evaluated_speedup_by_the_marg
         "(needs 11.20x) (deploy_ngram_margin in the policy, --ngram-margin)"
     )
     assert not faster_than_ngram.drop_in.exists() and faster_than_ngram.running_argv() == PRODUCTION_ARGV
+
+
+def test_by_hand_the_evaluations_winner_is_deployed_unless_another_is_named(ngram_won: Production) -> None:
+    """`eyas deploy RUN` proposes what the deploy gate proposes: here n-gram speculation, which beat the drafter on
+    the same prompts; --method eagle3 deploys the drafter on purpose."""
+    k = DEMO.num_speculative_tokens
+    ngram = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    ngram_argv = [*PRODUCTION_ARGV, "--speculative-config", json.dumps(ngram, separators=(",", ":"))]
+    dry = eyas("deploy", RUN, "--dry-run", "--json")
+    assert dry.code == 0, dry.output
+    plan = json.loads(dry.stdout)
+    assert (plan["method"], plan["k"], plan["drafter"]) == ("ngram", k, None)
+    assert plan["argv_after"] == ngram_argv and plan["chosen"].startswith(f"the evaluation's winner, n-gram k={k}")
+    assert f"restarts with n-gram speculation (k={k})" in dry.output
+    assert "  kept at:     speedup >= 1x (tokens/s with n-gram speculation over without" in dry.output
+
+    asked = json.loads(eyas("deploy", RUN, "--dry-run", "--json", "--method", "eagle3").stdout)
+    assert (asked["method"], asked["argv_after"]) == ("eagle3", deployed_argv(ngram_won))
+    assert asked["chosen"] == f"as asked (the evaluation's winner was n-gram k={k})"
+
+    kept = eyas("deploy", RUN, "--yes", "--probe-requests", "2")
+    assert kept.code == 0 and "n-gram speculation kept" in kept.output, kept.output
+    assert ngram_won.running_argv() == ngram_argv
+
+
+def test_by_hand_nothing_faster_than_the_target_alone_is_refused_unless_named(nothing_won: Production) -> None:
+    ran = eyas("deploy", RUN, "--yes", "--probe-requests", "2")
+    assert ran.code == ExitCode.USAGE and ran.output.count("error:") == 1, ran.output
+    assert "Nothing beat the target alone in run hand-deploy's evaluation" in ran.output
+    assert "--method eagle3 (the drafter) or --method ngram" in ran.output
+    assert not nothing_won.drop_in.exists() and nothing_won.vllm.completions == 0
+    named = json.loads(eyas("deploy", RUN, "--dry-run", "--json", "--method", "eagle3").stdout)
+    assert named["argv_after"] == deployed_argv(nothing_won)

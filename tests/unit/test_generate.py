@@ -25,6 +25,7 @@ WORKLOADS = Path(__file__).resolve().parents[2] / "tools" / "workloads"
 GENERATE = WORKLOADS / "generate.py"
 sys.path.insert(0, str(WORKLOADS))
 import generate  # noqa: E402 - a standalone script, imported from its directory like on the host
+import generate_input  # noqa: E402 - its sibling, as generate.py imports it
 
 
 def write_prompts(path: Path, count: int) -> list[str]:
@@ -250,15 +251,15 @@ def test_input_formats_duplicates_limit_and_bad_lines(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl"
     path.write_text("\n".join(json.dumps(row) for row in rows) + "\n\nnot json\n")
 
-    plan = generate.load_input(path, done={"7"}, limit=None)
-    assert [sample.id for sample in plan.pending] == [generate.parse_sample(rows[1]).id, "late"]
+    plan = generate_input.load_input(path, done={"7"}, limit=None)
+    assert [sample.id for sample in plan.pending] == [generate_input.parse_sample(rows[1]).id, "late"]
     assert plan.pending[0].id.startswith("sha-")
     assert plan.pending[0].turns == [{"role": "user", "content": "no id here"}]
     assert plan.already_done == 1 and plan.total == 5
     assert [entry["id"] for entry in plan.bad] == ["line-4", "line-8"]
     assert "no user turn" in plan.bad[0]["error"]
 
-    assert generate.load_input(path, done=set(), limit=2).total == 2
+    assert generate_input.load_input(path, done=set(), limit=2).total == 2
 
 
 def test_an_unusable_server_is_a_fatal_error_naming_the_flag(tmp_path: Path) -> None:

@@ -55,6 +55,22 @@ def offenders(source: str, target: str) -> list[str]:
     )
 
 
+def on_a_loop(edges: dict[str, set[str]]) -> list[str]:
+    """The nodes from which an import path leads back to themselves."""
+    loops = []
+    for start in sorted(edges):
+        seen, todo = set(), list(edges[start])
+        while todo:
+            current = todo.pop()
+            if current == start:
+                loops.append(start)
+                break
+            if current not in seen:
+                seen.add(current)
+                todo.extend(edges.get(current, ()))
+    return loops
+
+
 @pytest.mark.parametrize(
     ("source", "target"),
     [
@@ -89,20 +105,17 @@ def test_the_packages_of_tools_form_no_loop() -> None:
             for target in targets:
                 if target.startswith("eyas.tools.") and package(target) != package(module):
                     edges[package(module)].add(package(target))
-    loops = []
-    for start in sorted(edges):  # a loop through `start`: `start` reachable from one of its own imports
-        seen, todo = set(), list(edges[start])
-        while todo:
-            current = todo.pop()
-            if current == start:
-                loops.append(start)
-                break
-            if current not in seen:
-                seen.add(current)
-                todo.extend(edges.get(current, ()))
+    loops = on_a_loop(edges)
     assert loops == [], f"packages of tools/ on an import loop: {loops}"
 
 
 def test_the_checker_sees_imports_inside_functions() -> None:
     """The cli imports most commands lazily; a checker that missed those would pass whatever they imported."""
     assert "eyas.graph.life.run_view" in IMPORTS["eyas.agents.faces.cli.report"]
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """An import circle (a imports b, b imports a, at any depth, inside a function too) means a piece the two share
+    lives in the wrong one: it belongs in a module of its own that both import."""
+    circles = on_a_loop(IMPORTS)
+    assert circles == [], f"modules on an import circle: {circles}"

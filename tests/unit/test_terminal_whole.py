@@ -68,7 +68,7 @@ Polls = list[tuple[list[JobState], dict[str, dict[str, Any]]]]
 def bars(polls: Polls, width: int) -> str:
     """The run UI's bars after these polls of one phase, as a terminal this wide shows them once they stop."""
     terminal = Console(record=True, width=width)
-    ui = RunUI(terminal)
+    ui = RunUI(terminal, bars=True)
     for states, progress in polls:
         ui.progress("train", states, progress)
     ui.note("the phase ended")
@@ -125,12 +125,12 @@ def test_progress_reads_in_units_and_keeps_what_a_later_line_lacks() -> None:
     download = merged({}, {"done": 1_200_000, "total": 3_000_000, "unit": "bytes"})
     assert count_text(download) == "1.20 MB of 3.00 MB"
     generate = merged(merged({}, {"done": 120, "total": 300, "failed": 2, "tokens_per_s": 88.0}), {"eta_s": None})
-    assert (count_text(generate), detail_text(generate)) == ("120/300", "2 failed, 88 tokens/s")
+    assert (count_text(generate), detail_text(generate)) == ("120/300", "2 failed, 88.0 tokens/s")
     assert count_text(merged({}, {"phase": "server", "waiting_s": 3})) == ""
     # The evaluation measures its servers interleaved and reports a rate per server; a figure of any other shape
     # from the host is left out, never fatal to the run's screen.
     interleaved = {"done": 4, "total": 8, "tokens_per_s": {"baseline": 15.7, "speculative-k3": 12.25}}
-    assert detail_text(interleaved) == "baseline 16, speculative-k3 12 tokens/s"
+    assert detail_text(interleaved) == "baseline 15.7, speculative-k3 12.2 tokens/s"
     assert detail_text({"done": 1, "loss": "nan?", "tokens_per_s": [1, 2], "speedup": 1.5}) == "speedup 1.50x"
 
 

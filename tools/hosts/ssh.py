@@ -24,16 +24,14 @@ from eyas.tools.errors import (
 )
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import CommandResult, Host, wrap_timeout
-from eyas.tools.settings.config import SSH_KEEPALIVE_S, secret
-from eyas.tools.settings.local_files import MISSING, not_a_regular_file
+from eyas.tools.hosts.ssh_keys import load_key, trust_known_hosts
+from eyas.tools.settings.config import SSH_KEEPALIVE_S
 
 T = TypeVar("T")
 _CHUNK = 1 << 16
 # Remote `timeout` exits 124 when it stopped the command, 137 when it had to SIGKILL it.
 _TIMEOUT_RCS = (124, 137)
 CONNECT_TIMEOUT_S = 10.0  # each stage of a connect: TCP, the server's greeting, the login
-# Tried in this order on a key file, as paramiko's own client does.
-_KEY_TYPES: tuple[type[paramiko.PKey], ...] = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
 # OpenSSH serves at most MaxSessions (default 10) channels on one connection and refuses more; commands
 # beyond this many wait for a free one (the SFTP session holds one more).
 _MAX_COMMANDS = 8
@@ -84,6 +82,11 @@ class SSHHost(Host):
     def _where(self) -> str:
         return f"{self.user + '@' if self.user else ''}{self.address}:{self.port}"
 
+    @property
+    def _keyscan(self) -> str:
+        """The command that reads the host's key, for the messages that ask a person to record it."""
+        return f"ssh-keyscan -p {self.port} {self.address}"
+
     def _connect(self) -> paramiko.SSHClient:
         if self._refusal is not None:
             raise type(self._refusal)(str(self._refusal))
@@ -97,29 +100,9 @@ class SSHHost(Host):
         return client
 
     def _dial(self) -> paramiko.SSHClient:
-        key = self._load_key()
+        key = load_key(self.name, self.key_file, self.key_passphrase_env)
         client = paramiko.SSHClient()
-        problem = not_a_regular_file(Path(self.known_hosts))
-        if problem == MISSING:
-            raise HostKeyUnknown(
-                f"The known_hosts file {self.known_hosts} for host '{self.name}' does not exist, so "
-                f"{self._where} cannot be authenticated. If this is the right machine, record its key: "
-                f"ssh-keyscan -p {self.port} {self.address} >> {self.known_hosts} (and compare the "
-                "fingerprint with the one the machine's owner gives you)."
-            )
-        if problem is None:  # a regular file: paramiko reads it as text
-            try:
-                client.load_host_keys(self.known_hosts)
-            except UnicodeDecodeError as exc:
-                problem = f"is not text (not UTF-8 at byte {exc.start})"
-            except OSError as exc:
-                problem = f"cannot be read ({exc.strerror or exc})"
-        if problem is not None:
-            raise HostKeyUnknown(
-                f"The known_hosts file {self.known_hosts} for host '{self.name}' {problem}, so {self._where} cannot "
-                "be authenticated. Point known_hosts at a text file of the host keys you trust (ssh-keyscan -p "
-                f"{self.port} {self.address} > FILE writes one; compare its fingerprint with the owner's)."
-            )
+        trust_known_hosts(client, self.name, self.known_hosts, self._where, self._keyscan)
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
             client.connect(
@@ -165,7 +148,7 @@ class SSHHost(Host):
                 raise HostKeyUnknown(
                     f"The host key of {self._where} is not in {self.known_hosts}; eyas never trusts an "
                     "unknown key on its own. If this is the right machine, check its fingerprint and add "
-                    f"it: ssh-keyscan -p {self.port} {self.address} >> {self.known_hosts}"
+                    f"it: {self._keyscan} >> {self.known_hosts}"
                 ) from None
             raise HostUnreachable(
                 f"The SSH handshake with {self._where} failed within the connect timeout of "
@@ -250,50 +233,6 @@ class SSHHost(Host):
                 f"The jump host {self._where} could not open a connection to {address}:{port} ({exc}). Check "
                 "that the address is right as seen from the jump host and that its sshd allows TCP forwarding."
             ) from None
-
-    def _load_key(self) -> paramiko.PKey | None:
-        """The key_file, read before dialling: a key that cannot be used is a local problem, not the host's."""
-        if self.key_file is None:
-            return None
-        problem = not_a_regular_file(Path(self.key_file))
-        if problem not in (None, MISSING):  # a FIFO or /dev/zero would hang the read below, or never end it
-            raise AuthFailed(
-                f"The key file {self.key_file} for host '{self.name}' {problem}. Point key_file at the private key "
-                "(OpenSSH or PEM; not the .pub), e.g. ~/.ssh/id_ed25519."
-            )
-        passphrase = secret(self.key_passphrase_env)
-        if self.key_passphrase_env and passphrase is None:
-            raise AuthFailed(
-                f"The passphrase of {self.key_file} for host '{self.name}' is to come from the environment "
-                f"variable {self.key_passphrase_env} (key_passphrase_env), which is not set here. Export it."
-            )
-        problem = "no key type fits"
-        for key_type in _KEY_TYPES:
-            try:
-                return key_type.from_private_key_file(self.key_file, passphrase)
-            except paramiko.PasswordRequiredException:
-                raise AuthFailed(
-                    f"The key {self.key_file} for host '{self.name}' is protected by a passphrase, and eyas never "
-                    "prompts. Put the passphrase in an environment variable and name it in the host's config "
-                    f'(key_passphrase_env = "EYAS_KEY_PASSPHRASE"), or load the key into ssh-agent (ssh-add '
-                    f"{self.key_file}) and remove key_file, so the agent signs."
-                ) from None
-            except OSError as exc:
-                raise AuthFailed(
-                    f"The key file {self.key_file} for host '{self.name}' cannot be read ({exc.strerror or exc}); "
-                    "fix key_file in the config."
-                ) from None
-            except (paramiko.SSHException, ValueError) as exc:
-                problem = str(exc)
-        if passphrase is not None:
-            raise AuthFailed(
-                f"The key {self.key_file} for host '{self.name}' does not open with the passphrase in "
-                f"{self.key_passphrase_env} ({problem}): the passphrase is wrong or the file is damaged."
-            )
-        raise AuthFailed(
-            f"The key file {self.key_file} for host '{self.name}' is not a private key eyas can read ({problem}). "
-            "Point key_file at the private key (OpenSSH or PEM; not the .pub), e.g. ~/.ssh/id_ed25519."
-        )
 
     # -- commands -----------------------------------------------------------------------------
 

@@ -15,10 +15,12 @@ from eyas.tools.service.standin import UnitJobService
 from eyas.tools.service.systemd import SystemdService, has_systemd
 from eyas.tools.settings.config import EyasConfig
 
+STANDIN_JOB_PREFIX = "target-server-"  # the stand-in's job id, before its port
+
 
 def standin_job_id(port: int) -> str:
     """One server per port, so a test session's server never touches the operator's (`eyas target up`'s id)."""
-    return f"target-server-{port}"
+    return f"{STANDIN_JOB_PREFIX}{port}"
 
 
 def production_service(config: EyasConfig, host: Host, http: HttpClient, clock: Clock) -> Service:

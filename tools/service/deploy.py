@@ -7,8 +7,9 @@ waits for the deep health check, then sends probe requests and reads tokens/s an
 /metrics counters. A drafter stays when acceptance and tokens/s pass the thresholds (by default production must not
 serve fewer tokens/s with it than without it) and its speedup beats, by a margin, the one vLLM's n-gram speculation
 reached in the evaluation (the free alternative); n-gram stays when its tokens/s pass (its acceptance, counted only
-where the context repeats, is no measure of it). Otherwise, and whenever the new service fails to come up, rollback
-removes exactly that drop-in, restarts, and checks that production is healthy with its old command line.
+where the context repeats, is no measure of it): that rule, and its words, are keep_rule.py's. Otherwise, and
+whenever the new service fails to come up, rollback removes exactly that drop-in, restarts, and checks that
+production is healthy with its old command line.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from eyas.tools.launch.api_key import production_key
 from eyas.tools.launch.unit_file import UnitFile
 from eyas.tools.service.base import Service, ServiceError
 from eyas.tools.service.deploy_result import DeployResult, Probe
+from eyas.tools.service.keep_rule import KeepRule, method_words
 from eyas.tools.settings.config import TargetConfig
-from eyas.tools.workloads.speculative import NGRAM_METHOD
+from eyas.tools.workloads.speculative import DRAFTER_METHOD
 
 Progress = Callable[[str], None]
 PROBE_PROMPTS = (
@@ -60,6 +62,10 @@ class Thresholds(BaseModel):
     probe_max_tokens: int = Field(32, gt=0, description="longest probe answer, in tokens")
     probe_timeout_s: float = Field(300.0, gt=0, description="deadline of one probe request")
     ready_timeout_s: float = Field(3600.0, gt=0, description="how long a restart may take to pass the health check")
+
+    def keep_rule(self, ngram_speedup: float | None, method: str = DRAFTER_METHOD) -> KeepRule:
+        """The rule these thresholds hold `method` to, against n-gram speculation's evaluated speedup."""
+        return KeepRule(self.min_acceptance_length, self.min_speedup, self.ngram_margin, ngram_speedup, method)
 
 
 def _restart(service: Service, thresholds: Thresholds, progress: Progress) -> float:
@@ -178,69 +184,13 @@ def _counters(http: HttpClient, base: str) -> SpecDecodeCounters | None:
     return summarize_vllm_metrics(scraped.body).spec_decode if scraped.status == 200 else None
 
 
-def against_ngram(speedup: float | None, ngram_speedup: float | None, margin: float) -> tuple[bool, str]:
-    """Whether `speedup` beats n-gram speculation's evaluated speedup by `margin`, in words with the figures. An
-    evaluation without n-gram figures (an older run, --acceptance-only) holds nothing back, and says so."""
-    if ngram_speedup is None:
-        return True, "n-gram not measured"
-    needed = ngram_speedup + margin
-    beats = speedup is not None and speedup >= needed
-    shown = f"{speedup:.2f}x" if speedup is not None else "unknown"
-    verb = "beats" if beats else "does not beat"
-    return beats, f"speedup {shown} {verb} n-gram's {ngram_speedup:.2f}x by the margin {margin:g} (needs {needed:.2f}x)"
-
-
 def judge(
     before: Probe | None, after: Probe, thresholds: Thresholds, ngram_speedup: float | None = None,
-    method: str = "eagle3",
+    method: str = DRAFTER_METHOD,
 ) -> tuple[bool, str, float | None]:  # fmt: skip
-    """Keep a drafter only when production's own counters show it accepted often enough, production serves at
-    least `min_speedup` times its tokens/s before (the target alone), and that speedup beats n-gram speculation's in
-    the evaluation by `ngram_margin`; keep n-gram speculation (`method`) on its tokens/s alone. A rollback names
-    each baseline it lost to and every threshold missed, with the figures."""
-    speedup = after.tokens_per_s / before.tokens_per_s if before and before.tokens_per_s else None
-    if method == NGRAM_METHOD:
-        return (*_ngram_pace(before, after, thresholds, speedup), speedup)
-    if after.mean_acceptance_length is None:
-        return False, "production exported no speculative-decoding counters: the drafter is not in use", speedup
-    acceptance = f"mean acceptance length {after.mean_acceptance_length:.2f}"
-    accepted = after.mean_acceptance_length >= thresholds.min_acceptance_length
-    acceptance += f" {'reaches' if accepted else 'is under'} the threshold {thresholds.min_acceptance_length:g}"
-    fast, pace = paced(before, after, thresholds, speedup, "the drafter")
-    beats, ngram = against_ngram(speedup, ngram_speedup, thresholds.ngram_margin)
-    if accepted and fast and beats:
-        return True, f"{acceptance}; {pace}; {ngram}", speedup
-    if not fast:
-        pace = (
-            f"lost to the target alone: {pace}; to keep a drafter slower than that, lower deploy_min_speedup in the "
-            "policy file (`eyas run --policy FILE`) or pass --min-speedup to `eyas deploy RUN`"
-        )
-    if not beats:
-        ngram = f"lost to n-gram speculation: {ngram} (deploy_ngram_margin in the policy, --ngram-margin)"
-    missed = [part for part, passed in ((acceptance, accepted), (pace, fast), (ngram, beats)) if not passed]
-    return False, "; ".join(missed), speedup
-
-
-def paced(
-    before: Probe | None, after: Probe, thresholds: Thresholds, speedup: float | None, method: str
-) -> tuple[bool, str]:
-    """Whether production serves at least `min_speedup` times its tokens/s before with `method` (in words: "the
-    drafter", "n-gram speculation"), and the figures that say so."""
-    rate = f"{after.tokens_per_s:.1f} tokens/s with {method}, " + (
-        f"{before.tokens_per_s:.1f} without" if before else "not measured without"
-    )
-    fast = speedup is not None and speedup >= thresholds.min_speedup
-    shown = f"{speedup:.2f}x" if speedup is not None else "unknown"
-    return (
-        fast,
-        f"speedup {shown} {'reaches' if fast else 'is under'} the threshold {thresholds.min_speedup:g}x ({rate})",
-    )
-
-
-def _ngram_pace(before: Probe | None, after: Probe, thresholds: Thresholds, speedup: float | None) -> tuple[bool, str]:
-    """n-gram speculation is kept when production serves at least `min_speedup` times its tokens/s before."""
-    fast, pace = paced(before, after, thresholds, speedup, "n-gram speculation")
-    return fast, pace if fast else f"lost to the target alone: {pace}"
+    """Keep `method` or roll it back, by the rule the thresholds set (keep_rule.py) on the two probes."""
+    rule = thresholds.keep_rule(ngram_speedup, method)
+    return rule.judge(before.tokens_per_s if before else None, after.tokens_per_s, after.mean_acceptance_length)
 
 
 def deploy(
@@ -265,7 +215,7 @@ def deploy(
     if share is not None:
         progress(f"deploy: letting {unit.user}, who runs {service.name}, read {drafter_dir}")
         service.host.run(share, timeout=120).check(f"opening {drafter_dir} to {unit.user}")
-    method = "the drafter" if speculative["method"] != NGRAM_METHOD else "n-gram speculation"
+    method = method_words(speculative["method"])
     progress(f"deploy: writing {path} and restarting {service.name}")
     write_drop_in(service, path, text)
     started = service.clock.monotonic()

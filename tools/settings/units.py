@@ -3,6 +3,7 @@ decimal units as disk vendors do."""
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS = {"": 1, "b": 1, **{p + "b": 1000**i for i, p in enumerate("kmgtpe", 1)}}
@@ -46,3 +47,16 @@ def format_hours(hours: float) -> str:
     if hours < 1:
         return f"{hours * 60:.0f} min"
     return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"
+
+
+FIGURE_DIGITS = 3  # what a measured rate or ratio on a person's screen can vouch for: 16.5 tokens/s, 0.827, 1.40x
+
+
+def figure(value: float, digits: int = FIGURE_DIGITS) -> str:
+    """A measured figure to `digits` significant figures (16.460 reads 16.5, 0.82705 reads 0.827), never rounding
+    away a whole number's digits (1,234, not 1,230): a screen that shows more digits than the measurement holds
+    invites reading noise as a difference."""
+    if not math.isfinite(value) or value == 0:
+        return f"{value:g}"
+    exponent = int(f"{abs(value):.{digits - 1}e}".split("e")[1])  # after rounding: 9.996 is 10.0, not 10.00
+    return f"{value:,.{max(0, digits - 1 - exponent)}f}"

@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import fcntl
-import hashlib
 import json
 import os
 import random
@@ -54,7 +53,6 @@ import signal
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -62,10 +60,10 @@ import openai
 
 import progress
 from done_ids import read_done
-from shards import WHOLE, Shard, parse_shard, shard_of
+from generate_input import Plan, Sample, load_input
+from shards import WHOLE, parse_shard
 
 EXIT_FATAL, EXIT_STOPPED = 1, 3
-ROLES = {"human": "user", "user": "user", "system": "system"}  # every other role is an answer, dropped
 RETRY_STATUS = {408, 409, 429}  # and every 5xx
 
 
@@ -77,74 +75,6 @@ def with_reasoning_names(messages: list[dict[str, str]]) -> list[dict[str, str]]
 
 class Fatal(Exception):  # the run cannot go on; the message names the problem and the fix
     pass
-
-
-@dataclass
-class Sample:
-    id: str
-    turns: list[dict[str, str]]  # system and user turns, in order
-
-
-def parse_sample(record: Any) -> Sample:
-    """One input line as a sample; raises ValueError saying what the line lacks."""
-    if not isinstance(record, dict):
-        raise ValueError("is not a JSON object")
-    raw = record.get("conversations") or record.get("messages")
-    if isinstance(raw, list):
-        turns = []
-        for turn in raw:
-            role = ROLES.get(str(turn.get("from", turn.get("role", ""))).lower()) if isinstance(turn, dict) else None
-            content = turn.get("value", turn.get("content")) if role else None
-            if role and isinstance(content, str):
-                turns.append({"role": role, "content": content})
-    elif isinstance(record.get("prompt"), str):
-        turns = [{"role": "user", "content": record["prompt"]}]
-    else:
-        raise ValueError("has neither 'conversations' (ShareGPT), 'messages' nor a 'prompt' string")
-    if not any(turn["role"] == "user" for turn in turns):
-        raise ValueError("has no user turn with text")
-    sample_id = record.get("id")
-    if sample_id is None:
-        sample_id = "sha-" + hashlib.sha256(json.dumps(turns, sort_keys=True).encode()).hexdigest()[:20]
-    return Sample(str(sample_id), turns)
-
-
-@dataclass
-class Plan:
-    pending: list[Sample]
-    total: int  # distinct samples within --limit
-    already_done: int
-    bad: list[dict[str, Any]]  # input lines that are not samples
-
-
-def load_input(path: Path, done: set[str], limit: int | None, shard: Shard = WHOLE) -> Plan:
-    """The samples still to generate. --limit counts the whole input, so the shards of one --limit together
-    hold exactly the samples an unsharded run would; bad lines are reported by shard 0 only."""
-    index, shards = shard
-    pending, bad, seen, already, mine = [], [], set(), 0, 0
-    with path.open("rb") as f:
-        for number, line in enumerate(f, 1):
-            if limit is not None and len(seen) + len(bad) >= limit:
-                break
-            if not line.strip():
-                continue
-            try:
-                sample = parse_sample(json.loads(line))
-            except ValueError as exc:
-                bad.append({"id": f"line-{number}", "error": f"input line {number} {exc}"})
-                continue
-            if sample.id in seen:
-                continue
-            seen.add(sample.id)
-            if shard_of(sample.id, shards) != index:
-                continue
-            mine += 1
-            if sample.id in done:
-                already += 1
-            else:
-                pending.append(sample)
-    bad = bad if index == 0 else []
-    return Plan(pending, mine + len(bad), already, bad)
 
 
 def retryable(exc: BaseException) -> bool:

@@ -25,10 +25,11 @@ the others meet it there. On CPUs each node is one gloo process of a data-parall
 on CUDA each node runs torchrun over its GPUs, and the torchruns form one NCCL job. A failed node fails them
 all (a collective times out or breaks); rerunning every node resumes from the newest checkpoint.
 
-Online (--online): the samples extract.py left as token files (--offline-samples) have their hidden states fetched
-each epoch from a vLLM server this process starts with the extract_hidden_states method (production's launch, from
---inherit, as extract.py's vllm backend starts it), at most --window max-length sequences of them on disk at once,
-each deleted once its step has read it (online_fetch.py); the counts per epoch go to OUT/online_summary.json. On
+Online (--online; train_online.py): the samples extract.py left as token files (--offline-samples) have their hidden
+states fetched each epoch from a vLLM server this process starts with the extract_hidden_states method (production's
+launch, from --inherit, as extract.py's vllm backend starts it), at most --window max-length sequences of them on
+disk at once, each deleted once its step has read it (online_fetch.py); the counts per epoch go to
+OUT/online_summary.json. On
 CUDA, speculators' own dataset fetches them (--on-missing generate) from the same server, one at a time per
 dataloader worker, each deleted once loaded: --num-workers is lowered so that the GPUs' workers hold at most --window
 (train_cuda.online_workers). It counts nothing per epoch, and a sample whose hidden states are for other tokens is
@@ -52,7 +53,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import progress
 from drafter_data import Staged
@@ -62,6 +62,7 @@ from extract_server import add_server_flags
 from hidden_states_file import ONLINE_WINDOW
 from target_model import add_remote_code_flag, check_remote_code
 from tracking import add_tracking_flags, publish_settings
+from train_online import online_source, open_online, speculators_online_summary
 
 # --optimizer auto on a CPU, by measurement (tests/bench/bench_train_step.py; SmolLM2's own answers to 160
 # prompts, 512-token steps, draft vocab 8192, one thread on a 2-core EPYC without native bf16): AdamW's step
@@ -210,81 +211,6 @@ def stage_init_drafter(source: Path, verifier: Path, target: Path) -> Path:
             "a drafter from scratch."
         )
     return linked_copy(source, verifier, target)
-
-
-def open_online(args: argparse.Namespace, staged: Staged, device: str) -> Any:
-    """The extraction server for the samples without hidden states on disk (None when every sample has them). On
-    CUDA speculators' dataset asks it for them, and refuses a server not named as its --verifier-name-or-path
-    (speculators/train/data.py, ArrowDataset._setup_client): it serves as the --verifier path there."""
-    if not staged.online:
-        return None
-    import torch
-
-    from extract_vllm import open_server
-
-    assert staged.layer_ids is not None  # token files record them (drafter_data._token_file_shape)
-    if args.connector == "auto":
-        args.connector = "stock" if device == "cuda" else "cpu"
-    return open_server(
-        args, args.verifier, staged.layer_ids, staged.max_len, args.work / "online-staging",
-        args.work / "extraction-server.log", torch.bfloat16, str(args.verifier) if device == "cuda" else None,
-    )  # fmt: skip
-
-
-def online_bound(args: argparse.Namespace, staged: Staged, server: Any) -> int:
-    """The most bytes of fetched hidden states on disk at once, as the plan states it: --window samples of the
-    longest length, in the dtype `server` writes (hidden_states_file.online_bound_bytes)."""
-    from extract_vllm import server_dtype
-    from hidden_states_file import online_bound_bytes
-
-    dtype = server_dtype(server.server.argv, args.verifier)
-    longest = max(args.total_seq_len, staged.max_len)
-    return online_bound_bytes(args.window, longest, staged.hidden_size, staged.num_layers, dtype)
-
-
-def speculators_online_summary(args: argparse.Namespace, staged: Staged, server: Any, gpus: int) -> None:
-    """What eyas knows of a CUDA run's online fetching, written where the CPU loop writes its counts (WORK/SUMMARY):
-    the window, the bound and the dataloader workers; no epochs, as speculators' dataset fetches and deletes the
-    samples without telling eyas (the report says so)."""
-    from online_fetch import SUMMARY, OnlineSummary
-
-    summary = OnlineSummary(
-        args.window, online_bound(args, staged, server), trainer="speculators", gpus=gpus, workers=args.num_workers
-    )
-    summary.save(args.work / SUMMARY)
-    progress.emit(
-        phase="online", samples=len(staged.online), window=args.window, bound_bytes=summary.bound_bytes,
-        server_pid=server.server.pid, trainer="speculators", gpus=gpus, workers=args.num_workers,
-    )  # fmt: skip
-
-
-def online_source(args: argparse.Namespace, staged: Staged, server: Any) -> Any:
-    """Fetches the online rows' hidden states into the staged directory ahead of each step (online_fetch.py)."""
-    import datasets
-    import torch
-
-    from extract_plan import Sample
-    from online_fetch import SUMMARY, OnlineHiddenStates, OnlineSummary
-
-    rows = datasets.load_from_disk(str(staged.path / "dataset")).with_format(None)
-    lengths = rows["seq_len"]
-
-    def sample(row: int) -> Sample:
-        item = rows[row]
-        ids, mask = torch.tensor(item["input_ids"]), torch.tensor(item["loss_mask"], dtype=torch.bool)
-        return Sample(row, f"row {row}", ids, mask)
-
-    max_len = max(args.total_seq_len, staged.max_len)
-    bound = online_bound(args, staged, server)
-    summary_path = args.work / SUMMARY
-    progress.emit(
-        phase="online", samples=len(staged.online), window=args.window, bound_bytes=bound, server_pid=server.server.pid
-    )
-    return OnlineHiddenStates(
-        server, staged.path / "hidden_states", {row: int(lengths[row]) for row in staged.online}, sample,
-        window=args.window, max_len=max_len, concurrency=args.concurrency,
-        summary=OnlineSummary.load(summary_path, args.window, bound), summary_path=summary_path,
-    )  # fmt: skip
 
 
 def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None) -> None:

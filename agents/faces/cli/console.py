@@ -89,6 +89,12 @@ def print_error(message: str) -> None:
     errors.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
+def say(text: str) -> None:
+    """One line on stdout as written, and whole (never cut at the terminal's width: argvs and paths are copied from
+    here): no markup, no highlighting, no time or source location beside it."""
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def notice(message: str) -> None:
     """A dim line on stderr: context for the operator that never mixes into a command's --json output."""
     errors.print(message, style="dim", markup=False, highlight=False, soft_wrap=True)

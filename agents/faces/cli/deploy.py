@@ -14,13 +14,14 @@ import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, cast
 
 import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
-from eyas.agents.faces.cli.console import console, json_result
+from eyas.agents.faces.cli.console import console, json_result, say
 from eyas.agents.faces.cli.flags import JsonOption
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir, open_run
@@ -32,11 +33,13 @@ from eyas.tools.hosts.http import HttpClient
 from eyas.tools.service.choose import production_service
 from eyas.tools.service.deploy import Thresholds, deploy, rollback
 from eyas.tools.service.deploy_result import DeployResult, deployed_method
+from eyas.tools.service.keep_rule import method_words
 from eyas.tools.settings.config import format_validation_error
-from eyas.tools.workloads.speculative import NGRAM_METHOD, drafter_config
+from eyas.tools.workloads.speculative import DRAFTER_METHOD, NGRAM_METHOD, drafter_config, ngram_config
 
 if TYPE_CHECKING:
     from eyas.graph.context import RunContext
+    from eyas.graph.state import RunState
 
 _DEFAULT = Thresholds()  # the deploy's own defaults, which a run without a policy is held to
 
@@ -47,13 +50,17 @@ def save(run: RunDir, result: DeployResult) -> None:
     from eyas.agents.faces.report_html.page import write_html_report
     from eyas.graph.life.run_view import read_run
     from eyas.graph.phases.deploy.node import save_result
+    from eyas.graph.phases.report.next_step import run_next_steps
     from eyas.graph.phases.report.node import with_deploy
 
     save_result(run, result)
-    report = run.report.read_text() if run.report.exists() else f"# eyas run {run.run_id}\n"
-    run.write_report(with_deploy(report, result.model_dump()))
     view = read_run(run)
-    write_html_report(run.root, view.state if view.started else None)
+    state = view.state if view.started else None
+    min_speedup = Policy.model_validate(run.meta().get("policy") or {}).deploy_min_speedup
+    steps = run_next_steps(state or {}, result.model_dump(), min_speedup)
+    report = run.report.read_text() if run.report.exists() else f"# eyas run {run.run_id}\n"
+    run.write_report(with_deploy(report, result.model_dump(), steps))
+    write_html_report(run.root, state)
 
 
 def print_result(result: DeployResult) -> None:
@@ -67,11 +74,6 @@ def print_result(result: DeployResult) -> None:
     verdict = "[green]kept[/]" if result.kept else "[yellow]rolled back[/]"
     method = "n-gram speculation" if deployed_method(result.argv_deployed) == NGRAM_METHOD else "drafter"
     console.print(f"{method} {verdict}: {escape(result.reason)}", soft_wrap=True)
-
-
-def say(text: str) -> None:
-    """One line, whole (never cut at the terminal's width: argvs and paths are copied from here)."""
-    console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def refuse_unasked(yes: bool, dry_run: bool, command: str) -> None:
@@ -132,6 +134,71 @@ def show_text(title: str, text: str) -> None:
         say(f"    {line}")
 
 
+class HandChoice(NamedTuple):
+    """What `eyas deploy` puts into production, and why that."""
+
+    speculative: dict[str, Any]
+    method: str  # vLLM's speculative method: eagle3 or ngram
+    k: int
+    ngram_speedup: float | None  # n-gram's evaluated speedup at a drafter's k: the bar production's counters must beat
+    why: str
+
+
+def hand_choice(
+    run_id: str, state: RunState, policy: Policy, drafter_dir: str, method: str | None, k: int | None
+) -> HandChoice:
+    """The method and k given, else the evaluation's winner by the run's policy (what the deploy gate proposes);
+    the drafter at the run's k where nothing was evaluated. Where the evaluation found nothing faster than the target
+    alone, asking for no method is refused: there is nothing to deploy that measured faster."""
+    from eyas.graph.phases.evaluate.record import Evaluation
+    from eyas.graph.policy import deploy_tournament
+    from eyas.graph.state import run_sizes
+
+    evaluation = state.get("evaluation")
+    sizes = run_sizes(state)
+    found = deploy_tournament(policy, evaluation, sizes.concurrency)
+    winner = found.choice.winner if found is not None else None
+    if method is None and winner is not None and winner.method == "target":
+        assert found is not None
+        raise EyasError(
+            f"Nothing beat the target alone in run {run_id}'s evaluation ({found.choice.reason}), so there is "
+            "nothing measured faster to deploy and production is left as it is. To try one anyway, name it: "
+            "--method eagle3 (the drafter) or --method ngram, with --k; production's own counters still decide "
+            "whether it stays."
+        )
+    if method is None:
+        method = winner.method if winner is not None else DRAFTER_METHOD
+    if k is None:
+        k = winner.k if winner is not None and winner.method == method and winner.k else sizes.num_speculative_tokens
+    if winner is not None and (winner.method, winner.k) == (method, k):
+        assert found is not None
+        why = f"the evaluation's winner, {winner.name}: {found.choice.reason}"
+    elif winner is not None:
+        why = f"as asked (the evaluation's winner was {winner.name})"
+    else:
+        why = "the drafter at the run's k (nothing was evaluated)"
+    ngram = Evaluation.model_validate(evaluation).ngram_at(k) if evaluation and method == DRAFTER_METHOD else None
+    speculative = drafter_config(drafter_dir, k) if method == DRAFTER_METHOD else ngram_config(k)
+    return HandChoice(speculative, method, k, ngram.speedup if ngram else None, why)
+
+
+class SpeculativeMethod(StrEnum):
+    """The methods a deploy can put into production (vLLM's names)."""
+
+    eagle3 = DRAFTER_METHOD
+    ngram = NGRAM_METHOD
+
+
+MethodOption = Annotated[
+    SpeculativeMethod | None,
+    typer.Option(
+        "--method",
+        help="eagle3 (the run's drafter) or ngram (vLLM's n-gram speculation, no drafter); default: the "
+        "evaluation's winner by the run's policy, as the deploy gate proposes it",
+    ),
+]
+
+
 YesOption = Annotated[
     bool,
     typer.Option(
@@ -142,8 +209,15 @@ YesOption = Annotated[
 
 def deploy_command(
     run_id: Annotated[str, typer.Argument(help="the run whose trained drafter goes into production")],
-    drafter: Annotated[str | None, typer.Option(help="the drafter directory on the host (default: the run's)")] = None,
-    k: Annotated[int | None, typer.Option(min=1, help="speculative tokens per step (default: the run's k)")] = None,
+    drafter: Annotated[
+        str | None,
+        typer.Option(help="deploy this drafter directory on the host (default: the run's, where the drafter wins)"),
+    ] = None,
+    method: MethodOption = None,
+    k: Annotated[
+        int | None,
+        typer.Option(min=1, help="speculative tokens per step (default: the winner's k, else the run's)"),
+    ] = None,
     min_acceptance_length: Annotated[
         float | None,
         typer.Option(
@@ -186,7 +260,10 @@ def deploy_command(
     ] = False,
     json_output: JsonOption = False,
 ) -> None:
-    """Put the run's drafter into production, keep it only if production's own counters say so.
+    """Put the evaluation's winner into production, keep it only if production's own counters say so.
+
+    The winner is what the deploy gate proposes: the fastest of the target alone, n-gram speculation and the drafter
+    at each k the evaluation measured, by the run's policy; --method and --k deploy another on purpose.
 
     Measures production over probe requests, adds a drop-in to its service that sets --speculative-config to the
     drafter, restarts it, waits for the deep health check, measures again from production's own /metrics, and
@@ -207,52 +284,56 @@ def deploy_command(
     After an error, production is untouched unless the message says otherwise.
     """
     from eyas.graph.life.run_view import read_run
-    from eyas.graph.phases.deploy.node import expected_restart, keep_rule, planned_change, steps
-    from eyas.graph.phases.evaluate.record import evaluated_ngram
-    from eyas.graph.state import RunState, run_sizes
+    from eyas.graph.phases.deploy.node import expected_restart, planned_change, steps
+    from eyas.graph.state import RunState
 
     run = open_run(run_id)
     state = cast(RunState, read_run(run).state)
     drafter_dir = drafter or state.get("artifacts", {}).get("drafter")
-    if not drafter_dir:
+    policy = Policy.model_validate(run.meta().get("policy") or {})
+    # A drafter named on the command line is what is asked for; otherwise the method given, else the winner.
+    asked = method.value if method else (DRAFTER_METHOD if drafter else None)
+    picked = hand_choice(run.run_id, state, policy, drafter_dir or "", asked, k)
+    if picked.method == DRAFTER_METHOD and not drafter_dir:
         raise EyasError(f"Run {run_id} has no trained drafter: pass --drafter DIR (a directory on the target host).")
-    spec_k = k or run_sizes(state).num_speculative_tokens
     chosen = {"min_acceptance_length": min_acceptance_length, "min_speedup": min_speedup,
               "ngram_margin": ngram_margin, "probe_requests": probe_requests,
               "probe_max_tokens": probe_max_tokens}  # fmt: skip
-    ngram_speedup = evaluated_ngram(state.get("evaluation"))
-    thresholds = chosen_thresholds(Policy.model_validate(run.meta().get("policy") or {}), chosen)
+    thresholds = chosen_thresholds(policy, chosen)
+    what = method_words(picked.method) + (f" {drafter_dir}" if picked.method == DRAFTER_METHOD else "")
     refuse_unasked(yes, dry_run, "deploy")
     with json_result(json_output) as out:
         out["run_id"] = run.run_id
         with production(run) as ctx:
-            service, planned = planned_change(ctx, drafter_config(drafter_dir, spec_k), state)
-            deploy_steps, rollback_steps = steps(ctx, planned, thresholds, ngram_speedup)
+            service, planned = planned_change(ctx, picked.speculative, state)
+            deploy_steps, rollback_steps = steps(ctx, planned, thresholds, picked.ngram_speedup, method=picked.method)
             restart_s, source = expected_restart(ctx, state)
-            say(f"eyas deploy {run.run_id}: {service.name} ({service.backend}) restarts with the drafter {drafter_dir} "
-                f"(k={spec_k})")  # fmt: skip
+            say(f"eyas deploy {run.run_id}: {service.name} ({service.backend}) restarts with {what} (k={picked.k})")
+            say(f"  chosen:      {picked.why}")
             say(f"  argv before: {shlex.join(planned.argv_before)}")
             say(f"  argv after:  {shlex.join(planned.argv_deployed)}")
             say(f"  drop-in:     {planned.drop_in}")
             say(f"  downtime:    about {restart_s:.0f} s per restart, {source}; a rollback restarts once more")
-            say(f"  kept at:     {keep_rule(thresholds, ngram_speedup)} on production's own counters, else rolled back")
+            rule = thresholds.keep_rule(picked.ngram_speedup, picked.method).sentence()
+            say(f"  kept at:     {rule} on production's own counters, else rolled back")
             if dry_run:
                 show_text(f"the drop-in {planned.drop_in} would hold:", planned.drop_in_text)
                 show_numbered("the deploy, step by step:", deploy_steps)
                 show_numbered("the rollback (after a missed threshold, a failed start or probe, or `eyas rollback`):",
                               rollback_steps)  # fmt: skip
                 say(f"dry run: nothing was changed; `eyas deploy {run.run_id}` does the above (asking first).")
-                out.update(dry_run=True, service=service.name, drafter=drafter_dir, k=spec_k,
+                out.update(dry_run=True, service=service.name, method=picked.method, chosen=picked.why,
+                           drafter=drafter_dir if picked.method == DRAFTER_METHOD else None, k=picked.k,
                            argv_before=planned.argv_before, argv_after=planned.argv_deployed, drop_in=planned.drop_in,
                            drop_in_text=planned.drop_in_text, restart_s=restart_s, deploy_steps=deploy_steps,
                            rollback_steps=rollback_steps)  # fmt: skip
                 return
-            if not confirmed(yes, f"Restart {service.name} with the drafter now?"):
+            if not confirmed(yes, f"Restart {service.name} with {method_words(picked.method)} now?"):
                 say(f"not deployed: {service.name} untouched.")
                 out.update(dry_run=False, confirmed=False)
                 raise typer.Exit(ExitCode.NO)
-            result = deploy(service, ctx.config.target, ctx.http, ctx.clock, drafter_config(drafter_dir, spec_k),
-                            thresholds, say, ngram_speedup)  # fmt: skip
+            result = deploy(service, ctx.config.target, ctx.http, ctx.clock, picked.speculative, thresholds, say,
+                            picked.ngram_speedup)  # fmt: skip
         save(run, result)
         print_result(result)
         out.update(dry_run=False, confirmed=True, kept=result.kept, result=result.model_dump(mode="json"))

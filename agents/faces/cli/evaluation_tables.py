@@ -3,15 +3,17 @@ vLLM's benchmark under load, the same tables both reports show, for the operator
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 
 from eyas.graph.phases.evaluate.bench_record import LATENCY_HEADERS, Bench
-from eyas.graph.phases.evaluate.record import Evaluation
+from eyas.graph.phases.evaluate.record import MEASURE_LABELS, Evaluation
+from eyas.tools.settings.units import figure
 
-FIGURES = (
-    "k", "mean_acceptance_length", "acceptance_rate", "tokens_per_s_baseline", "tokens_per_s_speculative", "speedup",
-    "outputs_identical",
-)  # fmt: skip
+# What the rows of the target alone, n-gram and the drafter say (their tokens/s, acceptance length, speedup): each
+# fact once on the run's last screen, not a second time above them with more digits.
+SIDE_BY_SIDE = frozenset({"tokens_per_s_baseline", "tokens_per_s_speculative", "mean_acceptance_length", "speedup"})
 
 
 def evaluation_table(evaluation: Evaluation) -> Table:
@@ -21,13 +23,20 @@ def evaluation_table(evaluation: Evaluation) -> Table:
     )  # fmt: skip
     table.add_column("measure")
     table.add_column("value", justify="right")
-    for key in FIGURES:
+    for key, label in MEASURE_LABELS.items():
         value = evaluation.figure(key)
-        if value is not None:
-            table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+        if value is not None and key not in SIDE_BY_SIDE:
+            table.add_row(label, shown_value(value))
     for row in evaluation.side_by_side():  # the baselines beside it, on the same prompts and flags
         table.add_row(row.name, row.summary())
     return table
+
+
+def shown_value(value: Any) -> str:
+    """A measure as a person reads it: a yes or a no, a count, or a figure to its significant digits."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return figure(value) if isinstance(value, float) else str(value)
 
 
 def latency_table(bench: Bench) -> Table:

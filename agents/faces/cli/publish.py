@@ -6,8 +6,7 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from eyas.agents.faces.cli.console import json_result
-from eyas.agents.faces.cli.deploy import say
+from eyas.agents.faces.cli.console import json_result, say
 from eyas.agents.faces.cli.flags import JsonOption
 from eyas.graph.runs import open_run
 from eyas.tools.hosts.connect import open_host

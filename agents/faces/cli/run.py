@@ -84,11 +84,21 @@ def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any]
                 console.print(evaluation_table(evaluation))
                 if evaluation.bench is not None:
                     console.print(latency_table(evaluation.bench))
+            print_next_steps(run, outcome.state, ctx.policy or Policy())
         page = write_html_report(run.root, outcome.state)
         beat.ended(Redactor().text(end_message(run, outcome, page)))
         notify(ctx, outcome, page)
     console.print(f"report.html: {escape(str(page))}")
     return outcome
+
+
+def print_next_steps(run: RunDir, state: dict[str, Any], policy: Policy) -> None:
+    """The report's next steps on the run's last screen, from what the run measured."""
+    from eyas.graph.phases.deploy.record import deploy_record
+    from eyas.graph.phases.report.next_step import run_next_steps
+
+    for index, step in enumerate(run_next_steps(state, deploy_record(run), policy.deploy_min_speedup)):
+        console.print(f"{'also' if index else 'next step'}: {step}", markup=False, highlight=False, soft_wrap=True)
 
 
 def finish(outcome: Outcome) -> None:

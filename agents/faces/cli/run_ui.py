@@ -17,6 +17,7 @@ from rich.table import Column, Table
 
 from eyas.agents.faces.cli.console import console, decision_text
 from eyas.agents.faces.gate_text import gate_sections
+from eyas.agents.faces.progress_lines import ProgressLines
 from eyas.agents.faces.progress_text import count_text, detail_text
 from eyas.graph.gates.view import FailureView, GateView, read_view
 from eyas.graph.shard_total import phase_total
@@ -28,11 +29,18 @@ from eyas.tools.settings.sizes import Sizes, SizeValue, typed_size
 
 
 class RunUI:
-    def __init__(self, terminal: Console = console) -> None:
+    def __init__(self, terminal: Console = console, *, bars: bool | None = None) -> None:
+        """`bars`: live progress bars (default: where the output is a terminal); else plain lines, for a log file or
+        CI, where a bar would show only its final state (agents/faces/progress_lines.py)."""
         self._console = terminal
         self._progress: Progress | None = None
         self._bars: dict[str, TaskID] = {}
         self._seen: dict[str, dict[str, Any]] = {}  # each job's progress so far (progress_text.merged)
+        live = terminal.is_terminal if bars is None else bars
+        self._lines = None if live else ProgressLines(self._plain)
+
+    def _plain(self, line: str) -> None:
+        self._console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     # -- what happened ---------------------------------------------------------------------------
 
@@ -56,7 +64,7 @@ class RunUI:
         """Each job's bar with what it counts (a training's steps, an evaluation's prompts) and its figures (loss,
         tokens/s), kept from its earlier lines when its last one lacks them (a finished training's last line is
         its `done`); a sharded phase's whole below its jobs."""
-        if self._progress is None:
+        if self._progress is None and self._lines is None:
             self._progress = Progress(
                 TextColumn("{task.description}", table_column=Column(overflow="fold")),
                 BarColumn(bar_width=20),
@@ -77,7 +85,11 @@ class RunUI:
             self._bar(f"{phase}: all {whole['jobs']} jobs", whole, detail_text(whole), finished=finished)
 
     def _bar(self, name: str, seen: dict[str, Any], extra: str, *, finished: bool) -> None:
-        """A bar as full as the count says; without a count, a pulse while the job runs and full once it ended."""
+        """A bar as full as the count says; without a count, a pulse while the job runs and full once it ended (a
+        line where no bar can be drawn)."""
+        if self._lines is not None:
+            self._lines.update(name, seen, extra, finished=finished)
+            return
         assert self._progress is not None
         total = float(seen["total"]) if seen.get("total") else (1.0 if finished else None)
         done = float(seen.get("done") or 0) if seen.get("total") else (1.0 if finished else 0.0)

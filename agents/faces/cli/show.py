@@ -1,12 +1,10 @@
-"""`eyas show TRANSCRIPT`: what a recorded run did, as a timeline a person reads the morning after."""
+"""`eyas show RUN`: what a recorded run did, as a timeline a person reads the morning after."""
 
 from __future__ import annotations
 
 import shlex
-from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -14,7 +12,11 @@ from rich.console import JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
-from eyas.agents.faces.cli.console import console, errors
+from eyas.agents.faces.cli.console import console, errors, print_json
+from eyas.agents.faces.cli.flags import JsonOption
+from eyas.agents.faces.cli.show_summary import count, human_duration, started_at, summarize, summary_text
+from eyas.agents.faces.expected_refusals import expected_refusals
+from eyas.graph.runs import transcript_path
 from eyas.tools.errors import EyasError
 from eyas.tools.exit_codes import ExitCode
 from eyas.tools.recording.transcript import (
@@ -44,7 +46,13 @@ DECISION_STYLE = {"approve": "green", "approved": "green", "reject": "bold red",
 
 
 def show_command(
-    transcript: Annotated[Path, typer.Argument(help="a transcript.jsonl, e.g. runs/<run_id>/transcript.jsonl")],
+    run: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN",
+            help="a run id (see `eyas runs`), a run's folder, or a transcript.jsonl (runs/<run_id>/transcript.jsonl)",
+        ),
+    ],
     task: Annotated[
         str | None,
         typer.Option("--task", "--phase", help="only this task (a phase or node) and the tasks nested in it"),
@@ -60,6 +68,14 @@ def show_command(
     host: Annotated[
         str | None, typer.Option("--host", help="only events on this host (its name in the config)")
     ] = None,
+    everything: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="also the clock's reads and sleeps, hidden by default (a run reads the clock hundreds of times; "
+            "--kind clock shows them alone)",
+        ),
+    ] = False,
     verify: Annotated[
         bool,
         typer.Option(
@@ -68,14 +84,21 @@ def show_command(
             f"say the transcript is intact or unchained (exit {ExitCode.OK.value})",
         ),
     ] = False,
+    json_output: JsonOption = False,
 ) -> None:
     """Print a recorded run as a timeline: each crossing with its task, what it asked and answered, and how long
     it took; the approval gates with their decisions; a summary line. Warns when the transcript ends in a line
-    cut by a crash (the complete events before it are shown) and when its hash chain is broken."""
+    cut by a crash (the complete events before it are shown) and when its hash chain is broken. A probe of a server
+    (a TCP connect, /health, /v1/models) refused while a service restarts (from `systemctl stop/start/restart` or
+    the stand-in's job, until a server answers 200) is marked expected and not counted as an error."""
+    transcript = transcript_path(run)
     loaded = read_transcript(transcript, keep_unknown=True)
     verdict = loaded.chain.describe(str(transcript))
     if verify:
-        console.print(escape(verdict), style=None if loaded.chain.intact else "bold red", highlight=False)
+        if json_output:
+            print_json({"transcript": str(transcript), "intact": loaded.chain.intact, "chain": verdict})
+        else:
+            console.print(escape(verdict), style=None if loaded.chain.intact else "bold red", highlight=False)
         raise typer.Exit(ExitCode.OK if loaded.chain.intact else ExitCode.NO)
     if not loaded.chain.intact:
         errors.print(f"[bold red]warning:[/] {escape(verdict)}", highlight=False, soft_wrap=True)
@@ -87,10 +110,36 @@ def show_command(
     for warning in loaded.warnings:
         errors.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     events = loaded.events
-    shown = [event for event in events if _selected(event, task, kind, host)]
-    start = min((_started(event) for event in events), default=0.0)
+    chosen = [event for event in events if _selected(event, task, kind, host)]
+    hide_clock = not everything and "clock" not in (kind or [])
+    shown = [event for event in chosen if not (hide_clock and event.kind == "clock")]
+    expected = expected_refusals(events)
+    summary = summarize(events, shown, expected, hidden_clock=len(chosen) - len(shown))
+    if json_output:
+        print_json({"transcript": str(transcript), "chain": verdict, "intact": loaded.chain.intact,
+                    "warnings": loaded.warnings, "skipped": [line.model_dump() for line in loaded.skipped],
+                    "summary": summary.model_dump(),
+                    "events": [{**event.model_dump(mode="json"), "expected_refusal": event.seq in expected}
+                               for event in shown]})  # fmt: skip
+        return
+    console.print(_timeline(str(transcript), events, shown, expected, loaded.skipped))
+    console.print(summary_text(summary), highlight=False)
+    if loaded.skipped:
+        errors.print(
+            f"[yellow]warning:[/] {count(len(loaded.skipped), 'line')} skipped (marked ?): events of another eyas "
+            "version; read them with the eyas that recorded the run.",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _timeline(
+    title: str, events: Sequence[Event], shown: Sequence[Event], expected: set[int], skipped: Sequence[SkippedLine]
+) -> Table:
+    """The table: each shown event in its place, the lines this eyas cannot read among them."""
+    start = min((started_at(event) for event in events), default=0.0)
     node_starts: dict[tuple[str, str], float] = {}
-    table = Table(title=escape(str(transcript)), title_justify="left", show_lines=False)
+    table = Table(title=escape(title), title_justify="left", show_lines=False)
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("#", "right"),
         ("at", "right"),
@@ -103,27 +152,19 @@ def show_command(
     table.add_column("took", justify="right", no_wrap=True)
     wanted = {event.seq for event in shown}
     for index, event in enumerate(events):
-        _mark_skipped(table, loaded.skipped, index)
+        _mark_skipped(table, skipped, index)
         took = _duration(event, node_starts)  # every event, so a node's end finds its start when filtered out
         if event.seq in wanted:
             table.add_row(
                 str(event.seq),
-                _clock(_started(event) - start),
+                _clock(started_at(event) - start),
                 escape(event.task),
                 event.kind,
-                _describe(event),
-                _human_duration(took),
+                _describe(event, event.seq in expected),
+                human_duration(took),
             )
-    _mark_skipped(table, loaded.skipped, len(events))
-    console.print(table)
-    console.print(_summary(events, shown, start), highlight=False)
-    if loaded.skipped:
-        errors.print(
-            f"[yellow]warning:[/] {_count(len(loaded.skipped), 'line')} skipped (marked ?): events of another eyas "
-            "version; read them with the eyas that recorded the run.",
-            highlight=False,
-            soft_wrap=True,
-        )
+    _mark_skipped(table, skipped, len(events))
+    return table
 
 
 def _mark_skipped(table: Table, skipped: Sequence[SkippedLine], before: int) -> None:
@@ -142,11 +183,6 @@ def _selected(event: Event, task: str | None, kinds: list[str] | None, host: str
     return not host or getattr(event, "host", None) == host
 
 
-def _started(event: Event) -> float:
-    duration = event.duration_s if isinstance(event, Crossing) else None
-    return event.t - (duration or 0.0)
-
-
 def _duration(event: Event, node_starts: dict[tuple[str, str], float]) -> float | None:
     if isinstance(event, NodeEvent):
         key = (event.task, event.node)
@@ -157,10 +193,11 @@ def _duration(event: Event, node_starts: dict[tuple[str, str], float]) -> float 
     return event.duration_s if isinstance(event, Crossing) else None
 
 
-def _describe(event: Event) -> str:
+def _describe(event: Event, expected: bool) -> str:
     text = _what(event)
     if isinstance(event, Crossing | NodeEvent) and event.error is not None:
-        text += f" [bold red]✗ {escape(event.error.type)}: {escape(_line(event.error.message, 160))}[/]"
+        said = f"✗ {escape(event.error.type)}: {escape(_line(event.error.message, 160))}"
+        text += f" [dim]{said} (expected: a service was restarting)[/]" if expected else f" [bold red]{said}[/]"
     return text
 
 
@@ -259,39 +296,3 @@ def _clock(seconds: float) -> str:
     minutes, rest = divmod(max(seconds, 0.0), 60)
     hours, minutes = divmod(int(minutes), 60)
     return f"{hours}:{minutes:02d}:{rest:06.3f}" if hours else f"{minutes:02d}:{rest:06.3f}"
-
-
-def _human_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    if seconds < 1:
-        return f"{seconds * 1000:.1f} ms"
-    if seconds < 120:
-        return f"{seconds:.2f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
-
-
-def _summary(events: Sequence[Event], shown: Sequence[Event], start: float) -> str:
-    span = max((event.t for event in events), default=start) - start
-    kinds = Counter(event.kind for event in shown)
-    busy = sum(event.duration_s or 0.0 for event in shown if isinstance(event, CommandEvent))
-    failed = sum(1 for event in shown if isinstance(event, Crossing | NodeEvent) and event.error is not None)
-    gates = [event for event in shown if isinstance(event, ApprovalEvent)]
-    parts = [
-        f"{len(shown)} of {len(events)} events",
-        _count(len({event.task for event in shown}), "task"),
-        f"span {_human_duration(span) or '0 ms'}",
-        ", ".join(f"{count} {name}" for name, count in kinds.most_common()),
-    ]
-    if kinds["command"]:
-        parts.append(f"commands took {_human_duration(busy)} in all")
-    if failed:
-        parts.append(f"[red]{failed} errors[/]")
-    if gates:
-        decided = ", ".join(f"{escape(gate.gate)} → {escape(str(gate.decision))}" for gate in gates)
-        parts.append(f"gates: {decided}")
-    return "; ".join(part for part in parts if part)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from eyas.agents.faces.cli.console import Steps, console, json_result
+from eyas.agents.faces.cli.console import Steps, console, json_result, say
 from eyas.agents.faces.cli.flags import JsonOption
 from eyas.agents.faces.cli.left_running import stop_command
 from eyas.tools.exit_codes import ExitCode, exit_codes_help
@@ -53,7 +53,7 @@ def bring_up(target: EmbeddedTarget, *, eager: bool) -> None:
         provision(target, host, steps)
         prepare(target, host, steps)
         steps(f"starting vLLM on {target.base_url} and waiting for a real completion")
-        result = up(target, host, eager=eager, progress=console.log)
+        result = up(target, host, eager=eager, progress=say)
     console.print(f"[green]✓[/] {escape(result.message)}")
     console.print(f"  unit file: {target.unit_file}\n  stop it with: {stop_command()}", markup=False)
 

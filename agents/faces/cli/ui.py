@@ -52,7 +52,8 @@ def ui_command(
         console.print(f"Log in with the token in ${TOKEN_ENV}.", highlight=False)
     import uvicorn  # the server and its app load only for this command
 
-    from eyas.agents.faces.dashboard.app import create_app, served_hosts
+    from eyas.agents.faces.dashboard.app import create_app
+    from eyas.agents.faces.dashboard.guards import served_hosts
 
     app = create_app(root, Sessions(token), served_hosts(host, port))
     # No colours: the log goes through the stream that shows control characters as text (redacted_stream.py).

@@ -12,7 +12,9 @@ from eyas.agents.faces.report_html.charts import Chart, Series, bar_chart, gantt
 from eyas.agents.faces.report_html.record import RunRecord
 from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
 from eyas.graph.phases.report.headline import headline
+from eyas.graph.phases.report.next_step import run_next_steps
 from eyas.graph.phases.report.node import EVALUATION_KEYS, SIDE_BY_SIDE, online_caption, online_rows, side_by_side_rows
+from eyas.graph.policy import Policy
 from eyas.graph.state import run_plan
 
 JOB_PHASES = ("data", "extract", "vocab", "train", "evaluate")
@@ -77,6 +79,7 @@ def summary(record: RunRecord) -> str:
     rows = [
         ("run", h(record.run_id)),
         ("outcome", h(headline(state, record.deploy))),
+        *(("next step" if index == 0 else "also", h(step)) for index, step in enumerate(next_steps_of(record))),
         ("target", h(f"{target.get('model', '?')} at {target.get('base_url', '?')}") if target else "—"),
         ("total time", h(hours_text(record.ended - record.started) if record.started and record.ended else "—")),
         ("GPU-hours", h(gpu_hours(record))),
@@ -103,6 +106,12 @@ def summary(record: RunRecord) -> str:
     else:
         body += missing("a drafter result: the run ended before its evaluation")
     return section("summary", "Summary", body)
+
+
+def next_steps_of(record: RunRecord) -> list[str]:
+    """The report's next steps, held to the deploy_min_speedup of the policy the run started with."""
+    min_speedup = Policy.model_validate(record.meta.get("policy") or {}).deploy_min_speedup
+    return run_next_steps(record.state, record.deploy, min_speedup)
 
 
 def hours_text(seconds: float) -> str:

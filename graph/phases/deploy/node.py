@@ -38,9 +38,9 @@ from eyas.tools.service.base import Service, ServiceError
 from eyas.tools.service.choose import production_service
 from eyas.tools.service.deploy import Thresholds, deploy, drop_in_text, share_drafter_command
 from eyas.tools.service.deploy_result import DeployResult
-from eyas.tools.workloads.speculative import DRAFTER_METHOD, NGRAM_METHOD, drafter_config
+from eyas.tools.service.keep_rule import method_words
+from eyas.tools.workloads.speculative import DRAFTER_METHOD, drafter_config
 
-METHOD_WORDS = {DRAFTER_METHOD: "the drafter", NGRAM_METHOD: "n-gram speculation"}
 CHOICES = ("approve", "reject")  # an edit has nothing to change here
 EVALUATION_SHOWN = ("mean_acceptance_length", "acceptance_rate", "speedup", "k", "prompts", "outputs_identical",
                     "intervals")  # fmt: skip
@@ -115,36 +115,6 @@ def expected_restart(ctx: RunContext, state: RunState) -> tuple[float, str]:
     return production_load(ctx, state, None)
 
 
-def keep_rule(
-    thresholds: Thresholds, ngram_speedup: float | None, ngram_to_come: bool = False, method: str = DRAFTER_METHOD
-) -> str:
-    """The rule production's own counters are held to, as the gate and `eyas deploy` state it: a drafter must beat
-    the target alone, and n-gram speculation's evaluated speedup by the margin (where the evaluation measured it, or
-    will: `ngram_to_come`, before the evaluation of a run that measures n-gram, as the dry run shows the deploy);
-    n-gram speculation (`method`), the target alone by its tokens/s."""
-    if method == NGRAM_METHOD:
-        return (
-            f"speedup >= {thresholds.min_speedup:g}x (tokens/s with n-gram speculation over without; its acceptance, "
-            "counted only where the context repeats, is not held to a threshold)"
-        )
-    rule = (
-        f"mean acceptance length >= {thresholds.min_acceptance_length:g} and speedup >= {thresholds.min_speedup:g}x "
-        "(tokens/s with the drafter over without)"
-    )
-    if ngram_speedup is None and ngram_to_come:
-        return (
-            f"{rule} and n-gram speculation's speedup plus the margin {thresholds.ngram_margin:g}, as the evaluation "
-            "measures it (evaluate.py --ngram)"
-        )
-    if ngram_speedup is None:
-        return f"{rule}; n-gram not measured"
-    needed = ngram_speedup + thresholds.ngram_margin
-    return (
-        f"{rule} and >= {needed:.2f}x (n-gram speculation's evaluated {ngram_speedup:.2f}x plus the margin "
-        f"{thresholds.ngram_margin:g})"
-    )
-
-
 def steps(
     ctx: RunContext, planned: DeployResult, thresholds: Thresholds, ngram_speedup: float | None,
     ngram_to_come: bool = False, method: str = DRAFTER_METHOD,
@@ -152,7 +122,7 @@ def steps(
     """The exact deploy, and the exact rollback (after a failed measure or a start that fails, or by hand)."""
     stop, start = stop_start_commands(ctx)
     reload = ["systemctl daemon-reload"] if ctx.config.target.unit else []
-    rule = keep_rule(thresholds, ngram_speedup, ngram_to_come, method)
+    rule = thresholds.keep_rule(ngram_speedup, method).sentence(ngram_to_come)
     probe = f"{thresholds.probe_requests} probe requests at temperature 0; acceptance from production's /metrics"
     deploy_steps = [
         f"measure production: {probe}",
@@ -161,7 +131,7 @@ def steps(
         *reload,
         stop,
         f"{start}; then wait for the deep health check",
-        f"measure again ({probe}); keep {METHOD_WORDS[method]} at {rule}, else roll back",
+        f"measure again ({probe}); keep {method_words(method)} at {rule}, else roll back",
     ]
     return deploy_steps, rollback_steps(ctx, planned.drop_in)
 
@@ -258,7 +228,7 @@ def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
                 "action": "restart",
                 "downtime_hours": restart_s / 3600,
                 "gpus": gpus,
-                "reason": f"{service.name} ({service.backend}) restarts with {METHOD_WORDS[method]}; if production's "
+                "reason": f"{service.name} ({service.backend}) restarts with {method_words(method)}; if production's "
                 "own counters miss the thresholds, or it does not come up or answer, eyas rolls back (a second "
                 "restart) with:",
                 "commands": rollback_steps,
@@ -356,7 +326,7 @@ def deploy_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
         failed = outcome("failed", f"the deploy failed and was rolled back: {exc}", drafter, planned.argv_before)
         return _ended(ctx, failed)
     save_result(ctx.run, result)
-    method = METHOD_WORDS[proposed.speculative["method"]]
+    method = method_words(proposed.speculative["method"])
     verdict = f"{method} kept" if result.kept else f"{method} rolled back"
     log_stop(ctx, {"phase": "deploy", "service": service.name, "backend": service.backend,
                    "stopped_at": stopped_at, "healthy_at": ctx.clock.now(), "downtime_s": result.downtime_s or 0.0,

@@ -16,7 +16,8 @@ from pydantic import Field
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.request import JobRequest, workload_job
 from eyas.tools.launch.inherited import InheritedLaunch
-from eyas.tools.settings.config import AbsolutePath, HostConfig
+from eyas.tools.settings.config import HostConfig
+from eyas.tools.settings.fields import AbsolutePath
 from eyas.tools.settings.sizes import Sizes
 from eyas.tools.workloads.speculative import drafter_config, ngram_config
 from eyas.tools.workloads.vllm_server import merge_flags, server_argv

@@ -59,6 +59,17 @@ class Baseline(NamedTuple):
 
 TARGET_ALONE, NGRAM, DRAFTER = "target alone", "n-gram", "drafter"
 
+# Each measure's name in prose, for every table a person reads (the terminal's, the report's); its key is the JSON's.
+MEASURE_LABELS = {
+    "k": "speculative tokens (k)",
+    "mean_acceptance_length": "mean acceptance length",
+    "acceptance_rate": "acceptance rate",
+    "tokens_per_s_baseline": "tokens/s without drafter",
+    "tokens_per_s_speculative": "tokens/s with drafter",
+    "speedup": "speedup",
+    "outputs_identical": "outputs identical at temperature 0",
+}
+
 
 class SpeedDisagreement(Record):
     """Where the evaluation's speedup and vLLM's benchmark's disagree beyond their intervals: the sentence evaluate.py

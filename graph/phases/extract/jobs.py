@@ -12,7 +12,8 @@ from pydantic import AfterValidator, Field
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.request import JobRequest, optional_flags, remote_code_flag, workload_job
 from eyas.tools.launch.inherited import InheritedLaunch
-from eyas.tools.settings.config import AbsolutePath, HostConfig
+from eyas.tools.settings.config import HostConfig
+from eyas.tools.settings.fields import AbsolutePath
 from eyas.tools.settings.sizes import Sizes
 
 # extract.py's knobs that no run size chooses (the same as its own defaults, which it keeps: it imports no eyas).

@@ -43,7 +43,7 @@ from eyas.tools.planning.paths import phase_paths
 from eyas.tools.planning.prompt_count import count_prompts
 from eyas.tools.planning.prompt_supply import PromptSupply, supply_verdict
 from eyas.tools.planning.served import ServerDown
-from eyas.tools.settings.units import format_hours
+from eyas.tools.settings.units import figure, format_hours
 
 VLLM_PATH = ("extract", "vllm")  # the compat table's rows for the vllm extraction backend
 
@@ -198,9 +198,9 @@ def production_load(ctx: RunContext, state: RunState, model_bytes: int | None) -
         return float(stops[-1]["load_s"]), "measured when this run last restarted production"
     if ctx.config.target.load_time_s is not None:
         return ctx.config.target.load_time_s, "target.load_time_s in the config"
-    if model_bytes is None:
-        return 60.0, "assumed (the model's size is unknown)"
-    return default_load_s(model_bytes), f"estimated from the weights' {model_bytes / 1e9:.0f} GB"
+    if not model_bytes:  # None, or no weight file found: 0 bytes is no size to estimate from
+        return default_load_s(0), "assumed: the weights' size is unknown"
+    return default_load_s(model_bytes), f"estimated from the weights' {figure(model_bytes / 1e9)} GB"
 
 
 def budget_inputs(

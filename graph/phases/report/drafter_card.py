@@ -17,6 +17,7 @@ from typing import Any
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
+from eyas.graph.phases.report.markdown import md_text
 from eyas.graph.phases.report.what_ran import prompts_text, size_rows, throughput_text, training_text
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.workloads.speculative import drafter_config
@@ -88,8 +89,6 @@ def model_card(
     state: Mapping[str, Any], target: str, verifier: str | None, drafter_dir: str, k: int, evaluation: Evaluation | None
 ) -> str:
     """README.md for the drafter: front matter for the hub, then target, data, sizes, recipe, results, serving."""
-    from eyas.graph.phases.report.node import md_text  # the report node imports this module
-
     front = ["---", "library_name: speculators", "tags:", "- speculators", "- eagle3", "- speculative-decoding"]
     front += [f"base_model: {verifier}"] if verifier else []
     build = state.get("eyas") or {}

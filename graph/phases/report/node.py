@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from typing import Any
 
@@ -11,11 +10,14 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import LOG, restore, summary
+from eyas.graph.phases.deploy.node import run_policy
 from eyas.graph.phases.deploy.record import deploy_record
 from eyas.graph.phases.evaluate.bench_record import LATENCY_HEADERS, Bench
-from eyas.graph.phases.evaluate.record import TARGET_ALONE, Evaluation, run_evaluation
+from eyas.graph.phases.evaluate.record import MEASURE_LABELS, TARGET_ALONE, Evaluation, run_evaluation
 from eyas.graph.phases.report.drafter_card import make_ready_to_publish
 from eyas.graph.phases.report.headline import headline
+from eyas.graph.phases.report.markdown import fence, md_code, md_text
+from eyas.graph.phases.report.next_step import run_next_steps
 from eyas.graph.phases.report.what_ran import list_files, size_rows, what_ran_rows
 from eyas.graph.phases.servers import online_training
 from eyas.graph.state import DeployOutcome, RunState
@@ -26,46 +28,18 @@ from eyas.tools.workloads.speculative import NGRAM_METHOD
 
 ONLINE_SUMMARY = "online_summary.json"  # train.py --online writes it beside the drafter
 
-EVALUATION_KEYS = (
-    ("mean_acceptance_length", "mean acceptance length"),
-    ("acceptance_rate", "acceptance rate"),
-    ("tokens_per_s_baseline", "tokens/s without drafter"),
-    ("tokens_per_s_speculative", "tokens/s with drafter"),
-    ("speedup", "speedup"),
-    ("k", "speculative tokens (k)"),
-    ("outputs_identical", "outputs identical at temperature 0"),
-)
-
-
-_MARKUP = re.compile(r"[\\`\[\]|]")
-_BACKTICKS = re.compile(r"`+")
-
-
-def md_text(value: Any) -> str:
-    """Text from a person or the host (a gate's reason, a check's finding, a diagnosis) as Markdown that shows it
-    and makes nothing of it: no HTML (a `<script>` in a reason reaches a viewer as text), no link or image, no code
-    span, no cell break in a table, no new block (newlines become spaces)."""
-    text = " ".join(str(value).splitlines())
-    return _MARKUP.sub(lambda found: "\\" + found.group(), text).replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _fence(text: str, least: int) -> str:
-    """Backticks enough to open and close code around `text`: one more than its longest run, at least `least`."""
-    return "`" * max(least, max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
-
-
-def md_code(value: str) -> str:
-    """A code span that no backtick in `value` (production's argv comes from its unit) can close early."""
-    text = " ".join(value.splitlines())
-    fence = _fence(text, 1)
-    padded = f" {text} " if text.startswith("`") or text.endswith("`") else text
-    return f"{fence}{padded}{fence}"
+EVALUATION_KEYS = tuple(
+    (key, MEASURE_LABELS[key])
+    for key in ("mean_acceptance_length", "acceptance_rate", "tokens_per_s_baseline", "tokens_per_s_speculative",
+                "speedup", "k", "outputs_identical")
+)  # fmt: skip
 
 
 def render_report(state: RunState, ctx: RunContext) -> str:
     lines = [f"# eyas run {state.get('run_id', ctx.run.run_id)}", ""]
     deployed = deploy_record(ctx.run)
-    lines += [outcome_line(headline(state, deployed)), ""]
+    steps = run_next_steps(state, deployed, run_policy(ctx).deploy_min_speedup)
+    lines += [outcome_line(headline(state, deployed)), *next_step_lines(steps), ""]
     lines += [f"**Host:** {md_text(ctx.host.name)}; target {md_text(ctx.config.target.base_url)}", ""]
     lines += what_ran_lines(state)
     lines += ["", "## Verification", "", "| check | status | finding |", "|---|---|---|"]
@@ -132,10 +106,16 @@ def gate_lines(decisions: list[Any]) -> list[str]:
 
 
 OUTCOME = "**Outcome:** "
+NEXT_STEP, ALSO = "**Next step:** ", "**Also:** "
 
 
 def outcome_line(text: str) -> str:
     return OUTCOME + md_text(text)
+
+
+def next_step_lines(steps: list[str]) -> list[str]:
+    """What to do next (graph/phases/report/next_step.py), each step a paragraph below the outcome."""
+    return [line for index, step in enumerate(steps) for line in ("", (ALSO if index else NEXT_STEP) + md_text(step))]
 
 
 def what_ran_lines(state: RunState) -> list[str]:
@@ -321,8 +301,8 @@ def deploy_lines(deploy: dict[str, Any]) -> list[str]:
     removed = " (removed by the rollback)" if not deploy["kept"] else ""
     lines += ["", f"Drop-in {md_code(deploy['drop_in'])}{removed}:"]
     text = Redactor().text(deploy.get("drop_in_text", "").rstrip())
-    fence = _fence(text, 3)  # production's argv is in it: no run of backticks in it closes the block
-    lines += ["", fence, text, fence]
+    ticks = fence(text, 3)  # production's argv is in it: no run of backticks in it closes the block
+    lines += ["", ticks, text, ticks]
     return lines
 
 
@@ -341,12 +321,18 @@ def shown_argv(argv: list[str]) -> str:
     return shlex.join(Redactor().value(argv))
 
 
-def with_deploy(report: str, deploy: dict[str, Any]) -> str:
-    """The report with its deploy section replaced by this one (a later deploy or rollback supersedes it)."""
-    kept = report.split(f"\n{DEPLOY_HEADING}\n", 1)[0].rstrip("\n")
-    kept = "\n".join(outcome_line(headline({}, deploy)) if line.startswith(OUTCOME) else line
-                     for line in kept.split("\n"))  # fmt: skip
-    return kept + "\n\n" + "\n".join(deploy_lines(deploy)) + "\n"
+def with_deploy(report: str, deploy: dict[str, Any], steps: list[str] | None = None) -> str:
+    """The report with its deploy section replaced by this one (a later deploy or rollback supersedes it), and its
+    outcome and next steps (`steps`, as they read after it) with it."""
+    lines: list[str] = []
+    for line in report.split(f"\n{DEPLOY_HEADING}\n", 1)[0].rstrip("\n").split("\n"):
+        if line.startswith((NEXT_STEP, ALSO)):
+            lines.pop()  # the blank line above it
+        elif line.startswith(OUTCOME):
+            lines += [outcome_line(headline({}, deploy)), *next_step_lines(steps or [])]
+        else:
+            lines.append(line)
+    return "\n".join(lines) + "\n\n" + "\n".join(deploy_lines(deploy)) + "\n"
 
 
 def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from pydantic import Field, model_validator
 from eyas.tools.jobs.detached import JobSpec
 from eyas.tools.jobs.request import JobRequest, optional_flags, remote_code_flag, workload_job
 from eyas.tools.launch.inherited import InheritedLaunch
-from eyas.tools.settings.config import TRACKER_TOKEN_ENV, AbsolutePath, HostConfig, TrackingConfig, secret
+from eyas.tools.settings.config import TRACKER_TOKEN_ENV, HostConfig, TrackingConfig, secret
+from eyas.tools.settings.fields import AbsolutePath
 from eyas.tools.settings.sizes import Sizes
 from eyas.tools.workloads.hidden_states_file import ONLINE_WINDOW
 
