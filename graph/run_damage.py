@@ -22,7 +22,6 @@ from typing import Protocol, TypeVar
 from pydantic import ValidationError
 
 from eyas.graph.run_record import RunRecord
-from eyas.tools.settings.config import format_validation_error
 from eyas.tools.sqlite_read import connect_read_only
 
 
@@ -111,6 +110,8 @@ def _run_record(run: RunFiles) -> Damage | None:
         try:
             RunRecord.model_validate_json(run.meta_path.read_bytes())
         except ValidationError as error:
+            from eyas.tools.settings.config import format_validation_error  # the config's models: for this case only
+
             problems = "; ".join(format_validation_error(error))
             found = Damage(run.run_id, run.meta_path, f"is not the run record eyas writes ({problems[:200]})", fix)
     return found

@@ -17,8 +17,8 @@ from eyas.agents.operator_tools import size_flags
 from eyas.agents.service_tools import command_change, downtime
 from eyas.graph.gates.view import FailureView, read_view
 from eyas.graph.life.answers import pending_view, record_gate_answer
-from eyas.graph.life.runner import read_run
-from eyas.graph.phases.deploy.node import DEPLOY_FILE
+from eyas.graph.life.run_view import read_run
+from eyas.graph.phases.deploy.record import DEPLOY_FILE
 from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir, run_dir
@@ -29,7 +29,8 @@ from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.private_files import open_private
 from eyas.tools.service.choose import production_service
-from eyas.tools.service.deploy import DeployResult, Thresholds, drop_in_text
+from eyas.tools.service.deploy import Thresholds, drop_in_text
+from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.settings.config import EyasConfig, format_validation_error
 from eyas.tools.settings.sizes import starting_sizes
 from eyas.tools.workloads.speculative import drafter_config

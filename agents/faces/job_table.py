@@ -20,10 +20,10 @@ def job_rows(run: RunDir, state: dict[str, Any]) -> tuple[list[dict[str, Any]], 
     """Each job with its progress, read where the run's executor keeps them (the host's detached jobs, or the Ray
     cluster's; not recorded: reading status is no part of the run), or why they could not be read (the host or
     the cluster is unreachable)."""
-    from eyas.graph.life.session import run_source
-
     if not state.get("jobs"):
         return [], None
+    from eyas.graph.life.run_source import run_source  # the config's models: for a run with jobs only
+
     config = run_source(run.meta()).load()
     try:
         with open_host(config.target.host, config.host()) as host:

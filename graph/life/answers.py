@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from eyas.graph.gates.view import FailureView, GateView, read_view
-from eyas.graph.life.runner import read_run
+from eyas.graph.life.run_view import read_run
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
 from eyas.tools.errors import EyasError

@@ -15,9 +15,10 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
+from eyas.graph.checkpoint_read import Question, StoredState
 from eyas.graph.context import RunContext, RunGraph
 from eyas.graph.downtime import restore
-from eyas.graph.phases.deploy.node import deploy_record
+from eyas.graph.phases.deploy.record import deploy_record
 from eyas.graph.phases.report.headline import headline
 from eyas.graph.pipeline import build_graph
 from eyas.graph.runs import RunDir
@@ -61,29 +62,10 @@ def checkpointer(run: RunDir) -> Iterator[SqliteSaver]:
         yield redacted_saver(connection)
 
 
-@dataclass(frozen=True)
-class RunView:
-    """A stored run as its last checkpoint shows it, read without driving it."""
-
-    state: dict[str, Any]
-    pending: tuple[str, dict[str, Any]] | None  # the gate it waits at: (interrupt id, what the gate shows)
-    ended: bool
-    started: bool = True
-
-
-def run_condition(run: RunDir, view: RunView) -> str:
-    """One phrase for where a stored run stands: running, waiting at a gate, ended, stopped, or never started."""
-    if run.is_driven():
-        return "running"
-    if not view.started:
-        return f"{run.meta().get('kind') or 'pipeline'}, no checkpoint"
-    return "waiting at a gate" if view.pending else ("ended" if view.ended else "stopped")
-
-
 @contextmanager
 def reading_checkpoints(run: RunDir) -> Iterator[SqliteSaver]:
-    """The run's checkpoint DB opened read-only: reading a run (`eyas status`, `eyas runs`, the dashboard) works on
-    a full or read-only runs folder and never creates or changes a file."""
+    """The run's checkpoint DB opened read-only, for LangGraph to read (`graph_state`): reading a run works on a full
+    or read-only runs folder and never creates or changes a file."""
     connection = connect_read_only(run.checkpoints, check_same_thread=False)
     try:
         yield redacted_saver(connection)
@@ -91,14 +73,13 @@ def reading_checkpoints(run: RunDir) -> Iterator[SqliteSaver]:
         connection.close()
 
 
-def read_run(run: RunDir) -> RunView:
-    """Read-only: a run without a checkpoint (a chat, or a pipeline that never started) gets no empty DB."""
-    if not run.checkpoints.exists():
-        return RunView({}, None, ended=False, started=False)
+def graph_state(run: RunDir) -> StoredState:
+    """The run's last checkpoint as LangGraph itself reads it: for a checkpoint graph/checkpoint_read.py leaves to
+    it (graph/life/run_view.py), and for the test that holds that reader to LangGraph's answers."""
     with reading_checkpoints(run) as saver:
         snapshot = build_graph(saver).get_state(thread(run))
-    pending = (snapshot.interrupts[0].id, snapshot.interrupts[0].value) if snapshot.interrupts else None
-    return RunView(dict(snapshot.values), pending, ended=not snapshot.next)
+    questions = tuple(Question(interrupt.id, interrupt.value) for interrupt in snapshot.interrupts)
+    return StoredState(dict(snapshot.values), tuple(snapshot.next), questions)
 
 
 def thread(run: RunDir) -> RunnableConfig:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from eyas.graph.context import RunContext
+from eyas.graph.life.run_source import run_source
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir, new_run_id, run_dir
 from eyas.tools.build_info import eyas_build
@@ -18,7 +19,6 @@ from eyas.tools.hosts.connect import open_host
 from eyas.tools.recording.recorder import Recorder
 from eyas.tools.settings.config import EyasConfig, secret_values
 from eyas.tools.settings.sizes import POLL_INTERVAL_S, Sizes
-from eyas.tools.target.embedded import EmbeddedTarget
 
 
 def run_meta(source: ConfigSource, policy: Policy | None, sizes: Sizes | None, **extra: Any) -> dict[str, Any]:
@@ -60,15 +60,6 @@ def create_run(
 def open_recorder(run: RunDir, config: EyasConfig, transcript: Path | None = None) -> Recorder:
     """The run's transcript (appended to), with the config's secrets redacted from every event."""
     return Recorder.open(transcript or run.transcript, secret_values(config))
-
-
-def run_source(meta: dict[str, Any]) -> ConfigSource:
-    """The config the run was created with, wherever it is resumed from."""
-    why = "recorded when the run started"
-    if meta["config"]:
-        return ConfigSource(Path(meta["config"]), why)
-    embedded = meta["embedded"]
-    return ConfigSource(None, why, EmbeddedTarget(Path(embedded["cache_dir"]), port=embedded["port"]))
 
 
 def initial_state(run: RunDir, config: EyasConfig, meta: dict[str, Any]) -> dict[str, Any]:

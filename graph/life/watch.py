@@ -282,8 +282,8 @@ def runs_listing(root: Path | None, now: float) -> list[dict[str, Any]]:
 
 
 def _listed(run: RunDir, now: float) -> dict[str, Any]:
-    from eyas.graph.life.runner import read_run, run_condition  # langgraph: not at start-up of every eyas process
-    from eyas.graph.phases.deploy.node import deploy_record
+    from eyas.graph.life.run_view import read_run, run_condition
+    from eyas.graph.phases.deploy.record import deploy_record
     from eyas.graph.phases.report.outcome import run_outcome
 
     view = read_run(run)

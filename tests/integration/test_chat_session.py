@@ -30,7 +30,7 @@ import pytest
 import scripted_llm as s
 from chat_example import config_text
 from eyas.agents.faces.cli.replay import replay
-from eyas.graph.life.runner import read_run
+from eyas.graph.life.run_view import read_run
 from eyas.graph.runs import RunDir
 from eyas.tools.checks.result import Status
 from eyas.tools.target.embedded import EmbeddedTarget

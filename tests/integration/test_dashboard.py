@@ -20,7 +20,7 @@ from deploy_results import rolled_back
 from eyas.agents.faces.dashboard.views import gate_panel
 from eyas.graph.crash_points import CRASH_AT
 from eyas.graph.gates.view import read_view
-from eyas.graph.life.runner import read_run
+from eyas.graph.life.run_view import read_run
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
 from eyas.tools.settings.sizes import DEMO

@@ -19,7 +19,8 @@ import pytest
 
 from eyas.graph.policy import Policy
 from eyas.tools.checks.result import Status
-from eyas.tools.service.deploy import DeployResult, rollback
+from eyas.tools.service.deploy import rollback
+from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.settings.sizes import DEMO
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.workloads.speculative import ngram_config

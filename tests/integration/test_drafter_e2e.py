@@ -21,7 +21,8 @@ from drafter_corpus import write_prompts
 from drafter_pipeline import Pipeline, Sizes
 from extraction import prepared_target
 from eyas.graph.downtime import LOG, RECORD
-from eyas.graph.life.runner import Ask, Outcome, read_run
+from eyas.graph.life.run_view import read_run
+from eyas.graph.life.runner import Ask, Outcome
 from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_job, evaluate_sizes
 from eyas.graph.phases.report.drafter_card import published_config
 from eyas.graph.policy import Policy
@@ -31,7 +32,8 @@ from eyas.tools.checks.result import Status
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs
 from eyas.tools.jobs.upload import upload_workloads
-from eyas.tools.service.deploy import DeployResult, rollback
+from eyas.tools.service.deploy import rollback
+from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.settings.config import HostConfig
 from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget

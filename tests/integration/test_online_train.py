@@ -20,7 +20,7 @@ import pytest
 
 from extraction import extract, prepared_target, run_python, summary, write_conversations
 from eyas.graph.context import ARTIFACTS
-from eyas.graph.life.runner import read_run
+from eyas.graph.life.run_view import read_run
 from eyas.graph.phases.servers import ONLINE_STAGING
 from eyas.graph.runs import RunDir
 from eyas.tools.jobs.upload import WORKLOADS_DIR

@@ -30,7 +30,7 @@ from eyas.agents.toolbox import ToolDef
 from eyas.graph.context import RunContext
 from eyas.graph.life.runner import checkpointer, drive, thread
 from eyas.graph.life.session import run_meta
-from eyas.graph.phases.deploy.node import DEPLOY_FILE
+from eyas.graph.phases.deploy.record import DEPLOY_FILE
 from eyas.graph.pipeline import build_graph
 from eyas.graph.runs import RunDir
 from eyas.tools.config_source import ConfigSource
@@ -39,7 +39,7 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobSpec
-from eyas.tools.service.deploy import DeployResult
+from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.settings.config import EyasConfig, HostConfig, TargetConfig
 from eyas.tools.settings.sizes import DEMO
 from eyas.tools.target.embedded import EmbeddedTarget

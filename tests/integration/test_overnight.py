@@ -28,7 +28,7 @@ from eyas.agents.faces.cli.replay import replay
 from eyas.graph.context import RunContext
 from eyas.graph.life.driver import drivers
 from eyas.graph.life.heartbeat import Beat, Heartbeat, heartbeat_path, read_beat
-from eyas.graph.life.runner import read_run
+from eyas.graph.life.run_view import read_run
 from eyas.graph.life.watch import Condition, assess
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir

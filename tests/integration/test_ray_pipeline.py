@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from ray.job_submission import JobSubmissionClient
 
-from eyas.graph.life.runner import read_run
+from eyas.graph.life.run_view import read_run
 from eyas.graph.runs import RunDir
 from eyas.tools.target.embedded import SERVED_MODEL, EmbeddedTarget
 from pipeline_runs import TINY, events, eyas, node_started, only_run, run_started, start

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from eyas.agents.faces.cli.replay import replay
-from eyas.graph.life.runner import read_run
+from eyas.graph.life.run_view import read_run
 from eyas.graph.runs import RunDir
 from eyas.tools.jobs.upload import LISTING, changed_scripts
 from eyas.tools.target.embedded import EmbeddedTarget

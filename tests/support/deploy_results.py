@@ -6,7 +6,7 @@ import json
 import shlex
 from pathlib import Path
 
-from eyas.tools.service.deploy import DeployResult, Probe
+from eyas.tools.service.deploy_result import DeployResult, Probe
 
 
 def rolled_back(run: Path) -> DeployResult:

@@ -3,6 +3,7 @@ would have left it, then driven to their next gate (the data gate, without a tar
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,12 @@ from eyas.tools.config_source import ConfigSource
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
+from eyas.tools.jobs.detached import JobSpec
+from eyas.tools.jobs.executor import jobs_of
 from eyas.tools.settings.sizes import DEMO
 from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.workloads.progress import TAG
+from waiting import wait_for
 
 PLAN = {"fits": True, "verdict": "Fits: 1 MB of 100 GB free", "needed_bytes": 1_000_000,
         "phases": {"data": {"phase_hours": 0.01, "disk_bytes": 1_000_000}}}  # fmt: skip
@@ -32,6 +37,17 @@ def run_at_data_gate(runs: Path, run_id: str, state: dict[str, Any] | None = Non
     run, outcome = stored_run(target, runs, values, after="plan")
     assert outcome.gate is not None and outcome.gate["phase"] == "data", outcome
     return run
+
+
+def run_with_jobs(root: Path, run_id: str, job_ids: list[str]) -> RunDir:
+    """root/runs/<run_id> at the data gate, `job_ids` its generation's jobs: real detached jobs on this machine (the
+    embedded target's, under root/cache) that each printed one progress line (3 of 10 done) and ended."""
+    jobs = jobs_of(EmbeddedTarget(root / "cache", port=9).config(), None, LocalHost())
+    progress = TAG + json.dumps({"done": 3, "total": 10, "tokens_per_s": 41.5, "eta_s": 120})
+    for job_id in job_ids:
+        jobs.launch(JobSpec(job_id=job_id, argv=["/bin/sh", "-c", f"echo '{progress}'"]))
+    wait_for(lambda: all(state.finished for state in jobs.statuses(job_ids)), 30, what="the jobs' ends")
+    return run_at_data_gate(root / "runs", run_id, {"jobs": {"generate": job_ids}, "phase": "generate"})
 
 
 def stored_run(

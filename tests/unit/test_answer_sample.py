@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from eyas.tools.planning.answer_sample import DISK_MARGIN, answer_lengths, questions_asked, shaped
+from eyas.tools.planning.answer_lengths import DISK_MARGIN, answer_lengths
+from eyas.tools.planning.answer_sample import questions_asked, shaped
 from eyas.tools.planning.estimate import PlanInputs, estimate
 from eyas.tools.planning.model_dims import ModelDims
 from eyas.tools.settings.sizes import CHARS_PER_TOKEN

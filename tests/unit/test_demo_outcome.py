@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from eyas.agents.faces.cli.demo_outcome import CURVE, PAYS_AT, per_doubling, rolled_back_lines
-from eyas.tools.service.deploy import DeployResult, Probe
+from eyas.tools.service.deploy_result import DeployResult, Probe
 from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO
 
 

@@ -30,7 +30,7 @@ from eyas.graph.runs import RunDir
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.service.deploy import DeployResult
+from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.settings.sizes import DEMO
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.server import target_service

@@ -111,7 +111,7 @@ def test_the_packages_of_tools_form_no_loop() -> None:
 
 def test_the_checker_sees_imports_inside_functions() -> None:
     """The cli imports most commands lazily; a checker that missed those would pass whatever they imported."""
-    assert "eyas.graph.life.runner" in IMPORTS["eyas.agents.faces.cli.report"]
+    assert "eyas.graph.life.run_view" in IMPORTS["eyas.agents.faces.cli.report"]
 
 
 def test_no_module_imports_itself_through_others() -> None:

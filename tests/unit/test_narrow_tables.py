@@ -5,7 +5,6 @@ folders at the data gate (the real graph and checkpoint DB) and real detached jo
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -13,14 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from eyas.tools.hosts.local import LocalHost
-from eyas.tools.jobs.detached import JobSpec
-from eyas.tools.jobs.executor import jobs_of
-from eyas.tools.target.embedded import EmbeddedTarget
-from eyas.tools.workloads.progress import TAG
-from gated_runs import run_at_data_gate
+from gated_runs import run_at_data_gate, run_with_jobs
 from terminal import Terminal
-from waiting import wait_for
 
 PREFIX = "nightly-llama-70b-eagle3-run-20261207-1530"
 LONG = [f"{PREFIX}12-4f1c", f"{PREFIX}48-9d0e"]  # alike but for their ends
@@ -32,12 +25,7 @@ COLUMNS = 80
 @pytest.fixture(scope="module")
 def place(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("narrow")
-    jobs = jobs_of(EmbeddedTarget(root / "cache", port=9).config(), None, LocalHost())
-    progress = TAG + json.dumps({"done": 3, "total": 10, "tokens_per_s": 41.5, "eta_s": 120})
-    for job_id in SHARDS:
-        jobs.launch(JobSpec(job_id=job_id, argv=["/bin/sh", "-c", f"echo '{progress}'"]))
-    wait_for(lambda: all(state.finished for state in jobs.statuses(SHARDS)), 30, what="the jobs' ends")
-    run_at_data_gate(root / "runs", LONG[0], {"jobs": {"generate": SHARDS}, "phase": "generate"})
+    run_with_jobs(root, LONG[0], SHARDS)
     for run_id in (LONG[1], DEFAULT):
         run_at_data_gate(root / "runs", run_id)
     return {**os.environ, "EYAS_RUNS_DIR": str(root / "runs"), "EYAS_CACHE_DIR": str(root / "cache"), "TERM": "xterm"}

@@ -18,7 +18,7 @@ from eyas.tools.recording.redact import Redactor, remember_secrets, shown_env
 from eyas.tools.recording.replay import ReplaySession
 from eyas.tools.recording.transcript_reader import read_transcript
 from eyas.tools.recording.transcript_writer import TranscriptWriter
-from eyas.tools.settings.config import EyasConfig, HostConfig, TargetConfig
+from eyas.tools.settings.config import EyasConfig, HostConfig, TargetConfig, secret_values
 from planted_secrets import API_KEY_FLAG, AZURE_KEY, PLANTED, UNIT_ENV, URL_PASSWORD, Planted
 from stub_http import models_body, stub_server
 from waiting import wait_for
@@ -125,7 +125,7 @@ def test_configured_secret_values_are_redacted_whatever_they_look_like(
         target=TargetConfig(base_url="http://127.0.0.1:9", model="m", api_key_env="EYAS_TEST_TARGET_KEY"),
     )
     path = tmp_path / "t.jsonl"
-    rec = Recorder(TranscriptWriter(path, Redactor.from_config(config)))
+    rec = Recorder(TranscriptWriter(path, Redactor(secret_values(config))))
     rec.host(LocalHost()).run(f"echo the server key is {PLAIN}", timeout=10)
     rec.close()
     assert_no_secret(path)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, field_validator
 
 from eyas.tools.hosts.host import Host
-from eyas.tools.hosts.http import HttpClient
-from eyas.tools.launch.api_key import ProductionKey
 from eyas.tools.recording.redact import Redactor
-from eyas.tools.settings.config import EyasConfig, HostConfig, TargetConfig
+
+if TYPE_CHECKING:  # names in annotations only: the plan's records read Status here without the HTTP client
+    from eyas.tools.hosts.http import HttpClient
+    from eyas.tools.launch.api_key import ProductionKey
+    from eyas.tools.settings.config import EyasConfig, HostConfig, TargetConfig
 
 
 class Status(StrEnum):

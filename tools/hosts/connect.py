@@ -8,11 +8,11 @@ from eyas.tools.errors import ConfigError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.settings.config import HostConfig
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a reader of runs opens a host only for a run with jobs, after loading its config
     from eyas.tools.hosts.ssh import SSHHost
     from eyas.tools.hosts.ssh_config import SshRoute
+    from eyas.tools.settings.config import HostConfig
 
 MAX_JUMPS = 8  # deeper than any real chain: a ProxyJump that leads back to itself would otherwise never end
 

@@ -7,12 +7,14 @@ when a config asks for it (`pip install eyas[ray]`).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from eyas.tools.hosts.host import Host
 from eyas.tools.jobs.detached import Jobs, JobSpec, JobState
-from eyas.tools.recording.boundary import Boundary
-from eyas.tools.settings.config import EyasConfig
+
+if TYPE_CHECKING:  # names in annotations only: `eyas status` and `eyas runs` import this without the config's models
+    from eyas.tools.recording.boundary import Boundary
+    from eyas.tools.settings.config import EyasConfig
 
 
 class JobExecutor(Protocol):

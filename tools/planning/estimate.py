@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from eyas.tools.planning.answer_sample import AnswerLengths, expected_sequence_tokens
+from eyas.tools.planning.answer_lengths import AnswerLengths, expected_sequence_tokens
 from eyas.tools.planning.cluster_plan import ClusterShape, ShardPlan, nodes_for_hidden_states, shard_plans
 from eyas.tools.planning.model_dims import ModelDims
 from eyas.tools.planning.reserve import disk_reserve_bytes

@@ -30,7 +30,8 @@ from eyas.tools.hosts.host import Host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.launch.inherited import inherit_launch
 from eyas.tools.launch.unit_file import UnitFile
-from eyas.tools.planning.answer_sample import AnswerLengths, expected_sequence_tokens, sample_answers, shaped
+from eyas.tools.planning.answer_lengths import AnswerLengths, expected_sequence_tokens
+from eyas.tools.planning.answer_sample import sample_answers, shaped
 from eyas.tools.planning.cluster_plan import ClusterShape
 from eyas.tools.planning.estimate import (
     CPU_CORE_TRAINING_FLOPS,

@@ -14,8 +14,6 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from eyas.tools.settings.config import EyasConfig, secret_values
-
 MARK = "[REDACTED]"
 
 
@@ -260,10 +258,6 @@ class Redactor:
         # Longest first, so a secret that contains another is replaced whole.
         values = {value for value in (*secrets, *_remembered) if value}
         self._secrets = sorted(values, key=len, reverse=True)
-
-    @classmethod
-    def from_config(cls, config: EyasConfig) -> Redactor:
-        return cls(secret_values(config))
 
     def text(self, value: str) -> str:
         for secret in self._secrets:

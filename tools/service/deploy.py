@@ -27,6 +27,7 @@ from eyas.tools.hosts.http import HttpClient, HttpError
 from eyas.tools.launch.api_key import production_key
 from eyas.tools.launch.unit_file import UnitFile
 from eyas.tools.service.base import Service, ServiceError
+from eyas.tools.service.deploy_result import DeployResult, Probe
 from eyas.tools.service.keep_rule import KeepRule, method_words
 from eyas.tools.settings.config import TargetConfig
 from eyas.tools.workloads.speculative import DRAFTER_METHOD
@@ -67,34 +68,6 @@ class Thresholds(BaseModel):
         return KeepRule(self.min_acceptance_length, self.min_speedup, self.ngram_margin, ngram_speedup, method)
 
 
-class Probe(BaseModel):
-    """Production measured over one window of probe traffic (temperature 0)."""
-
-    requests: int
-    completion_tokens: int
-    seconds: float
-    tokens_per_s: float
-    mean_acceptance_length: float | None = None
-    acceptance_rate: float | None = None
-    drafts: float | None = None
-
-
-class DeployResult(BaseModel):
-    kept: bool
-    reason: str
-    drop_in: str
-    drop_in_text: str
-    share_drafter: str | None = None  # the command that lets production's User= read the drafter, if it needs one
-    argv_before: list[str]
-    argv_deployed: list[str]
-    before: Probe | None = None
-    after: Probe | None = None
-    speedup: float | None = None
-    restart_s: float | None = None
-    rollback_restart_s: float | None = None
-    downtime_s: float | None = None  # from each restart until production answered the health check again
-
-
 def _restart(service: Service, thresholds: Thresholds, progress: Progress) -> float:
     """Restart and wait for the deep health check: the seconds production did not serve."""
     started = service.clock.monotonic()
@@ -123,15 +96,6 @@ def drop_in_text(unit: UnitFile, speculative: Mapping[str, Any]) -> tuple[str, l
         f"ExecStart={shlex.join(argv)}\n"
     )
     return text, argv
-
-
-def deployed_method(argv: list[str]) -> str | None:
-    """The method of the --speculative-config eyas's drop-in set (the last one in `argv`), None without one."""
-    configs = [argv[at + 1] for at, arg in enumerate(argv[:-1]) if arg == "--speculative-config"]
-    try:
-        return str(json.loads(configs[-1])["method"]) if configs else None
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 def share_drafter_command(unit: UnitFile, drafter_dir: str) -> str | None:

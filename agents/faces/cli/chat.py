@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from eyas.agents.faces.cli.options import ConfigOption, announce, use_config
+from eyas.agents.faces.cli.flags import ConfigOption
+from eyas.agents.faces.cli.options import announce, use_config
 from eyas.agents.prompts import prompt
 from eyas.graph.runs import RunDir, list_runs, open_run, runs_root
 from eyas.tools.errors import EyasError, NotFound
@@ -258,7 +259,8 @@ def _shown(update: Update) -> str:
 
 def _chat_run(run_id: str | None, resume: bool, config_path: Path | None) -> tuple[RunDir, EyasConfig, bool]:
     """The run folder of the chat, its config (announced), and whether it belongs to a pipeline run."""
-    from eyas.graph.life.session import create_run, run_source
+    from eyas.graph.life.run_source import run_source
+    from eyas.graph.life.session import create_run
 
     if run_id is not None:
         if config_path is not None:

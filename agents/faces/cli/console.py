@@ -1,4 +1,4 @@
-"""Terminal output shared by the commands: tables for status, one paragraph per error, step spinners."""
+"""Terminal output shared by the commands: the consoles, JSON results, one paragraph per error, step spinners."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ from rich.status import Status as Spinner
 from rich.table import Table
 from rich.text import Text
 
-from eyas.tools.checks.result import Status
-from eyas.tools.checks.verify import VerifyReport
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.recording.redacted_stream import RedactedStream
 from eyas.tools.recording.visible import visible
@@ -65,8 +63,6 @@ UNBOUNDED_WIDTH = 100_000  # wider than any table's cells: measured at this widt
 console = HostTextConsole()
 errors = HostTextConsole(stderr=True)
 
-STATUS_STYLE = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
-
 
 def print_json(value: object) -> None:
     """A command's --json output, redacted as a value before it is serialised: a secret that is one item of a list
@@ -111,30 +107,6 @@ def decision_text(decision: dict[str, Any]) -> tuple[str, str]:
     reason = decision.get("reason")
     by = f"by {decision.get('who') or 'operator'}" + (f": {reason}" if reason else "")
     return f"gate {decision.get('gate') or 'of an unknown phase'}: {action}", by
-
-
-def verify_table(report: VerifyReport, title: str) -> Group:
-    """The checks as a table; those an unreachable host stopped (their finding is, or quotes, the host's paragraph)
-    leave it for that paragraph, said once, and one line naming them."""
-    unreachable = next((result.message for result in report.results if result.facts.get("unreachable")), None)
-    skipped = [result.name for result in report.results if unreachable and unreachable in result.message]
-    table = Table(title=title, title_justify="left", show_lines=False)
-    table.add_column("check")
-    table.add_column("status")
-    table.add_column("time", justify="right")
-    table.add_column("finding", overflow="fold")
-    for result in report.results:
-        if result.name in skipped:
-            continue
-        style = STATUS_STYLE[result.status]
-        status = f"[{style}]{result.status.value}[/]"
-        table.add_row(escape(result.name), status, f"{result.duration_s:.2f}s", escape(result.message))
-    table.caption = f"wall {report.wall_s:.2f} s for checks that sum to {report.sum_of_checks_s:.2f} s (concurrent)"
-    if unreachable is None:
-        return Group(table)
-    said = Text.assemble(("host unreachable: ", "bold red"), unreachable)
-    names = Text.assemble(("not checked", "bold red"), f" (they need the host): {', '.join(skipped)}")
-    return Group(*([table] if table.row_count else []), said, names)
 
 
 class Steps:

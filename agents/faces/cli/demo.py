@@ -17,7 +17,8 @@ from eyas.graph.state import GateAnswer
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.service.deploy import DeployResult, Thresholds, deployed_method, rollback
+from eyas.tools.service.deploy import Thresholds, rollback
+from eyas.tools.service.deploy_result import DeployResult, deployed_method
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import DEMO, Sizes
 from eyas.tools.target.embedded import EmbeddedTarget
@@ -72,7 +73,7 @@ def _demo_run(
     from eyas.agents.faces.cli.run_ui import gate_panel
     from eyas.graph.gates.view import read_view
     from eyas.graph.life.answers import record_gate_answer
-    from eyas.graph.phases.deploy.node import DEPLOY_FILE
+    from eyas.graph.phases.deploy.record import DEPLOY_FILE
 
     retire_earlier_drafter(target)
     set_up_s = time.monotonic() - started

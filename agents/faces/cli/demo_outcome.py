@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from eyas.tools.service.deploy import DeployResult
+from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.settings.sizes import DEFAULT_SIZES, Sizes
 
 # Acceptance length at k=3 (32 held-out ShareGPT prompts, vLLM's counters) against the answer tokens trained on: the

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from rich.markup import escape
 
 from eyas.agents.faces.cli.console import console, json_result, say
-from eyas.agents.faces.cli.options import JsonOption
+from eyas.agents.faces.cli.flags import JsonOption
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir, open_run
 from eyas.tools.errors import EyasError
@@ -31,7 +31,8 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.service.choose import production_service
-from eyas.tools.service.deploy import DeployResult, Thresholds, deploy, deployed_method, rollback
+from eyas.tools.service.deploy import Thresholds, deploy, rollback
+from eyas.tools.service.deploy_result import DeployResult, deployed_method
 from eyas.tools.service.keep_rule import method_words
 from eyas.tools.settings.config import format_validation_error
 from eyas.tools.workloads.speculative import DRAFTER_METHOD, NGRAM_METHOD, drafter_config, ngram_config
@@ -47,7 +48,7 @@ _DEFAULT = Thresholds()  # the deploy's own defaults, which a run without a poli
 def save(run: RunDir, result: DeployResult) -> None:
     """deploy.json, and the report's deploy section: production before and after."""
     from eyas.agents.faces.report_html.page import write_html_report
-    from eyas.graph.life.runner import read_run
+    from eyas.graph.life.run_view import read_run
     from eyas.graph.phases.deploy.node import save_result
     from eyas.graph.phases.report.next_step import run_next_steps
     from eyas.graph.phases.report.node import with_deploy
@@ -110,7 +111,7 @@ def chosen_thresholds(policy: Policy, chosen: dict[str, Any]) -> Thresholds:
 def production(run: RunDir) -> Iterator[RunContext]:
     """The run's config and host, as the deploy phase sees them (nothing recorded: a deploy by hand is no node)."""
     from eyas.graph.context import RunContext
-    from eyas.graph.life.session import run_source
+    from eyas.graph.life.run_source import run_source
 
     config = run_source(run.meta()).load()
     http = HttpClient(SYSTEM_CLOCK)
@@ -282,7 +283,7 @@ def deploy_command(
       eyas deploy RUN --yes --min-speedup 1.1
     After an error, production is untouched unless the message says otherwise.
     """
-    from eyas.graph.life.runner import read_run
+    from eyas.graph.life.run_view import read_run
     from eyas.graph.phases.deploy.node import expected_restart, planned_change, steps
     from eyas.graph.state import RunState
 
@@ -365,8 +366,9 @@ def rollback_command(
       eyas rollback RUN --dry-run
       eyas rollback RUN --yes
     """
-    from eyas.graph.life.runner import read_run
-    from eyas.graph.phases.deploy.node import DEPLOY_FILE, expected_restart, rollback_steps
+    from eyas.graph.life.run_view import read_run
+    from eyas.graph.phases.deploy.node import expected_restart, rollback_steps
+    from eyas.graph.phases.deploy.record import DEPLOY_FILE
     from eyas.graph.state import RunState
 
     run = open_run(run_id)

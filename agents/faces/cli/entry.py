@@ -1,5 +1,7 @@
 """Where the `eyas` program starts. `eyas --version` is answered here, before the command line and its libraries
-(typer, rich, pydantic, httpx) are imported: scripts and shell prompts that ask for it do not wait for them."""
+(typer, rich, pydantic, httpx) are imported: scripts and shell prompts that ask for it do not wait for them. The
+commands that read runs and jobs, run every few seconds under `watch`, get an app of their own (cli/reading.py)
+that imports only what they need."""
 
 from __future__ import annotations
 
@@ -7,10 +9,17 @@ import sys
 
 import eyas
 
+READING = ("status", "runs", "jobs")  # the commands of cli/reading.py's app
+
 
 def main() -> None:
     if sys.argv[1:] == ["--version"]:
         print(f"eyas {eyas.__version__}")
+        return
+    if sys.argv[1:2] and sys.argv[1] in READING:
+        from eyas.agents.faces.cli.reading import main as reading
+
+        reading(sys.argv[1])
         return
     from eyas.agents.faces.cli.main import main as command_line
 

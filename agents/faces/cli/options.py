@@ -1,11 +1,11 @@
-"""What the commands share: the --config option and the config it finds, and the sizes' options, whose
-defaults and help come from `Sizes` so that no command repeats (or contradicts) a number."""
+"""What the commands share: the config the --config option finds, and the sizes' options, whose defaults and help
+come from `Sizes` so that no command repeats (or contradicts) a number. The options themselves are in flags.py."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from pydantic import ValidationError
@@ -14,18 +14,6 @@ from eyas.agents.faces.cli.console import notice
 from eyas.tools.config_source import ConfigSource, find_config
 from eyas.tools.settings.config import EyasConfig, format_validation_error
 from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO, Sizes, SizeValue, shown_size, starting_sizes
-
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        "-c",
-        help="eyas TOML config (`eyas config init` writes one). Default: $EYAS_CONFIG, else ./eyas.toml, else the "
-        "embedded target.",
-    ),
-]
-
-JsonOption = Annotated[bool, typer.Option("--json", help="print the result as JSON, alone on stdout")]
 
 
 def use_config(flag: Path | None) -> tuple[EyasConfig, ConfigSource]:

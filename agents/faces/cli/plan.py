@@ -10,7 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from eyas.agents.faces.cli.console import console, errors, print_json
-from eyas.agents.faces.cli.options import ConfigOption, chosen_sizes, size_option, use_config
+from eyas.agents.faces.cli.flags import ConfigOption
+from eyas.agents.faces.cli.options import chosen_sizes, size_option, use_config
 from eyas.tools.checks.drafter import check_drafter
 from eyas.tools.checks.result import CheckContext, Status
 from eyas.tools.errors import EyasError

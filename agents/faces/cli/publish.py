@@ -7,7 +7,7 @@ from typing import Annotated, Any, cast
 import typer
 
 from eyas.agents.faces.cli.console import json_result, say
-from eyas.agents.faces.cli.options import JsonOption
+from eyas.agents.faces.cli.flags import JsonOption
 from eyas.graph.runs import open_run
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.jobs.detached import Jobs
@@ -56,8 +56,8 @@ def publish_command(
       eyas publish RUN --repo my-org/kimi-k2-eagle3 --dry-run   # the files and the target repo; nothing uploaded
       eyas publish RUN --repo my-org/kimi-k2-eagle3 --private
     """
-    from eyas.graph.life.runner import read_run
-    from eyas.graph.life.session import run_source
+    from eyas.graph.life.run_source import run_source
+    from eyas.graph.life.run_view import read_run
     from eyas.graph.state import RunState
 
     run = open_run(run_id)

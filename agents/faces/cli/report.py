@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from eyas.agents.faces.cli.console import console, json_result
-from eyas.agents.faces.cli.options import JsonOption
+from eyas.agents.faces.cli.flags import JsonOption
 from eyas.graph.runs import RunDir, open_run
 
 
@@ -59,7 +59,7 @@ def write_single(run: RunDir, result: dict[str, Any]) -> Path:
     # The graph's modules (langgraph, ~0.5 s) load here, not at start-up of every eyas process.
     from eyas.agents.faces.report_html.page import write_html_report
     from eyas.agents.faces.report_html.record import load_record
-    from eyas.graph.life.runner import read_run
+    from eyas.graph.life.run_view import read_run
     from eyas.graph.phases.report.outcome import run_outcome
 
     view = read_run(run)
@@ -76,7 +76,7 @@ def write_compared(runs: list[RunDir], result: dict[str, Any]) -> Path:
     from eyas.agents.faces.report_html.compare_page import write_comparison
     from eyas.agents.faces.report_html.comparison import run_figures
     from eyas.agents.faces.report_html.record import load_record
-    from eyas.graph.life.runner import read_run
+    from eyas.graph.life.run_view import read_run
 
     figures = []
     for run in runs:

@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 
 from eyas.agents.faces.cli.console import console, json_result
-from eyas.agents.faces.cli.options import ConfigOption, JsonOption, use_config
+from eyas.agents.faces.cli.flags import ConfigOption, JsonOption
+from eyas.agents.faces.cli.options import use_config
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.web.search import WebSearch

@@ -12,14 +12,8 @@ from rich.markup import escape
 from eyas.agents.faces.cli.console import console, errors, json_result, notice, print_json
 from eyas.agents.faces.cli.detach import DetachOption, detach_driver, same_command
 from eyas.agents.faces.cli.evaluation_tables import evaluation_table, latency_table
-from eyas.agents.faces.cli.options import (
-    ConfigOption,
-    JsonOption,
-    chosen_sizes,
-    positive_seconds,
-    size_option,
-    use_config,
-)
+from eyas.agents.faces.cli.flags import ConfigOption, JsonOption
+from eyas.agents.faces.cli.options import chosen_sizes, positive_seconds, size_option, use_config
 from eyas.graph.life.heartbeat import Heartbeat
 from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.policy import AUTO_APPROVE, Policy, load_policy
@@ -100,7 +94,7 @@ def advance(run: RunDir, first: Any, *, interactive: bool, start: dict[str, Any]
 
 def print_next_steps(run: RunDir, state: dict[str, Any], policy: Policy) -> None:
     """The report's next steps on the run's last screen, from what the run measured."""
-    from eyas.graph.phases.deploy.node import deploy_record
+    from eyas.graph.phases.deploy.record import deploy_record
     from eyas.graph.phases.report.next_step import run_next_steps
 
     for index, step in enumerate(run_next_steps(state, deploy_record(run), policy.deploy_min_speedup)):
@@ -115,7 +109,7 @@ def ending(outcome: Outcome) -> ExitCode:
     """The drive's exit status: done; waiting at a gate; rolled back (production's own counters turned the drafter
     away); or ended early (a refused drafter, a rejected phase, a path that cannot work here, an aborted job, a
     deploy that failed), which is a no: a script must not read a stopped run, or a drafter not kept, as a done one."""
-    from eyas.graph.phases.deploy.node import deploy_record
+    from eyas.graph.phases.deploy.record import deploy_record
     from eyas.graph.phases.report.outcome import deploy_facts
 
     if not outcome.finished:
@@ -228,7 +222,7 @@ def resume_command(
 ) -> None:
     """Continue a run from its last checkpoint: finished work is not redone, running jobs are re-attached,
     nothing is launched twice. Answers recorded with `eyas approve` are applied first."""
-    from eyas.graph.life.session import run_source
+    from eyas.graph.life.run_source import run_source
 
     run = open_run(run_id)
     if not run.checkpoints.exists():

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from eyas.agents.faces.cli.console import console, errors, print_json
-from eyas.agents.faces.cli.options import JsonOption
+from eyas.agents.faces.cli.flags import JsonOption
 from eyas.agents.faces.cli.show_summary import count, human_duration, started_at, summarize, summary_text
 from eyas.agents.faces.expected_refusals import expected_refusals
 from eyas.graph.runs import transcript_path

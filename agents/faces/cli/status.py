@@ -11,12 +11,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from eyas.agents.faces.cli.console import console, decision_text, print_json
+from eyas.agents.faces.cli.flags import JsonOption
 from eyas.agents.faces.cli.id_cells import add_id_column, shown_ids
-from eyas.agents.faces.cli.options import JsonOption
 from eyas.agents.faces.job_table import BAR_WIDTH, job_rows
 from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.runs import open_run, runs_root
 from eyas.graph.state import run_plan
+from eyas.tools.exit_codes import ExitCode, exit_codes_help
 
 
 def status_command(
@@ -24,9 +25,9 @@ def status_command(
     json_output: JsonOption = False,
 ) -> None:
     """Where a run is: its phase, the gate it waits at, each job with its progress, and the decisions so far."""
-    from eyas.graph.life.runner import read_run
+    from eyas.graph.life.run_view import read_run
     from eyas.graph.life.watch import driver_facts
-    from eyas.graph.phases.deploy.node import deploy_record
+    from eyas.graph.phases.deploy.record import deploy_record
     from eyas.graph.phases.report.outcome import run_outcome
 
     run = open_run(run_id)
@@ -148,3 +149,9 @@ def runs_command(json_output: JsonOption = False) -> None:
     for row in rows:  # whole, below the table: what is wrong and how to recover does not fit a cell
         if row["damage"]:
             console.print(f"[red]{escape(row['damage'])}[/]")
+
+
+def add_run_readers(app: typer.Typer) -> None:
+    """`eyas status` and `eyas runs`, in the order the whole app lists them."""
+    app.command("status", epilog=exit_codes_help(ExitCode.OK, ExitCode.USAGE, ExitCode.NOT_FOUND))(status_command)
+    app.command("runs", epilog=exit_codes_help(ExitCode.OK, ExitCode.USAGE))(runs_command)

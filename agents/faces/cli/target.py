@@ -8,8 +8,8 @@ import typer
 from rich.markup import escape
 
 from eyas.agents.faces.cli.console import Steps, console, json_result, say
+from eyas.agents.faces.cli.flags import JsonOption
 from eyas.agents.faces.cli.left_running import stop_command
-from eyas.agents.faces.cli.options import JsonOption
 from eyas.tools.exit_codes import ExitCode, exit_codes_help
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.target.embedded import EmbeddedTarget

@@ -25,6 +25,7 @@ from langgraph.types import interrupt
 
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import RECORD, log_stop, restore, stop_start_commands, summary, write_record
+from eyas.graph.phases.deploy.record import DEPLOY_FILE
 from eyas.graph.phases.deploy.tournament import Tournament, winner_config
 from eyas.graph.phases.evaluate.record import Evaluation
 from eyas.graph.phases.plan.node import production_load
@@ -35,11 +36,11 @@ from eyas.tools.errors import EyasError
 from eyas.tools.private_files import write_private
 from eyas.tools.service.base import Service, ServiceError
 from eyas.tools.service.choose import production_service
-from eyas.tools.service.deploy import DeployResult, Thresholds, deploy, drop_in_text, share_drafter_command
+from eyas.tools.service.deploy import Thresholds, deploy, drop_in_text, share_drafter_command
+from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.service.keep_rule import method_words
 from eyas.tools.workloads.speculative import DRAFTER_METHOD, drafter_config
 
-DEPLOY_FILE = "deploy.json"  # the full result in the run folder (owner-only): probes, drop-in, argv
 CHOICES = ("approve", "reject")  # an edit has nothing to change here
 EVALUATION_SHOWN = ("mean_acceptance_length", "acceptance_rate", "speedup", "k", "prompts", "outputs_identical",
                     "intervals")  # fmt: skip
@@ -343,12 +344,6 @@ def _ended(ctx: RunContext, ended: DeployOutcome) -> dict[str, Any]:
 def save_result(run: RunDir, result: DeployResult) -> None:
     """deploy.json: the whole result (both probes, the drop-in, both argvs), readable by the run's owner only."""
     write_private(run.root / DEPLOY_FILE, result.model_dump_json(indent=2) + "\n")
-
-
-def deploy_record(run: RunDir) -> dict[str, Any] | None:
-    """deploy.json as plain JSON (what the headline reads), or None when no drafter was put into production."""
-    path = run.root / DEPLOY_FILE
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 def saved_result(ctx: RunContext) -> DeployResult | None:

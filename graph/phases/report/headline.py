@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from eyas.graph.phases.evaluate.record import run_evaluation
-from eyas.tools.service.deploy import deployed_method
+from eyas.tools.service.deploy_result import deployed_method
 from eyas.tools.workloads.speculative import NGRAM_METHOD
 
 _REJECTED = re.compile(r"rejected at the (\S+) gate: (.*)", re.DOTALL)

@@ -10,7 +10,8 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import LOG, restore, summary
-from eyas.graph.phases.deploy.node import deploy_record, run_policy
+from eyas.graph.phases.deploy.node import run_policy
+from eyas.graph.phases.deploy.record import deploy_record
 from eyas.graph.phases.evaluate.bench_record import LATENCY_HEADERS, Bench
 from eyas.graph.phases.evaluate.record import MEASURE_LABELS, TARGET_ALONE, Evaluation, run_evaluation
 from eyas.graph.phases.report.drafter_card import make_ready_to_publish
@@ -21,7 +22,7 @@ from eyas.graph.phases.report.what_ran import list_files, size_rows, what_ran_ro
 from eyas.graph.phases.servers import online_training
 from eyas.graph.state import DeployOutcome, RunState
 from eyas.tools.recording.redact import Redactor
-from eyas.tools.service.deploy import deployed_method
+from eyas.tools.service.deploy_result import deployed_method
 from eyas.tools.settings.units import format_size
 from eyas.tools.workloads.speculative import NGRAM_METHOD
 

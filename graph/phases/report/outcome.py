@@ -13,7 +13,7 @@ from eyas.graph.phases.evaluate.record import DRAFTER, NGRAM, TARGET_ALONE, Eval
 from eyas.graph.phases.report.headline import headline
 from eyas.graph.state import DeployStatus
 from eyas.tools.launch.unit_file import parse_vllm_argv
-from eyas.tools.service.deploy import DeployResult
+from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.settings.sizes import recorded_sizes
 
 NOT_DEPLOYED = "not_deployed"
