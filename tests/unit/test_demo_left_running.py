@@ -9,6 +9,7 @@ the real detached job the server is (same job id, same process group). A real vL
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
@@ -23,6 +24,7 @@ from eyas.tools.jobs.detached import Jobs, JobSpec, JobStatus
 from eyas.tools.jobs.group_memory import group_resident_bytes
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.server import target_service
+from eyas.tools.workloads.speculative import ngram_config
 from in_process import eyas
 from waiting import process_gone, wait_for
 
@@ -64,6 +66,10 @@ def test_the_last_lines_name_the_server_its_memory_and_a_command_that_stops_it(t
     drop_in.parent.mkdir(parents=True)
     drop_in.write_text("[Service]\n")
     assert f"with the demo's drafter (drop-in {drop_in})" in left_running_lines(target, host)[0]
+    # The demo's evaluation may be won by n-gram speculation, which the demo then deploys: named as such.
+    argv = ["vllm", "serve", "m", "--speculative-config", json.dumps(ngram_config(3))]
+    drop_in.write_text(f"[Service]\nExecStart=\nExecStart={shlex.join(argv)}\n")
+    assert f"with n-gram speculation (drop-in {drop_in})" in left_running_lines(target, host)[0]
 
     # The printed command, as a user pastes it: its settings, then eyas's own arguments (run in this process).
     words = shlex.split(stop.removeprefix("Stop it with: "))
