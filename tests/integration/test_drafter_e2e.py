@@ -158,7 +158,7 @@ def test_a_cancelled_evaluation_job_leaves_no_server_behind(
     request = EvaluateRequest(
         model_dir=str(pipeline.target.model_dir), drafter_dir=str(untrained), prompts=str(pipeline.held_out),
         out=str(tmp_path / "result.json"), port=CANCEL_PORT, vllm_args=["--enforce-eager"], acceptance_only=True,
-        **(evaluate_sizes(DEFAULT_SIZES) | {"ngram": False}),  # one server: the drafter's
+        **(evaluate_sizes(DEFAULT_SIZES) | {"ngram": False}),  # the drafter's servers, one for each k from 1
     )  # fmt: skip
     spec = evaluate_job("evaluate", config, upload_workloads(host, config.workdir), request)
     jobs = Jobs(host, config.workdir)
@@ -177,6 +177,21 @@ def test_a_cancelled_evaluation_job_leaves_no_server_behind(
     assert jobs.cancel(spec.job_id).finished
     wait_for(lambda: not _answers(CANCEL_PORT) and not _group_members(server["pid"]), 30, what="the server to stop")
     assert not (tmp_path / "result.json").exists()
+    # Every server it started, the ones still being started at the cancel too (one k each, side by side on the ports
+    # after CANCEL_PORT): none is left running in the job's folder.
+    wait_for(lambda: not _running_in(tmp_path / "work"), 30, what="every server of the job to stop")
+
+
+def _running_in(folder: Path) -> list[int]:
+    """Processes whose working directory is in `folder` (a job's servers run in its folder)."""
+    found = []
+    for cwd in Path("/proc").glob("[0-9]*/cwd"):
+        try:
+            if Path(os.readlink(cwd)).is_relative_to(folder):
+                found.append(int(cwd.parent.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_running_servers_mode_refuses_a_server_without_a_drafter(pipeline: Pipeline, dev_server: str) -> None:

@@ -6,6 +6,7 @@ argv, with its vLLM servers replaced by a recorder, and the two must agree."""
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,16 @@ def started_servers(
         def wait_ready(self) -> None:
             steps.append(f"ready {self.name}")
 
+        def signal_group(self, sig: int) -> bool:  # stop_all's steps: the first signal is the stop
+            if sig == signal.SIGTERM:
+                steps.append(f"stop {self.name}")
+            return False
+
+        def reap(self) -> None:
+            pass
+
         def stop(self) -> None:
-            steps.append(f"stop {self.name}")
+            self.signal_group(signal.SIGTERM)
 
     class Run:  # a server's run: its name is the server's, and it asks nothing
         def __init__(self, name: str, base_url: str, max_tokens: int) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import progress
-from vllm_server import ServerFailed, VllmServer, merge_flags, server_argv, server_env
+from vllm_server import ServerFailed, VllmServer, merge_flags, server_argv, server_env, stop_all
 
 GIB = 1024**3
 # What a CPU server holds besides its KV cache and weights: torch and vLLM in the API server and the engine
@@ -122,6 +122,12 @@ class Servers:
             self._stopped.add(index)
             self.servers[index].stop()
 
+    def stop_all(self) -> None:
+        """Every server not stopped yet, together (vllm_server.stop_all)."""
+        left = [index for index in range(len(self.servers)) if index not in self._stopped]
+        self._stopped.update(left)
+        stop_all([self.servers[index] for index in left])
+
     def up(self) -> list[tuple[ServerSpec, str]]:
         """Side by side: every server, once every start has finished (so none takes cores from a measurement)."""
         for server in self.servers:
@@ -157,5 +163,4 @@ def served(args: argparse.Namespace, specs: list[ServerSpec]) -> Iterator[Server
     except ServerFailed as error:
         raise SystemExit(str(error)) from None
     finally:
-        for index in range(len(specs)):
-            servers.stop(index)
+        servers.stop_all()

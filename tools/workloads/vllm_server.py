@@ -122,6 +122,19 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def stop_all(servers: list[VllmServer]) -> None:
+    """Stop several servers together: each escalation step signals every one at once and shares one wait, so
+    stopping three takes as long as stopping one. One by one, a cancelled job's grace period (SIGKILL after 10 s)
+    ran out on the third, whose own group then outlived the job."""
+    for sig, wait_s in STOP_WAITS_S:
+        running = [server for server in servers if server.signal_group(sig)]
+        deadline = time.monotonic() + wait_s
+        for server in running:
+            server.wait_exit(max(0.0, deadline - time.monotonic()))
+    for server in servers:
+        server.reap()
+
+
 class VllmServer:
     """`with VllmServer(argv, env, log) as server:` starts it, returns once `/v1/models` answers, stops it.
     `start`, `wait_ready` and `stop` are the same steps for a caller that reports between them."""
@@ -208,21 +221,28 @@ class VllmServer:
             time.sleep(1.0)
 
     def stop(self) -> None:
-        """Signal the server's whole process group, escalating. A server whose first process died (a kill -9)
-        leaves its engine processes in the group, holding memory: those are killed outright."""
+        """Signal the server's whole process group, escalating (stop_all, for this one)."""
+        stop_all([self])
+
+    def signal_group(self, sig: int) -> bool:
+        """Send `sig` to the server's group while its first process runs; whether it was still running."""
         process = self.process
-        if process is None:
-            return
-        for sig, wait_s in STOP_WAITS_S:
-            if process.poll() is not None:
-                with contextlib.suppress(ProcessLookupError):  # the group is empty: nothing was left
-                    os.killpg(process.pid, signal.SIGKILL)
-                return
-            try:
-                os.killpg(process.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                process.wait(wait_s)
-            except subprocess.TimeoutExpired:
-                continue
+        if process is None or process.poll() is not None:
+            return False
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def wait_exit(self, timeout_s: float) -> None:
+        if self.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout_s)
+
+    def reap(self) -> None:
+        """A server whose first process died (a kill -9) leaves its engine processes in the group, holding memory:
+        those are killed outright."""
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
