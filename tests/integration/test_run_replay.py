@@ -14,14 +14,12 @@ import pytest
 from eyas.agents.faces.cli.replay import replay
 from eyas.graph.life.run_view import read_run
 from eyas.graph.runs import RunDir
-from eyas.tools.jobs.upload import LISTING, changed_scripts
 from eyas.tools.target.embedded import EmbeddedTarget
 from offline import world_watch
 from pipeline_runs import EYAS, TINY, environment, events, eyas, job_dir, only_run
+from recorded_examples import EXAMPLES, recorded_examples, stale_workloads
 from small_volume import fill, small_volume
 from waiting import wait_for
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "runs" / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -103,20 +101,9 @@ def test_cut_transcript_replays_up_to_the_cut(tmp_path: Path) -> None:
     assert report.events_replayed > 0
 
 
-def stale_workloads(transcript: Path) -> list[str]:
-    """The workload scripts the recorded run did not find on its host as they are now (its upload's listing):
-    a replay of such a recording diverges at the upload, and only `make examples` can fix it."""
-    for line in transcript.read_text().splitlines():
-        event = json.loads(line)
-        if event.get("kind") == "command" and LISTING in event.get("command", ""):
-            return [path.name for path in changed_scripts(event["stdout"])]
-    return []
-
-
-@pytest.mark.parametrize("example", sorted(p.parent.name for p in EXAMPLES.glob("*/transcript.jsonl")))
+@pytest.mark.parametrize("example", recorded_examples())
 def test_example_runs_replay_without_divergence(example: str, tmp_path: Path) -> None:
-    stale = stale_workloads(EXAMPLES / example / "transcript.jsonl")
-    assert not stale, f"runs/examples/{example} was recorded with other versions of {', '.join(stale)}: `make examples`"
+    assert not stale_workloads(EXAMPLES / example / "transcript.jsonl"), "see test_examples_current: `make examples`"
     shutil.copytree(EXAMPLES / example, tmp_path / example)
     with world_watch() as attempts:
         report, state = replay(tmp_path / example / "transcript.jsonl")
