@@ -95,6 +95,13 @@ def say(text: str) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
+def say_next_steps(steps: list[str]) -> None:
+    """A run's next steps (graph/phases/report/next_step.py) as its last screen and `eyas status` say them: the
+    first is the next step, the others follow it."""
+    for index, step in enumerate(steps):
+        say(f"{'also' if index else 'next step'}: {step}")
+
+
 def notice(message: str) -> None:
     """A dim line on stderr: context for the operator that never mixes into a command's --json output."""
     errors.print(message, style="dim", markup=False, highlight=False, soft_wrap=True)
