@@ -1,8 +1,9 @@
 """What an overnight script reads of a run's end (issue 41): `eyas status --json`, `eyas runs --json` and `eyas
 report --json` carry one outcome (graph/phases/report/outcome.py: the deploy's verdict, method and k, production's
-own figures, the headline and the next step, every method evaluated), and `eyas resume` exits 4 when production rolled the drafter
-back. The real command line in this process, real run folders: one stored as the deploy node leaves a rollback (the
-real graph and checkpoint DB; `eyas resume` drives its real report node), and a copy of the recorded example run."""
+own figures, the headline and the next step, every method evaluated), and `eyas resume` exits 4 when production
+rolled the drafter back. The real command line in this process, real run folders: one stored as the deploy node
+leaves a rollback (the real graph and checkpoint DB; `eyas resume` drives its real report node), and a copy of the
+recorded example run."""
 
 from __future__ import annotations
 
