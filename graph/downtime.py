@@ -28,8 +28,9 @@ from eyas.graph.window import span, stays_down, window_of
 from eyas.tools.private_files import open_private, write_private
 from eyas.tools.service.base import Service
 from eyas.tools.service.choose import production_service
-from eyas.tools.service.deploy import Thresholds, rollback
+from eyas.tools.service.deploy import rollback
 from eyas.tools.service.deploy_result import DeployResult
+from eyas.tools.service.thresholds import Thresholds
 
 RECORD = "production-stopped.json"
 LOG = "production.jsonl"

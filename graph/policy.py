@@ -14,7 +14,7 @@ from eyas.graph.phases.evaluate.record import Evaluation
 from eyas.tools.errors import ConfigError
 from eyas.tools.planning.prompt_supply import PromptSupply, supply_verdict
 from eyas.tools.recording.redact import Redactor
-from eyas.tools.service.deploy import Thresholds
+from eyas.tools.service.thresholds import Thresholds
 from eyas.tools.settings.config import format_validation_error
 from eyas.tools.settings.local_files import UnreadableFile, read_text_file
 
@@ -250,6 +250,12 @@ def load_policy(path: Path) -> Policy:
         ) from None
     except ValidationError as exc:
         raise ConfigError(f"The policy file {path} is invalid: {'; '.join(format_validation_error(exc))}.") from None
+
+
+def started_policy(meta: Mapping[str, Any]) -> Policy:
+    """The policy a run started with, from its run.json (`meta`); a run a person drove at the terminal has none and
+    is held to the defaults."""
+    return Policy.model_validate(meta.get("policy") or {})
 
 
 AUTO_APPROVE = Policy()

@@ -52,3 +52,8 @@ class JobError(EyasError):
 
 class TargetError(EyasError):
     """The embedded target could not be prepared, provisioned or started."""
+
+
+class HttpError(Exception):
+    """No HTTP answer at all: refused, timed out, reset. Here, not beside the HTTP client, so that reading a
+    transcript (which re-raises it on replay) does not load the client."""

@@ -20,7 +20,7 @@ from eyas.graph.life.answers import pending_view, record_gate_answer
 from eyas.graph.life.run_view import read_run
 from eyas.graph.phases.deploy.record import DEPLOY_FILE
 from eyas.graph.phases.evaluate.record import run_evaluation
-from eyas.graph.policy import Policy
+from eyas.graph.policy import started_policy
 from eyas.graph.runs import RunDir, run_dir
 from eyas.graph.state import Action, GateAnswer, run_plan
 from eyas.tools.errors import EyasError
@@ -29,8 +29,9 @@ from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.private_files import open_private
 from eyas.tools.service.choose import production_service
-from eyas.tools.service.deploy import Thresholds, drop_in_text
+from eyas.tools.service.deploy import drop_in_text
 from eyas.tools.service.deploy_result import DeployResult
+from eyas.tools.service.thresholds import Thresholds
 from eyas.tools.settings.config import EyasConfig, format_validation_error
 from eyas.tools.settings.sizes import starting_sizes
 from eyas.tools.workloads.speculative import drafter_config
@@ -162,7 +163,7 @@ class ChatPipeline:
     def deploy_effect(self, drafter: str | None, k: int | None) -> str:
         """Production's command line now and with the drafter (read from its unit), the thresholds, the downtime."""
         drafter_dir, spec_k = self._drafter(drafter, k)
-        policy = Policy.model_validate(self.run.meta().get("policy") or {})
+        policy = started_policy(self.run.meta())
         with open_host(self.config.target.host, self.config.host()) as host:
             service = production_service(self.config, host, HttpClient(SYSTEM_CLOCK), SYSTEM_CLOCK)
             if host.exists(service.drop_in_path()):

@@ -14,8 +14,9 @@ from eyas.graph.phases.report.node import deploy_section, with_deploy
 from eyas.graph.policy import Policy, judge_deploy
 from eyas.tools.launch.unit_file import parse_unit_file
 from eyas.tools.service.base import ServiceError
-from eyas.tools.service.deploy import Thresholds, drop_in_text, judge
+from eyas.tools.service.deploy import drop_in_text, judge
 from eyas.tools.service.deploy_result import DeployResult, Probe
+from eyas.tools.service.thresholds import Thresholds
 from eyas.tools.workloads.speculative import drafter_config, ngram_config
 
 UNIT = """[Service]

@@ -22,8 +22,9 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.launch.unit_file import UnitFile, parse_unit_file
 from eyas.tools.service.base import DROP_IN, Service, ServiceStatus
-from eyas.tools.service.deploy import Thresholds, drop_in_text, rollback, write_drop_in
+from eyas.tools.service.deploy import drop_in_text, rollback, write_drop_in
 from eyas.tools.service.deploy_result import DeployResult
+from eyas.tools.service.thresholds import Thresholds
 from eyas.tools.settings.sizes import DEMO
 from eyas.tools.target.embedded import EmbeddedTarget
 from eyas.tools.target.server import target_service

@@ -15,11 +15,11 @@ from langgraph.runtime import Runtime
 from test_rehearsal_plan import rehearsal_host
 
 from eyas.agents.faces.gate_text import gate_sections
-from eyas.agents.faces.report_html.record import fold_state
 from eyas.graph.downtime import production_action
 from eyas.graph.dry_run import dry_run_lines, walk_phases
 from eyas.graph.gates.gate import apply_answer, make_gate
 from eyas.graph.gates.view import gate_view
+from eyas.graph.life.transcript_state import fold_state
 from eyas.graph.phases.extract import node as extract
 from eyas.graph.phases.train import node as train
 from eyas.graph.pipeline import PHASES

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -66,3 +67,24 @@ def test_status_keeps_each_jobs_end_whole_at_80_columns(place: dict[str, str]) -
         assert len(rows_of(lines, end)) == 1, (end, "\n".join(lines))
     said = " ".join(" ".join(lines).split())
     assert "waiting at the approval gate of data" in said and "3/10" in said, said
+
+
+# A gate decision whose reason is longer than 80 columns and full of figures with their units.
+REASON = "; ".join(f"step {step} took {step}.5 s" for step in range(1, 25))
+
+
+def test_a_pipe_gets_each_line_whole(tmp_path: Path) -> None:
+    """Off a terminal (a log, CI) rich's default width is 80 columns: no line is cut there, so no figure is parted
+    from its unit ("25.2" and "s)" on two lines), and no line carries its caller's source location."""
+    decision = {"gate": "plan", "action": "approve", "reason": REASON, "who": "operator"}
+    run_at_data_gate(tmp_path / "runs", "piped", {"decisions": [decision]})
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    env.update(EYAS_RUNS_DIR=str(tmp_path / "runs"), EYAS_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-m", "eyas", "status", "piped"], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"gate plan: approve by operator: {REASON}\n" in done.stdout, done.stdout
+    logged = "from eyas.agents.faces.cli.console import console; console.log('restarting the server')"
+    done = subprocess.run([sys.executable, "-c", logged], env=env, capture_output=True, text=True, timeout=120,
+                          check=True)  # fmt: skip
+    assert "restarting the server" in done.stdout and ".py:" not in done.stdout and "<string>" not in done.stdout

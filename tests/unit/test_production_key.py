@@ -29,8 +29,9 @@ from eyas.tools.launch.unit_file import parse_unit_file
 from eyas.tools.planning.served import served_model
 from eyas.tools.planning.throughput_probe import probe_throughput
 from eyas.tools.recording.redact import Redactor
-from eyas.tools.service.deploy import Thresholds, drop_in_text, probe
+from eyas.tools.service.deploy import drop_in_text, probe
 from eyas.tools.service.deploy_result import DeployResult
+from eyas.tools.service.thresholds import Thresholds
 from eyas.tools.settings.config import HostConfig, TargetConfig
 from eyas.tools.settings.sizes import DEFAULT_SIZES
 from eyas.tools.workloads.speculative import drafter_config

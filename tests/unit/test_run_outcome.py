@@ -1,8 +1,9 @@
 """What an overnight script reads of a run's end (issue 41): `eyas status --json`, `eyas runs --json` and `eyas
 report --json` carry one outcome (graph/phases/report/outcome.py: the deploy's verdict, method and k, production's
-own figures, the headline, every method evaluated), and `eyas resume` exits 4 when production rolled the drafter
-back. The real command line in this process, real run folders: one stored as the deploy node leaves a rollback (the
-real graph and checkpoint DB; `eyas resume` drives its real report node), and a copy of the recorded example run."""
+own figures, the headline and the next step, every method evaluated), and `eyas resume` exits 4 when production
+rolled the drafter back. The real command line in this process, real run folders: one stored as the deploy node
+leaves a rollback (the real graph and checkpoint DB; `eyas resume` drives its real report node), and a copy of the
+recorded example run."""
 
 from __future__ import annotations
 
@@ -71,6 +72,8 @@ def test_status_and_report_json_carry_the_deploy_outcome(place: dict[str, str], 
     assert (deploy.production.tokens_per_s_before, deploy.production.tokens_per_s_after) == (11.8, 8.6)
     assert deploy.production.mean_acceptance_length == 1.03
     assert outcome.headline.startswith("rolled back: speedup 0.73x is under the threshold 1x")
+    # The example's evaluation has n-gram faster than the drafter: the next step says to deploy it instead.
+    assert outcome.next_steps[0].startswith("deploy n-gram speculation at k=3 rather than the drafter")
     assert [(method.method, method.k) for method in outcome.evaluated] == [
         ("target alone", None), ("drafter", 3), ("n-gram", 3)]  # fmt: skip
     drafter = outcome.evaluated[1]
@@ -88,14 +91,21 @@ def test_runs_json_carries_each_runs_outcome(place: dict[str, str]) -> None:
     assert rows["a-chat"]["outcome"] is None  # a chat has no pipeline outcome
 
 
-def test_the_recorded_example_reports_every_method_it_evaluated(tmp_path: Path) -> None:
-    """The example run stopped at the deploy gate (a person said no): nothing deployed; its evaluation's figures."""
+def test_the_three_commands_say_the_same_of_the_recorded_example(tmp_path: Path) -> None:
+    """The example run stopped at the deploy gate (a person said no) and has no checkpoint: status, runs and report
+    read its outcome from its transcript alike: nothing deployed, its evaluation's figures, and n-gram, which
+    measured faster than the drafter, as the next step."""
     shutil.copytree(EXAMPLE, tmp_path / "runs" / "full-pipeline")  # `eyas report` writes report.html beside them
-    ran = eyas("report", "full-pipeline", "--json", env={"EYAS_RUNS_DIR": str(tmp_path / "runs")})
-    assert ran.code == ExitCode.OK, ran.output
-    outcome = outcome_of(json.loads(ran.stdout))
+    place = {"EYAS_RUNS_DIR": str(tmp_path / "runs"), "EYAS_CACHE_DIR": str(tmp_path / "cache")}
+    said = {argv[0]: json.loads(ran.stdout) for argv in (("status", "full-pipeline", "--json"), ("runs", "--json"),
+            ("report", "full-pipeline", "--json")) if (ran := eyas(*argv, env=place)).code == ExitCode.OK}  # fmt: skip
+    assert set(said) == {"status", "runs", "report"}, said
+    outcome = outcome_of(said["status"])
+    assert outcome_of(said["report"]) == outcome
+    assert outcome_of(next(row for row in said["runs"] if row["run"] == "full-pipeline")) == outcome
     assert outcome.deploy.status == "not_deployed" and outcome.deploy.production is None
     assert outcome.headline.startswith("stopped at the deploy gate: rejected")
+    assert outcome.next_steps[0].startswith("deploy n-gram speculation at k=3 rather than the drafter")
     alone, drafter, ngram = outcome.evaluated
     assert alone.tokens_per_s == EVALUATION["tokens_per_s_baseline"] and alone.speedup is None
     assert (drafter.method, drafter.mean_acceptance_length) == ("drafter", EVALUATION["mean_acceptance_length"])

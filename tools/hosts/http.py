@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from eyas.tools.errors import HttpError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.deadline_transport import deadline_client
 
@@ -33,10 +34,6 @@ class HttpResponse:
             raise ValueError(
                 f"{self.method} {self.url} answered HTTP {self.status} with non-JSON: {snippet!r}"
             ) from None
-
-
-class HttpError(Exception):
-    """No HTTP answer at all: refused, timed out, reset."""
 
 
 class HttpClient:

@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from eyas.tools import errors
 from eyas.tools.errors import EyasError, NotFound
-from eyas.tools.hosts.http import HttpError
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.settings.sizes import SizeValue
 
@@ -51,7 +50,6 @@ _ERROR_TYPES: dict[str, type[Exception]] = {
     for cls in vars(errors).values()
     if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == errors.__name__
 }
-_ERROR_TYPES[HttpError.__name__] = HttpError
 
 
 def register_error_type(cls: type[Exception]) -> type[Exception]:

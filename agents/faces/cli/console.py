@@ -34,11 +34,16 @@ class HostTextConsole(Console):
 
     def print(self, *objects: Any, **options: Any) -> None:
         """A table that goes to a pipe or a file (`eyas runs > runs.txt`) is as wide as its cells, so that no run
-        id, path or job id in it is cut with "…" at the terminal's width; at a terminal it fits the terminal."""
+        id, path or job id in it is cut with "…" at the terminal's width; at a terminal it fits the terminal. Text
+        that goes there is not wrapped at all: a log has no width, and rich's default 80 columns would break a
+        figure from its unit ("25.2" and "s)" on two lines) or a path in two."""
         parts = [part for item in objects for part in (item.renderables if isinstance(item, Group) else [item])]
         tables = [part for part in parts if isinstance(part, Table)]
-        if not tables or self.is_terminal:
+        if self.is_terminal:
             super().print(*objects, **options)
+            return
+        if not tables:
+            super().print(*objects, **{"soft_wrap": True, **options})
             return
         unbounded = self.options.update_width(UNBOUNDED_WIDTH)
         needed = max(Measurement.get(self, unbounded, table).maximum for table in tables)
@@ -60,8 +65,9 @@ class HostTextConsole(Console):
 
 
 UNBOUNDED_WIDTH = 100_000  # wider than any table's cells: measured at this width, a table asks for all they need
-console = HostTextConsole()
-errors = HostTextConsole(stderr=True)
+# No caller's source location beside a line (log_path): "server.py:100" in an operator's log is noise.
+console = HostTextConsole(log_path=False)
+errors = HostTextConsole(stderr=True, log_path=False)
 
 
 def print_json(value: object) -> None:
@@ -93,6 +99,13 @@ def say(text: str) -> None:
     """One line on stdout as written, and whole (never cut at the terminal's width: argvs and paths are copied from
     here): no markup, no highlighting, no time or source location beside it."""
     console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def say_next_steps(steps: list[str]) -> None:
+    """A run's next steps (graph/phases/report/next_step.py) as its last screen and `eyas status` say them: the
+    first is the next step, the others follow it."""
+    for index, step in enumerate(steps):
+        say(f"{'also' if index else 'next step'}: {step}")
 
 
 def notice(message: str) -> None:

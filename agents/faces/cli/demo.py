@@ -17,8 +17,9 @@ from eyas.graph.state import GateAnswer
 from eyas.tools.config_source import ConfigSource
 from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.local import LocalHost
-from eyas.tools.service.deploy import Thresholds, rollback
+from eyas.tools.service.deploy import rollback
 from eyas.tools.service.deploy_result import DeployResult, deployed_method
+from eyas.tools.service.thresholds import Thresholds
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import DEMO, Sizes
 from eyas.tools.target.embedded import EmbeddedTarget

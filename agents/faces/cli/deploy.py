@@ -23,7 +23,7 @@ from rich.markup import escape
 from eyas.agents.faces.cli.console import console, json_result, say
 from eyas.agents.faces.cli.deploy_choice import MethodOption, hand_choice
 from eyas.agents.faces.cli.flags import JsonOption
-from eyas.graph.policy import Policy
+from eyas.graph.policy import Policy, started_policy
 from eyas.graph.runs import RunDir, open_run
 from eyas.tools.errors import EyasError
 from eyas.tools.exit_codes import ExitCode
@@ -31,9 +31,10 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.service.choose import production_service
-from eyas.tools.service.deploy import Thresholds, deploy, rollback
+from eyas.tools.service.deploy import deploy, rollback
 from eyas.tools.service.deploy_result import DeployResult, deployed_method
 from eyas.tools.service.keep_rule import method_words
+from eyas.tools.service.thresholds import Thresholds
 from eyas.tools.settings.config import format_validation_error
 from eyas.tools.workloads.speculative import DRAFTER_METHOD, NGRAM_METHOD
 
@@ -55,7 +56,7 @@ def save(run: RunDir, result: DeployResult) -> None:
     save_result(run, result)
     view = read_run(run)
     state = view.state if view.started else None
-    min_speedup = Policy.model_validate(run.meta().get("policy") or {}).deploy_min_speedup
+    min_speedup = started_policy(run.meta()).deploy_min_speedup
     steps = run_next_steps(state or {}, result.model_dump(), min_speedup)
     report = run.report.read_text() if run.report.exists() else f"# eyas run {run.run_id}\n"
     run.write_report(with_deploy(report, result.model_dump(), steps))
@@ -224,7 +225,7 @@ def deploy_command(
     run = open_run(run_id)
     state = cast(RunState, read_run(run).state)
     drafter_dir = drafter or state.get("artifacts", {}).get("drafter")
-    policy = Policy.model_validate(run.meta().get("policy") or {})
+    policy = started_policy(run.meta())
     # A drafter named on the command line is what is asked for; otherwise the method given, else the winner.
     asked = method.value if method else (DRAFTER_METHOD if drafter else None)
     picked = hand_choice(run.run_id, state, policy, drafter_dir or "", asked, k)

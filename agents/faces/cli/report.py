@@ -58,17 +58,15 @@ def check_run_count(run_ids: list[str], compare: bool) -> list[str]:
 def write_single(run: RunDir, result: dict[str, Any]) -> Path:
     # The graph's modules (langgraph, ~0.5 s) load here, not at start-up of every eyas process.
     from eyas.agents.faces.report_html.page import write_html_report
-    from eyas.agents.faces.report_html.record import load_record
     from eyas.graph.life.run_view import read_run
-    from eyas.graph.phases.report.outcome import run_outcome
+    from eyas.graph.life.stored_outcome import stored_outcome
 
     view = read_run(run)
-    state = view.state if view.started else None
-    path = write_html_report(run.root, state)
+    path = write_html_report(run.root, view.state if view.started else None)
     console.print(f"report: {escape(str(path))}")
-    record = load_record(run.root, state)
+    outcome = stored_outcome(run, view)
     result.update(run_id=run.run_id, html=str(path), markdown=str(run.report) if run.report.exists() else None,
-                  outcome=run_outcome(record.state, record.deploy).model_dump(mode="json"))  # fmt: skip
+                  outcome=outcome.model_dump(mode="json") if outcome else None)  # fmt: skip
     return path
 
 

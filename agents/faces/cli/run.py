@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from eyas.agents.faces.cli.console import console, errors, json_result, notice, print_json
+from eyas.agents.faces.cli.console import console, errors, json_result, notice, print_json, say_next_steps
 from eyas.agents.faces.cli.detach import DetachOption, detach_driver, same_command
 from eyas.agents.faces.cli.evaluation_tables import evaluation_table, latency_table
 from eyas.agents.faces.cli.flags import ConfigOption, JsonOption
@@ -97,8 +97,7 @@ def print_next_steps(run: RunDir, state: dict[str, Any], policy: Policy) -> None
     from eyas.graph.phases.deploy.record import deploy_record
     from eyas.graph.phases.report.next_step import run_next_steps
 
-    for index, step in enumerate(run_next_steps(state, deploy_record(run), policy.deploy_min_speedup)):
-        console.print(f"{'also' if index else 'next step'}: {step}", markup=False, highlight=False, soft_wrap=True)
+    say_next_steps(run_next_steps(state, deploy_record(run), policy.deploy_min_speedup))
 
 
 def finish(outcome: Outcome) -> None:
@@ -110,7 +109,7 @@ def ending(outcome: Outcome) -> ExitCode:
     away); or ended early (a refused drafter, a rejected phase, a path that cannot work here, an aborted job, a
     deploy that failed), which is a no: a script must not read a stopped run, or a drafter not kept, as a done one."""
     from eyas.graph.phases.deploy.record import deploy_record
-    from eyas.graph.phases.report.outcome import deploy_facts
+    from eyas.graph.phases.report.deploy_facts import deploy_facts
 
     if not outcome.finished:
         return ExitCode.GATE

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from eyas.agents.faces.cli.console import console, decision_text, print_json
+from eyas.agents.faces.cli.console import console, decision_text, print_json, say, say_next_steps
 from eyas.agents.faces.cli.flags import JsonOption
 from eyas.agents.faces.cli.id_cells import add_id_column, shown_ids
 from eyas.agents.faces.job_table import BAR_WIDTH, job_rows
@@ -26,19 +26,18 @@ def status_command(
 ) -> None:
     """Where a run is: its phase, the gate it waits at, each job with its progress, and the decisions so far."""
     from eyas.graph.life.run_view import read_run
+    from eyas.graph.life.stored_outcome import stored_outcome
     from eyas.graph.life.watch import driver_facts
-    from eyas.graph.phases.deploy.record import deploy_record
-    from eyas.graph.phases.report.outcome import run_outcome
 
     run = open_run(run_id)
     view = read_run(run)
     state, pending = view.state, view.pending
     jobs, unreachable = job_rows(run, state)
     evaluation = run_evaluation(state)
-    outcome = run_outcome(state, deploy_record(run))
+    outcome = stored_outcome(run, view)
     summary = {
         "run_id": run_id,
-        "outcome": outcome.model_dump(mode="json"),
+        "outcome": outcome.model_dump(mode="json") if outcome else None,
         "phase": state.get("phase"),
         "driven": run.is_driven(),
         "driver": driver_facts(run, time.time()),
@@ -57,8 +56,9 @@ def status_command(
     phase = summary["phase"] or "none yet (the run has not started its first phase)"
     driven = "driven now" if summary["driven"] else "idle"
     console.print(f"[bold]{escape(run_id)}[/]: phase {escape(phase)}; {driven}")
-    if view.ended:
-        console.print(f"outcome: {outcome.headline}", markup=False, highlight=False)
+    if outcome is not None and (view.ended or not view.started):  # ended, or a recorded run: how it ended first
+        say(f"outcome: {outcome.headline}")
+        say_next_steps(outcome.next_steps)
     if summary["driver"]:
         print_driver(summary["driver"], waiting=pending is not None)
     if pending:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from eyas.graph.life.transcript_state import fold_state
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.recording.transcript import ApprovalEvent, CommandEvent, Event, NodeEvent, RunEvent, TranscriptError
 from eyas.tools.recording.transcript_reader import read_transcript
@@ -90,41 +91,6 @@ def _read_json(path: Path, missing: list[str]) -> dict[str, Any]:
         missing.append(f"{path.name} (not there or not JSON)")
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def fold_state(events: list[Event]) -> dict[str, Any]:
-    """The state the run reached, from what its nodes returned and how its gates were answered: node outputs
-    merge in order (decisions add up, as in RunState); a gate approved by the policy, or with its downtime window,
-    shows it in its view."""
-    state: dict[str, Any] = {}
-    decisions: list[dict[str, Any]] = []
-    for event in events:
-        if isinstance(event, RunEvent):
-            state.update(run_id=(event.input or {}).get("run_id"), sizes=event.meta.get("sizes"),
-                         eyas=event.meta.get("eyas"))  # fmt: skip
-        elif isinstance(event, ApprovalEvent) and event.decision:
-            decisions.append({"gate": event.gate, "action": event.decision, "reason": event.reason, "who": event.who})
-        elif isinstance(event, NodeEvent) and event.phase == "end" and isinstance(event.output, dict):
-            output = dict(event.output)
-            if output.get("kind") in ("gate", "failure"):
-                decisions += _policy_decision(output)
-                continue
-            decisions += output.pop("decisions", [])
-            state.update(output)
-    state["decisions"] = decisions
-    return {key: value for key, value in state.items() if value is not None}
-
-
-def _policy_decision(view: dict[str, Any]) -> list[dict[str, Any]]:
-    """A gate that passed without asking: approved by the policy, or with its downtime window at an earlier gate."""
-    approved = view.get("window_approval")
-    if isinstance(approved, dict):
-        return [{"gate": view.get("phase"), "action": "approve", "reason": approved.get("reason", ""),
-                 "who": approved.get("who", "")}]  # fmt: skip
-    policy = view.get("policy")
-    if isinstance(policy, dict) and policy.get("approve"):
-        return [{"gate": view.get("phase"), "action": "approve", "reason": policy.get("reasons", ""), "who": "policy"}]
-    return []
 
 
 def timeline(events: list[Event]) -> list[Span]:

@@ -14,7 +14,7 @@ from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
 from eyas.graph.phases.report.headline import headline
 from eyas.graph.phases.report.next_step import run_next_steps
 from eyas.graph.phases.report.node import EVALUATION_KEYS, SIDE_BY_SIDE, online_caption, online_rows, side_by_side_rows
-from eyas.graph.policy import Policy
+from eyas.graph.policy import started_policy
 from eyas.graph.state import run_plan
 
 JOB_PHASES = ("data", "extract", "vocab", "train", "evaluate")
@@ -110,7 +110,7 @@ def summary(record: RunRecord) -> str:
 
 def next_steps_of(record: RunRecord) -> list[str]:
     """The report's next steps, held to the deploy_min_speedup of the policy the run started with."""
-    min_speedup = Policy.model_validate(record.meta.get("policy") or {}).deploy_min_speedup
+    min_speedup = started_policy(record.meta).deploy_min_speedup
     return run_next_steps(record.state, record.deploy, min_speedup)
 
 

@@ -36,9 +36,10 @@ from eyas.tools.errors import EyasError
 from eyas.tools.private_files import write_private
 from eyas.tools.service.base import Service, ServiceError
 from eyas.tools.service.choose import production_service
-from eyas.tools.service.deploy import Thresholds, deploy, drop_in_text, share_drafter_command
+from eyas.tools.service.deploy import deploy, drop_in_text, share_drafter_command
 from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.service.keep_rule import method_words
+from eyas.tools.service.thresholds import Thresholds
 from eyas.tools.workloads.speculative import DRAFTER_METHOD, drafter_config
 
 CHOICES = ("approve", "reject")  # an edit has nothing to change here

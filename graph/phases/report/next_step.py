@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eyas.graph.phases.deploy.tournament import candidates_at_one
 from eyas.graph.phases.evaluate.record import run_evaluation
-from eyas.graph.phases.report.outcome import deploy_facts
+from eyas.graph.phases.report.deploy_facts import deploy_facts
 from eyas.tools.service.winner import Candidate, clears
 from eyas.tools.settings.sizes import recorded_sizes
 from eyas.tools.settings.units import figure

@@ -5,47 +5,12 @@ headline, and every method the evaluation measured. `eyas status --json`, `eyas 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any
 
 from eyas.graph.phases.evaluate.record import DRAFTER, NGRAM, TARGET_ALONE, Evaluation, run_evaluation
+from eyas.graph.phases.report.deploy_facts import DeployFacts, ScriptRecord, deploy_facts
 from eyas.graph.phases.report.headline import headline
-from eyas.graph.state import DeployStatus
-from eyas.tools.launch.unit_file import parse_vllm_argv
-from eyas.tools.service.deploy_result import DeployResult
-from eyas.tools.settings.sizes import recorded_sizes
-
-NOT_DEPLOYED = "not_deployed"
-DeployEnding = DeployStatus | Literal["not_deployed"]
-
-
-class ScriptRecord(BaseModel):
-    """JSON a script reads: every key always there (null where unknown), none beyond them."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ProductionFigures(ScriptRecord):
-    """Production measured by its own counters over the deploy's probe requests, before and with the drafter."""
-
-    tokens_per_s_before: float | None
-    tokens_per_s_after: float | None
-    speedup: float | None  # after over before
-    mean_acceptance_length: float | None  # with the drafter
-    acceptance_rate: float | None
-
-
-class DeployFacts(ScriptRecord):
-    """What the deploy did: kept or rolled back (production's verdict), rejected at the gate, skipped by the policy,
-    failed, or not deployed (the run never reached it); which speculation and k it put in or tried."""
-
-    status: DeployEnding
-    reason: str | None
-    method: str | None
-    k: int | None
-    drafter: str | None
-    production: ProductionFigures | None  # None where production was not restarted with the drafter
+from eyas.graph.phases.report.next_step import run_next_steps
 
 
 class MethodFigures(ScriptRecord):
@@ -64,67 +29,22 @@ class RunOutcome(ScriptRecord):
     """The outcome of one run, as a script reads it."""
 
     headline: str
+    # What would make production faster, in the order to take them (graph/phases/report/next_step.py): the first is
+    # the next step. Empty where the drafter runs in production or nothing was evaluated yet.
+    next_steps: list[str]
     deploy: DeployFacts
     evaluated: list[MethodFigures]  # empty before the evaluation ended
 
 
-def run_outcome(state: Mapping[str, Any], deployed: Mapping[str, Any] | None) -> RunOutcome:
+def run_outcome(state: Mapping[str, Any], deployed: Mapping[str, Any] | None, min_speedup: float) -> RunOutcome:
     """The outcome from the run's state and its deploy.json (`deployed`, what `eyas deploy` or `eyas rollback` did
-    last, which supersedes the deploy phase's own outcome, as in the headline)."""
+    last, which supersedes the deploy phase's own outcome, as in the headline); its next steps held to the
+    deploy_min_speedup of the policy the run started with (`min_speedup`)."""
     return RunOutcome(
         headline=headline(state, deployed),
+        next_steps=run_next_steps(state, deployed, min_speedup),
         deploy=deploy_facts(state, deployed),
         evaluated=evaluated_methods(run_evaluation(state)),
-    )
-
-
-def deploy_facts(state: Mapping[str, Any], deployed: Mapping[str, Any] | None) -> DeployFacts:
-    if deployed is not None and deployed.get("reason") != "not deployed yet":
-        return _from_result(DeployResult.model_validate(deployed))
-    phase = state.get("deploy")
-    if not phase:
-        return DeployFacts(status=NOT_DEPLOYED, reason=None, method=None, k=None, drafter=None, production=None)
-    restarted = phase["status"] in ("kept", "rolled_back")
-    # What production runs now names the method and k kept; a rollback left production as it was, so the method tried
-    # is not in its argv, and the run's own k is the drafter's.
-    served = parse_vllm_argv(list(phase.get("argv_after") or []))
-    kept = (served.speculative_config if served is not None else None) or {}
-    k = int(kept.get("num_speculative_tokens") or recorded_sizes(state.get("sizes") or {}).num_speculative_tokens)
-    before, after = phase.get("tokens_per_s_before"), phase.get("tokens_per_s_after")
-    production = ProductionFigures(
-        tokens_per_s_before=before,
-        tokens_per_s_after=after,
-        speedup=after / before if before and after is not None else None,
-        mean_acceptance_length=phase.get("mean_acceptance_length"),
-        acceptance_rate=phase.get("acceptance_rate"),
-    )
-    return DeployFacts(
-        status=phase["status"],
-        reason=phase.get("reason"),
-        method=str(kept["method"]) if kept.get("method") else None,
-        k=k if restarted else None,
-        drafter=phase.get("drafter"),
-        production=production if restarted else None,
-    )
-
-
-def _from_result(result: DeployResult) -> DeployFacts:
-    served = parse_vllm_argv(result.argv_deployed)
-    speculative = (served.speculative_config if served is not None else None) or {}
-    k = speculative.get("num_speculative_tokens")
-    return DeployFacts(
-        status="kept" if result.kept else "rolled_back",
-        reason=result.reason,
-        method=speculative.get("method"),
-        k=int(k) if k is not None else None,
-        drafter=speculative.get("model"),
-        production=ProductionFigures(
-            tokens_per_s_before=result.before.tokens_per_s if result.before else None,
-            tokens_per_s_after=result.after.tokens_per_s if result.after else None,
-            speedup=result.speedup,
-            mean_acceptance_length=result.after.mean_acceptance_length if result.after else None,
-            acceptance_rate=result.after.acceptance_rate if result.after else None,
-        ),
     )
 
 
