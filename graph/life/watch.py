@@ -285,9 +285,10 @@ def _listed(run: RunDir, now: float) -> dict[str, Any]:
     from eyas.graph.life.run_view import read_run, run_condition
     from eyas.graph.phases.deploy.record import deploy_record
     from eyas.graph.phases.report.outcome import run_outcome
+    from eyas.graph.run_facts import run_facts
 
     view = read_run(run)
     report = str(run.report) if run.report.exists() else None
     outcome = run_outcome(view.state, deploy_record(run)).model_dump(mode="json") if view.started else None
-    return {"run": run.run_id, "phase": str(view.state.get("phase", "")), "state": run_condition(run, view),
+    return {"run": run.run_id, "phase": run_facts(view.state).phase or "", "state": run_condition(run, view),
             "damage": None, "driver": driver_facts(run, now), "report": report, "outcome": outcome}  # fmt: skip
