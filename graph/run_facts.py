@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from eyas.graph.state import Decision, DeployOutcome, Failure, Record, RunPlan
-from eyas.tools.settings.sizes import Sizes, recorded_sizes
+from eyas.tools.settings.sizes import Sizes, SizeValue, recorded_sizes
 
 
 class Check(Record):
@@ -52,10 +52,10 @@ class Stop(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    phase: str
-    service: str
-    backend: str
-    downtime_s: float
+    phase: str = ""
+    service: str = ""
+    backend: str = ""
+    downtime_s: float = 0.0
     load_s: float | None = None
     restarted_because: str = ""
 
@@ -81,7 +81,9 @@ class RunFacts(BaseModel):
     run_id: str | None = None
     phase: str | None = None
     eyas: dict[str, str | None] = Field(default_factory=dict)
-    sizes: Sizes = Field(default_factory=Sizes)  # as recorded (graph/state.py's run_sizes)
+    # The sizes key for key as the run recorded them (a run may predate a size), typed by `sizes` when read: a bad
+    # size fails the node that uses it, not every node that reads the state.
+    recorded_sizes: dict[str, SizeValue] = Field(default_factory=dict, alias="sizes")
     verification: dict[str, Check] = Field(default_factory=dict)
     free_disk_bytes: int | None = None
     gpus: Gpus = Field(default_factory=Gpus)
@@ -107,10 +109,21 @@ class RunFacts(BaseModel):
     production: ProductionLog | None = None
     deploy: DeployOutcome | None = None
 
-    @field_validator("sizes", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _as_recorded(cls, recorded: object) -> object:
-        return recorded_sizes(recorded or {}) if isinstance(recorded, Mapping | None) else recorded
+    def _null_is_absent(cls, state: object) -> object:
+        # A checkpoint or a folded transcript may hold a key as null: it reads as not written yet.
+        return (
+            {key: value for key, value in state.items() if value is not None} if isinstance(state, Mapping) else state
+        )
+
+    @field_validator("failure", mode="before")
+    @classmethod
+    def _failure_as_told(cls, failure: object) -> object:
+        # A state folded from a transcript, or told by a notice, may hold the failure without its log or diagnosis.
+        if isinstance(failure, Mapping):
+            return {key: "" for key in Failure.__annotations__} | dict(failure)
+        return failure
 
     @field_validator("plan", mode="before")
     @classmethod
@@ -121,6 +134,11 @@ class RunFacts(BaseModel):
     @classmethod
     def _not_replanned(cls, plan: object) -> object:
         return plan or None
+
+    @property
+    def sizes(self) -> Sizes:
+        """The run's sizes, typed as they were recorded (a key the run lacks takes its default)."""
+        return recorded_sizes(self.recorded_sizes)
 
     def ran(self, phase: str) -> bool:
         """The phase launched its jobs in this run."""

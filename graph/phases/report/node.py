@@ -352,9 +352,9 @@ def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
         update["online"] = online
     if run.ran("evaluate") and not run.failure and not run.stopped:
         measured = json.loads(ctx.host.read_text(ctx.artifact("evaluation")))
-        # What the numbers were measured on and trained with, so that a result file stands on its own (the sizes
-        # key for key as the run recorded them, which may predate a size: not Sizes' dump).
-        update["evaluation"] = {**measured, "data": {"prompts": run.prompts, "sizes": state.get("sizes")}}
+        # What the numbers were measured on and trained with, so that a result file stands on its own.
+        data = {"prompts": run.prompts, "sizes": run.recorded_sizes if "sizes" in state else None}
+        update["evaluation"] = {**measured, "data": data}
     if run.ran("train"):
         make_ready_to_publish(ctx, {**state, **update})  # type: ignore[typeddict-item]
         files = list_files(ctx.host, ctx.artifact("drafter"))

@@ -23,7 +23,7 @@ AUTO_OPTIMIZER = "auto: Muon on CUDA, AdamW on a CPU (train.py's log names the o
 def size_rows(state: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """Each size the run recorded: its name, its value and what it means (Sizes' own description)."""
     rows = []
-    for name, value in (state.get("sizes") or {}).items():  # as recorded: a run may predate a size
+    for name, value in run_facts(state).recorded_sizes.items():
         field = Sizes.model_fields.get(name)
         rows.append((name, shown_size(value), (field.description or "") if field else ""))
     return rows
