@@ -18,10 +18,10 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import production_action
+from eyas.graph.gates.deploy import change_of, deploy_view
 from eyas.graph.gates.production import phase_servers, step_text, stop_commands, with_waits
 from eyas.graph.phases.data import node as data
 from eyas.graph.phases.data.drafter import drafter_spec
-from eyas.graph.phases.deploy.node import deploy_view
 from eyas.graph.phases.plan import node as plan
 from eyas.graph.phases.verify import node as verify
 from eyas.graph.pipeline import PHASES
@@ -185,16 +185,15 @@ def _phase(ctx: RunContext, state: RunState, name: str, build: Any) -> dict[str,
 def _deploy(ctx: RunContext, state: RunState) -> dict[str, Any]:
     """The deploy step as its gate would show it: production's argv with the drafter, the steps, the rollback."""
     view = deploy_view(ctx, state)
-    change = view["deploy"]
-    production = dict((view.get("production") or {}).get("deploy") or {})
+    change = change_of(view)
+    production = view.production.get("deploy")
     entry: dict[str, Any] = {"phase": "deploy", "phase_hours": None, "gate": "gate_deploy",
-                             "gpus": production.pop("gpus", []), "steps": view["commands"]}  # fmt: skip
-    servers = production.pop("servers", None)
-    entry["production"] = production
-    if servers is not None:
-        entry["servers"] = {"servers": {"production with the drafter": servers["servers"]["after"]}}
-    if change.get("error"):
-        entry["error"] = change["error"]
+                             "gpus": production.gpus if production else [], "steps": view.commands}  # fmt: skip
+    entry["production"] = production.model_dump(mode="json", exclude={"gpus", "servers"}) if production else {}
+    if production is not None and production.servers is not None:
+        entry["servers"] = {"servers": {"production with the drafter": production.servers.servers["after"]}}
+    if change.error is not None:
+        entry["error"] = change.error
         entry["production"] = {"action": "keep", "reason": "the deploy cannot be made, so production is not touched"}
     return entry
 

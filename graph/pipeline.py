@@ -26,6 +26,8 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import Node, RunContext, RunGraph
 from eyas.graph.downtime import restoring_production, stopping_production
+from eyas.graph.gates.deploy import after_deploy_gate, gate_deploy
+from eyas.graph.gates.failure import failure_gate
 from eyas.graph.gates.gate import after_gate, make_gate
 from eyas.graph.phases.data import node as data
 from eyas.graph.phases.data.drafter import prepare_drafter
@@ -38,8 +40,9 @@ from eyas.graph.phases.report import node as report
 from eyas.graph.phases.research import node as research
 from eyas.graph.phases.train import node as train
 from eyas.graph.phases.verify import node as verify
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import RunState
-from eyas.graph.supervise import SpecBuilder, after_monitor, failure_gate, make_launch, make_monitor
+from eyas.graph.supervise import SpecBuilder, after_monitor, make_launch, make_monitor
 from eyas.graph.window import GATE_OF, GATE_PHASES
 from eyas.tools.errors import EyasError
 
@@ -117,7 +120,7 @@ def needs_run_context(name: str, fn: Node) -> Node:
 
 def first_phase(state: RunState) -> str:
     """Where the run starts after planning: existing generated data skips the data phase."""
-    return BY_NAME["extract"].entry if "conversations" in state.get("artifacts", {}) else BY_NAME["data"].entry
+    return BY_NAME["extract"].entry if "conversations" in run_facts(state).artifacts else BY_NAME["data"].entry
 
 
 def retry_target(state: RunState) -> str:
@@ -144,7 +147,7 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None, *, context_sche
     ):
         add(name, recorded(name, fn))
     add("failure_gate", failure_gate)
-    add("gate_deploy", deploy.gate_deploy)
+    add("gate_deploy", gate_deploy)
     graph.add_edge(START, "research")
     graph.add_edge("research", "verify")
     graph.add_edge("verify", "plan")
@@ -174,7 +177,7 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None, *, context_sche
         graph.add_edge(phase.launch, phase.monitor)
         graph.add_conditional_edges(phase.monitor, after_monitor, {"done": following, "failed": "failure_gate"})
 
-    graph.add_conditional_edges("gate_deploy", deploy.after_deploy_gate, ["deploy", "report"])
+    graph.add_conditional_edges("gate_deploy", after_deploy_gate, ["deploy", "report"])
     graph.add_edge("deploy", "report")
     graph.add_conditional_edges("failure_gate", retry_target, ["report", *(phase.launch for phase in PHASES)])
     graph.add_edge("report", END)

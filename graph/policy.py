@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from eyas.graph.phases.deploy.tournament import DecidingConcurrency, Tournament, tournament
 from eyas.graph.phases.evaluate.record import Evaluation
+from eyas.graph.run_facts import Check
 from eyas.tools.errors import ConfigError
 from eyas.tools.planning.prompt_supply import PromptSupply, supply_verdict
 from eyas.tools.recording.redact import Redactor
@@ -141,7 +142,7 @@ def judge(
     policy: Policy,
     phase: str,
     estimate: PhaseEstimate,
-    verification: dict[str, dict[str, str]],
+    verification: Mapping[str, Check | Mapping[str, str]],
     prompts: PromptSupply | None = None,
 ) -> Verdict:
     """Approve when every budget holds, and (at the data gate, which is given the plan's `prompts`) when the prompt
@@ -152,8 +153,9 @@ def judge(
         blockers.append(f"the plan does not fit: {estimate.verdict or 'not enough disk'}")
     if prompts is not None and prompts.enough is False:
         blockers.append(f"the prompt source holds too few prompts: {supply_verdict(prompts)}")
-    failed = [name for name, check in verification.items() if check["status"] == "fail"]
-    warned = [name for name, check in verification.items() if check["status"] == "warn"]
+    statuses = {name: Check.model_validate(check).status for name, check in verification.items()}
+    failed = [name for name, status in statuses.items() if status == "fail"]
+    warned = [name for name, status in statuses.items() if status == "warn"]
     if failed:
         blockers.append(f"verification failed: {', '.join(failed)}")
     elif warned and not policy.allow_warnings:

@@ -126,19 +126,25 @@ class Decision(TypedDict):
 DeployStatus = Literal["kept", "rolled_back", "rejected", "skipped", "failed"]
 
 
-class DeployOutcome(TypedDict):
-    """The deploy phase's end: what production runs now, and what its own counters measured with the drafter."""
+class DeployOutcome(Record):
+    """The deploy phase's end: what production runs now, and what its own counters measured with the method deployed.
+    The state keeps its JSON dump; `RunFacts.deploy` reads it back typed."""
 
     status: DeployStatus  # kept | rolled_back (production said no) | rejected (gate) | skipped (policy) | failed
     reason: str
-    drafter: str | None
-    mean_acceptance_length: float | None  # from production's /metrics over the probe requests, with the drafter
-    acceptance_rate: float | None
-    tokens_per_s_before: float | None
-    tokens_per_s_after: float | None
-    downtime_s: float | None  # restarts until healthy (the rollback's too)
-    argv_before: list[str]
-    argv_after: list[str]  # what production runs now
+    drafter: str | None = None
+    mean_acceptance_length: float | None = None  # from production's /metrics over the probe requests
+    acceptance_rate: float | None = None
+    tokens_per_s_before: float | None = None
+    tokens_per_s_after: float | None = None
+    downtime_s: float | None = None  # restarts until healthy (the rollback's too)
+    argv_before: list[str] = Field(default_factory=list)
+    argv_after: list[str] = Field(default_factory=list)  # what production runs now
+
+    @property
+    def restarted(self) -> bool:
+        """Production restarted with the method (kept, or rolled back after its counters said no)."""
+        return self.status in ("kept", "rolled_back")
 
 
 class GateAnswer(BaseModel):
@@ -207,7 +213,7 @@ class RunState(TypedDict, total=False):
     report: str
     stopped: str | None  # why the run ended early (rejected, aborted)
     production: dict[str, Any]  # graph/downtime.py's summary: stopped now?, each stop's downtime
-    deploy: DeployOutcome  # the deploy phase's outcome (graph/phases/deploy/node.py)
+    deploy: dict[str, Any]  # DeployOutcome.model_dump(mode="json"), read back with run_facts(state).deploy
 
 
 def run_sizes(state: RunState) -> Sizes:

@@ -7,12 +7,12 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from langgraph.runtime import Runtime
-from langgraph.types import interrupt
 
 from eyas.graph.context import Node, RunContext
 from eyas.graph.crash_points import crash_point
 from eyas.graph.policy import Policy
-from eyas.graph.state import FAILURE_ACTIONS, Failure, GateAnswer, RunState
+from eyas.graph.run_facts import run_facts
+from eyas.graph.state import Failure, RunState
 from eyas.tools.hosts.patience import Backoff, patiently, stamp
 from eyas.tools.jobs.detached import JobSpec, JobState, JobStatus, last_words
 from eyas.tools.jobs.executor import JobExecutor, launch_noted
@@ -39,7 +39,8 @@ def make_launch(
         prepared = setup(ctx, state) if setup is not None else {}
         jobs = ctx.jobs
         # Reached after a failure only through the failure gate's "retry": relaunch what failed or was lost.
-        if state.get("failure") is not None:
+        run = run_facts(state)
+        if run.failure is not None:
             clear_for_retry(jobs, [spec.job_id for spec in specs], together)
         crash_point("before_launch")
         for spec in specs:
@@ -50,8 +51,8 @@ def make_launch(
             **prepared,
             "phase": phase,
             "failure": None,
-            "jobs": {**state.get("jobs", {}), phase: [spec.job_id for spec in specs]},
-            "artifacts": {**state.get("artifacts", {}), artifact: ctx.artifact(artifact)},
+            "jobs": {**run.jobs, phase: [spec.job_id for spec in specs]},
+            "artifacts": {**run.artifacts, artifact: ctx.artifact(artifact)},
         }
 
     launch.__name__ = f"launch_{phase}"
@@ -141,18 +142,5 @@ def diagnose(state: JobState, tail: str) -> str:
     return f"Exit code {state.rc}; the log ends with: {last_words(tail) or '(empty log)'}"
 
 
-def failure_gate(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Stop at the failure and ask: retry (the workloads resume where they stopped) or abort."""
-    failure = state["failure"]
-    assert failure is not None
-    answer = GateAnswer.model_validate(interrupt({"kind": "failure", **failure, "choices": list(FAILURE_ACTIONS)}))
-    if answer.action not in FAILURE_ACTIONS:
-        raise ValueError(f"A failure gate takes {' or '.join(FAILURE_ACTIONS)}, got {answer.action!r}.")
-    update: dict[str, Any] = {"decisions": [answer.decision(f"failure:{failure['phase']}")]}
-    if answer.action == "abort":
-        update["stopped"] = f"aborted after {failure['job_id']} {failure['status']}"
-    return update
-
-
 def after_monitor(state: RunState) -> Literal["failed", "done"]:
-    return "failed" if state.get("failure") else "done"
+    return "failed" if run_facts(state).failure else "done"

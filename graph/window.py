@@ -12,6 +12,7 @@ so production never sits stopped while a person is waited for.
 
 from __future__ import annotations
 
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import Decision, RunPlan, RunState, run_plan
 from eyas.tools.planning.downtime_window import DowntimeWindow
 
@@ -46,7 +47,7 @@ def window_approval(state: RunState, gate: str) -> Decision | None:
     if window is None or GATE_OF[window.first] == gate:
         return None
     inside = {phase for phase in phases if phase in span(window)}
-    asked = [decision for decision in state.get("decisions", []) if decision["gate"] == GATE_OF[window.first]]
+    asked = [decision for decision in run_facts(state).decisions if decision["gate"] == GATE_OF[window.first]]
     if not asked or asked[-1]["action"] != "approve" or not inside <= set(asked[-1].get("window", [])):
         return None
     return asked[-1]

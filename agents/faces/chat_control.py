@@ -15,7 +15,8 @@ from eyas.agents.faces.job_table import job_rows
 from eyas.agents.faces.progress_text import detail_text
 from eyas.agents.operator_tools import size_flags
 from eyas.agents.service_tools import command_change, downtime
-from eyas.graph.gates.view import FailureView, read_view
+from eyas.graph.gates.failure import FailureView
+from eyas.graph.gates.view import read_view
 from eyas.graph.life.answers import pending_view, record_gate_answer
 from eyas.graph.life.run_view import read_run
 from eyas.graph.phases.deploy.record import DEPLOY_FILE

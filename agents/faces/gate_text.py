@@ -137,8 +137,8 @@ def _window(view: GateView) -> list[Line]:
 
 def _deploy(view: GateView) -> list[Line]:
     """Why a deploy cannot be made, when it cannot (its commands are then none)."""
-    error = (view.deploy or {}).get("error")
-    return [Line("cannot deploy", str(error), alarm=True)] if error else []
+    error = view.deploy.error if view.deploy is not None else None
+    return [Line("cannot deploy", error, alarm=True)] if error else []
 
 
 def cluster_lines(cluster: ClusterView | None) -> list[str]:

@@ -12,6 +12,7 @@ from langgraph.types import interrupt
 from eyas.graph.context import Node, RunContext
 from eyas.graph.gates.paths import blocked_stop
 from eyas.graph.gates.view import GateView, gate_view
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import APPROVAL_ACTIONS, Decision, GateAnswer, RunState, run_sizes
 from eyas.graph.supervise import SpecBuilder
 from eyas.tools.settings.sizes import Sizes
@@ -65,5 +66,5 @@ def apply_answer(
 def after_gate(state: RunState) -> Literal["launch", "replan", "stop"]:
     action = state["decisions"][-1]["action"]
     if action == "approve":
-        return "stop" if state.get("stopped") else "launch"
+        return "stop" if run_facts(state).stopped else "launch"
     return "replan" if action == "edit" else "stop"

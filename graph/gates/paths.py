@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from eyas.graph.gates.production import GATE_PHASES
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import RunState, run_plan
 from eyas.tools.planning.paths import with_backend
 
@@ -37,7 +38,7 @@ def paths_view(phase: str, state: RunState) -> dict[str, Any]:
     later = [path.blocked for name, path in paths.items() if name not in names and path.blocked]
     if later:
         view["blocked_later"] = later
-    research = state.get("research_summary")
+    research = run_facts(state).research_summary
     if research:
         view["research"] = research
     return view

@@ -20,6 +20,7 @@ from eyas.graph.phases.servers import (
     online_training,
     production_launch,
 )
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import RunState, run_plan
 from eyas.graph.window import GATE_PHASES, opened_at, span, window_of
 from eyas.tools.checks.server_flags import EVALUATE_OWN, EXTRACT_OWN
@@ -60,12 +61,12 @@ def stop_commands(ctx: RunContext, state: RunState, phase: str) -> list[str]:
 def generation_waits(phase: str, state: RunState) -> str | None:
     """Why the data phase cannot generate yet: its requests go to production's server, which verify found not
     answering (the plan then assumed its rates). None for any other phase, or with production up."""
-    health = state.get("verification", {}).get("health") or {}
-    if phase != "data" or health.get("status") != "fail":
+    health = run_facts(state).verification.get("health")
+    if phase != "data" or health is None or health.status != "fail":
         return None
     return (
         "generation cannot run until production is up: it sends every request to production's server, which did not "
-        f"answer when the run verified the host ({health.get('message')}); start production, then approve"
+        f"answer when the run verified the host ({health.message}); start production, then approve"
     )
 
 

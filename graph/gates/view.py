@@ -1,5 +1,6 @@
 """What a gate shows, typed: `GateView` for an approval gate (the phases' gates, built here by `gate_view`, and the
-deploy gate, built by graph/phases/deploy/node.py), `FailureView` for a failed job (graph/supervise.py).
+deploy gate, built by graph/gates/deploy.py with its `DeployChange`), `FailureView` for a failed job
+(graph/gates/failure.py).
 
 A view travels as plain JSON: the gate node returns `model_dump(mode="json")`, which the transcript records, the
 interrupt carries and the checkpoint keeps; whoever shows or answers it (the terminal, the dashboard, `eyas
@@ -22,16 +23,17 @@ from pydantic import (
 )
 
 from eyas.graph.context import RunContext
+from eyas.graph.gates.deploy_change import DeployChange
+from eyas.graph.gates.failure import FailureView
 from eyas.graph.gates.paths import paths_view
 from eyas.graph.gates.production import generation_waits, production_estimate, production_view
 from eyas.graph.phases.data.drafter import DrafterCheck
 from eyas.graph.policy import PhaseEstimate, judge
+from eyas.graph.run_facts import Check, run_facts
 from eyas.graph.state import (
     APPROVAL_ACTIONS,
-    FAILURE_ACTIONS,
     Action,
     Record,
-    RunPlan,
     RunState,
     run_plan,
     run_sizes,
@@ -64,14 +66,7 @@ class GateEstimate(PhaseEstimate):
         return {key: value for key, value in handler(self).items() if not key.startswith("start_") or value is not None}
 
 
-Figure = bool | int | float | str | None  # one of a deploy gate's figures (graph/phases/deploy/node.py)
-
-
-class Check(Record):
-    """One of verify's checks: ok, warn or fail, and what it found."""
-
-    status: str
-    message: str
+Figure = bool | int | float | str | None  # one of a deploy gate's figures (graph/gates/deploy.py)
 
 
 class Servers(Record):
@@ -160,7 +155,7 @@ class GateView(Record):
     blocked: list[str] = Field(default_factory=list, description="why a covered phase cannot run here")
     blocked_later: list[str] = Field(default_factory=list, description="why a later phase cannot run here")
     research: ResearchSummary | None = None
-    deploy: dict[str, Any] | None = Field(None, description="the deploy gate's change (graph/phases/deploy/node.py)")
+    deploy: DeployChange | None = Field(None, description="the deploy gate's change (graph/gates/deploy.py)")
     window: DowntimeWindow | None = Field(None, description="the downtime window approved with this gate")
     window_approval: WindowApproval | None = None
     policy: GatePolicy | None = None
@@ -174,22 +169,6 @@ class GateView(Record):
         """The answers the gate takes: those it names (the deploy gate has nothing to edit), else approve, edit and
         reject."""
         return tuple(self.choices) or APPROVAL_ACTIONS
-
-
-class FailureView(Record):
-    """A job of the phase failed: its status, the log's tail and a diagnosis; the gate asks retry or abort."""
-
-    kind: Literal["failure"]
-    phase: str
-    job_id: str
-    status: str
-    log_tail: str
-    diagnosis: str
-    choices: list[Action] = Field(default_factory=list)
-
-    @property
-    def actions(self) -> tuple[Action, ...]:
-        return tuple(self.choices) or FAILURE_ACTIONS
 
 
 _PENDING: TypeAdapter[GateView | FailureView] = TypeAdapter(
@@ -217,7 +196,8 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
     plan = run_plan(state)
     planned = plan.phase(phase)
     production = production_view(phase, state, ctx)
-    start = RunPlan.model_validate(state["plan_at_start"]) if state.get("plan_at_start") else None
+    run = run_facts(state)
+    start = run.plan_at_start
     estimate = GateEstimate(
         phase_hours=planned.phase_hours,
         disk_bytes=planned.disk_bytes,
@@ -229,7 +209,7 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
         start_phase_hours=start.phase(phase).phase_hours if start else None,
         start_total_hours=start.total_hours if start else None,
     )
-    verification = state.get("verification", {})
+    verification = run.verification
     parts: dict[str, Any] = {}  # only the parts this gate has: the others stay out of its JSON
     if production:
         parts["production"] = production
@@ -271,8 +251,9 @@ def gate_view(phase: str, state: RunState, ctx: RunContext, specs: list[JobSpec]
 def drafter_parts(phase: str, state: RunState, blocked: list[str]) -> dict[str, Any]:
     """The drafter to finetune, at the run's first gate (the data gate; the extraction gate of a run that starts from
     existing data): one that cannot be used blocks it, so the run stops before generation."""
-    prepared = state.get("drafter")
-    from_existing_data = "conversations" in state.get("artifacts", {}) and "data" not in state.get("jobs", {})
+    run = run_facts(state)
+    prepared = run.drafter
+    from_existing_data = "conversations" in run.artifacts and not run.ran("data")
     if not prepared or phase != ("extract" if from_existing_data else "data"):
         return {}
     check = DrafterCheck.model_validate(prepared)

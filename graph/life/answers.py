@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from eyas.graph.gates.view import FailureView, GateView, read_view
+from eyas.graph.gates.failure import FailureView
+from eyas.graph.gates.view import GateView, read_view
 from eyas.graph.life.run_view import read_run
 from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer

@@ -284,10 +284,11 @@ def runs_listing(root: Path | None, now: float) -> list[dict[str, Any]]:
 def _listed(run: RunDir, now: float) -> dict[str, Any]:
     from eyas.graph.life.run_view import read_run, run_condition
     from eyas.graph.life.stored_outcome import stored_outcome
+    from eyas.graph.run_facts import run_facts
 
     view = read_run(run)
     report = str(run.report) if run.report.exists() else None
     outcome = stored_outcome(run, view)
-    return {"run": run.run_id, "phase": str(view.state.get("phase", "")), "state": run_condition(run, view),
+    return {"run": run.run_id, "phase": run_facts(view.state).phase or "", "state": run_condition(run, view),
             "damage": None, "driver": driver_facts(run, now), "report": report,
             "outcome": outcome.model_dump(mode="json") if outcome else None}  # fmt: skip

@@ -10,6 +10,7 @@ from typing import Any
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases.evaluate.jobs import EvaluateRequest, evaluate_sizes, server_argvs
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import RunState, run_plan, run_sizes
 from eyas.tools.checks.result import CheckContext, config_checks
 from eyas.tools.checks.server_flags import EVALUATE_OWN, EXTRACT_OWN
@@ -25,7 +26,7 @@ MEMORY_FLAG = "--gpu-memory-utilization"
 
 def on_gpu(state: RunState) -> bool:
     """Whether verify found GPUs: there extraction goes through vLLM (production's layout), on CPU through HF."""
-    return bool((state.get("gpus") or {}).get("count"))
+    return bool(run_facts(state).gpus.count)
 
 
 def extraction_backend(state: RunState) -> str:

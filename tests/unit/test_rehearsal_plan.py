@@ -23,10 +23,11 @@ import pytest
 from eyas.agents.faces.gate_text import gate_sections, production_lines
 from eyas.graph.context import RunContext
 from eyas.graph.dry_run import dry_run_lines, walk_phases
+from eyas.graph.gates.deploy import change_of, deploy_view
 from eyas.graph.gates.gate import apply_answer
 from eyas.graph.gates.view import gate_view
 from eyas.graph.phases.data import node as data
-from eyas.graph.phases.deploy.node import deploy_view, planned_change
+from eyas.graph.phases.deploy.node import planned_change
 from eyas.graph.phases.extract import node as extract
 from eyas.graph.phases.plan.node import made_plan
 from eyas.graph.phases.train import node as train
@@ -317,8 +318,8 @@ def test_a_target_vllm_cannot_serve_with_eagle3_is_refused_at_evaluation_and_dep
     # The deploy gate shows no change and the policy does not approve it; the change an approved deploy node (or
     # `eyas deploy RUN`) would make is refused before production is touched.
     deployed = deploy_view(ctx, state)
-    assert deployed["deploy"]["error"] == f"the deploy cannot be made: {deploy}" and deployed["commands"] == []
-    assert deployed["policy"]["approve"] is False
+    assert change_of(deployed).error == f"the deploy cannot be made: {deploy}" and deployed.commands == []
+    assert deployed.policy is not None and deployed.policy.approve is False
     with pytest.raises(ServiceError) as refused:
         planned_change(ctx, drafter_config("/data/drafter", 3), state)
     assert str(refused.value) == deploy

@@ -19,7 +19,8 @@ from eyas.agents.faces.cli.console import console, decision_text
 from eyas.agents.faces.gate_text import gate_sections
 from eyas.agents.faces.progress_lines import ProgressLines
 from eyas.agents.faces.progress_text import count_text, detail_text
-from eyas.graph.gates.view import FailureView, GateView, read_view
+from eyas.graph.gates.failure import FailureView
+from eyas.graph.gates.view import GateView, read_view
 from eyas.graph.shard_total import phase_total
 from eyas.graph.state import GateAnswer
 from eyas.tools.jobs.detached import JobState, JobStatus

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from eyas.agents.faces.dashboard.views import live_part
 from eyas.agents.faces.report_html.record import load_record
-from eyas.graph.gates.view import FailureView, GateView, read_view
+from eyas.graph.gates.failure import FailureView
+from eyas.graph.gates.view import GateView, read_view
 from eyas.graph.life.run_view import read_run, run_condition
 from eyas.graph.runs import RunDir
 from eyas.tools.recording.redact import Redactor

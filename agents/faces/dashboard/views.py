@@ -11,7 +11,8 @@ from eyas.agents.faces.gate_text import Line, gate_sections
 from eyas.agents.faces.report_html.page import STYLE, navigation, report_body
 from eyas.agents.faces.report_html.record import RunRecord
 from eyas.agents.faces.report_html.sections import fmt, h, last_value, section, table
-from eyas.graph.gates.view import FailureView, GateView
+from eyas.graph.gates.failure import FailureView
+from eyas.graph.gates.view import GateView
 from eyas.graph.shard_total import phase_total
 from eyas.graph.state import GateAnswer
 from eyas.tools.settings.sizes import typed_size

@@ -18,6 +18,7 @@ from langgraph.runtime import Runtime
 from eyas.graph.context import RunContext
 from eyas.graph.phases.data.jobs import download_spec, training_drafter
 from eyas.graph.phases.data.node import drafter_base_dir
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import Record, RunState
 from eyas.graph.supervise import patient
 from eyas.tools.jobs.detached import JobSpec, JobStatus, last_words
@@ -62,7 +63,7 @@ def prepare_drafter(state: RunState, runtime: Runtime[RunContext]) -> dict[str, 
     """Make the drafter ready before the data gate, once per run (a re-plan after an edit keeps it)."""
     ctx = runtime.context
     base = ctx.config.pipeline.drafter_base
-    if not base or (state.get("drafter") or {}).get("source") == base:
+    if not base or (run_facts(state).drafter or {}).get("source") == base:
         return {}
     return ctx.boundary.node("prepare_drafter", _prepare, ctx, base)
 

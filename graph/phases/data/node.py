@@ -10,6 +10,7 @@ from typing import Any
 from eyas.graph.context import RunContext
 from eyas.graph.phases.data.jobs import GenerationSettings, generation_sizes, generation_spec
 from eyas.graph.phases.servers import production_checks
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.checks.service import production_api_key
 from eyas.tools.errors import ConfigError
@@ -57,7 +58,7 @@ def shard_output(ctx: RunContext, index: int, shards: int) -> str:
 def join_shards(ctx: RunContext, state: RunState) -> dict[str, Any]:
     """The extract phase's setup: when generation ran in shards, their outputs (disjoint by construction, each
     sample once in its shard) become the run's one conversations file. Rewritten whole, so a rerun is harmless."""
-    shards = [job for job in state.get("jobs", {}).get("data", []) if ".generate-" in job]
+    shards = [job for job in run_facts(state).jobs.get("data", []) if ".generate-" in job]
     if not shards:
         return {}
     parts = [shard_output(ctx, i, len(shards)) for i in range(len(shards))]

@@ -1,16 +1,12 @@
 """Deploy: the evaluation's winner into production (the trained drafter or vLLM's n-gram speculation, at the k that
-won: graph/phases/deploy/tournament.py), the runbook's last step, behind its own gate. Where nothing beat the target
-alone, no gate is asked and production is left alone; the outcome names the candidate that came closest.
+won: graph/phases/deploy/tournament.py), the runbook's last step, behind its own gate (graph/gates/deploy.py). Where
+nothing beat the target alone, no gate is asked and production is left alone; the outcome names the candidate that
+came closest.
 
-The gate shows what an operator woken at 3 a.m. decides on: the winner and every candidate's figures, the
-evaluation's acceptance length and speedup (with their intervals) against the thresholds and beside the baselines
-(the target alone, vLLM's n-gram speculation),
-production's exact argv before and after (only its --speculative-config is set), the expected downtime
-(production's last start-to-healthy time) and what a rollback does. The deploy node then does what `eyas deploy
-RUN` does (tools/service/deploy.py): measure production, restart it with the drafter, measure again from its own
-/metrics, and keep the drafter or roll back. Before it touches production it leaves graph/downtime.py's record
-naming the drop-in: a run that dies mid-deploy is rolled back by `eyas resume` before anything else, and the
-deploy node, run again, deploys from a clean production.
+The deploy node does what `eyas deploy RUN` does (tools/service/deploy.py): measure production, restart it with the
+winner, measure again from its own /metrics, and keep it or roll back. Before it touches production it leaves
+graph/downtime.py's record naming the drop-in: a run that dies mid-deploy is rolled back by `eyas resume` before
+anything else, and the deploy node, run again, deploys from a clean production.
 """
 
 from __future__ import annotations
@@ -18,10 +14,9 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from langgraph.runtime import Runtime
-from langgraph.types import interrupt
 
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import RECORD, log_stop, restore, stop_start_commands, summary, write_record
@@ -29,9 +24,10 @@ from eyas.graph.phases.deploy.record import DEPLOY_FILE
 from eyas.graph.phases.deploy.tournament import Tournament, winner_config
 from eyas.graph.phases.evaluate.record import Evaluation
 from eyas.graph.phases.plan.node import production_load
-from eyas.graph.policy import Policy, deploy_tournament, judge_deploy
+from eyas.graph.policy import Policy, deploy_tournament
+from eyas.graph.run_facts import run_facts
 from eyas.graph.runs import RunDir
-from eyas.graph.state import DeployOutcome, DeployStatus, GateAnswer, RunState, run_plan, run_sizes
+from eyas.graph.state import DeployOutcome, DeployStatus, RunState, run_plan, run_sizes
 from eyas.tools.errors import EyasError
 from eyas.tools.private_files import write_private
 from eyas.tools.service.base import Service, ServiceError
@@ -41,10 +37,6 @@ from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.service.keep_rule import method_words
 from eyas.tools.service.thresholds import Thresholds
 from eyas.tools.workloads.speculative import DRAFTER_METHOD, drafter_config
-
-CHOICES = ("approve", "reject")  # an edit has nothing to change here
-EVALUATION_SHOWN = ("mean_acceptance_length", "acceptance_rate", "speedup", "k", "prompts", "outputs_identical",
-                    "intervals")  # fmt: skip
 
 
 def run_policy(ctx: RunContext) -> Policy:
@@ -56,7 +48,7 @@ def read_evaluation(ctx: RunContext, state: RunState) -> dict[str, Any] | None:
     """evaluation.json as the evaluate phase wrote it on the host (the run's state holds it only from the report
     on), None before the phase ran or when it is not there."""
     path = ctx.artifact("evaluation")
-    ran = "evaluate" in state.get("jobs", {})
+    ran = run_facts(state).ran("evaluate")
     return json.loads(ctx.host.read_text(path)) if ran and ctx.host.exists(path) else None
 
 
@@ -72,7 +64,7 @@ class Proposal(NamedTuple):
 
 def proposal(ctx: RunContext, state: RunState, evaluation: Mapping[str, Any] | None) -> Proposal:
     """The evaluation's winner by the run's policy, as the gate shows it and the deploy node deploys it."""
-    drafter = state.get("artifacts", {}).get("drafter") or ctx.artifact("drafter")
+    drafter = run_facts(state).artifact("drafter") or ctx.artifact("drafter")
     sizes = run_sizes(state)
     found = deploy_tournament(run_policy(ctx), evaluation, sizes.concurrency)
     if found is None:
@@ -109,7 +101,8 @@ def planned_change(ctx: RunContext, speculative: dict[str, Any], state: RunState
 def expected_restart(ctx: RunContext, state: RunState) -> tuple[float, str]:
     """Seconds one restart keeps production down: its last start-to-healthy time (a stop this run measured, else
     the plan's load time, else target.load_time_s or a guess)."""
-    measured = any(stop.get("load_s") for stop in state.get("production", {}).get("stops", []))
+    production = run_facts(state).production
+    measured = production is not None and production.last_load_s() is not None
     planned = run_plan(state).production_load
     if not measured and planned is not None and planned.load_s:
         return planned.load_s, planned.source
@@ -149,110 +142,16 @@ def rollback_steps(ctx: RunContext, drop_in: str) -> list[str]:
     ]
 
 
-def _figures(evaluation: dict[str, Any] | None, policy: Policy, restart_s: float, source: str) -> dict[str, Any]:
-    """The gate's numbers, side by side with the thresholds the deployed drafter is held to."""
-    evaluation = evaluation or {}
-    intervals = evaluation.get("intervals") or {}
-
-    def measured(key: str, unit: str = "") -> str:
-        value, bounds = evaluation.get(key), intervals.get(key)
-        if value is None:
-            return "not measured"
-        shown = f"{value:.3f}{unit}"
-        if bounds and None not in bounds:
-            shown += f" ({intervals.get('level', 0.95):.0%} interval {bounds[0]:.3f}-{bounds[1]:.3f})"
-        return shown
-
-    return {
-        "evaluation mean acceptance length": measured("mean_acceptance_length"),
-        "threshold mean acceptance length": policy.deploy_min_acceptance_length,
-        "evaluation speedup": measured("speedup", "x"),
-        "threshold speedup": f"{policy.deploy_min_speedup:g}x",
-        **baselines(evaluation),
-        "threshold over n-gram": f"n-gram's speedup + {policy.deploy_ngram_margin:g}",
-        "expected downtime": f"{restart_s:.0f} s per restart ({source}); a rollback restarts once more",
-    }
-
-
-def baselines(evaluation: dict[str, Any]) -> dict[str, str]:
-    """The three measured side by side on the same prompts and flags: the target alone, n-gram speculation, the
-    drafter."""
-    if not evaluation:
-        return {}
-    return {f"evaluation {row.name}": row.summary() for row in Evaluation.model_validate(evaluation).side_by_side()}
-
-
-def deploy_view(ctx: RunContext, state: RunState) -> dict[str, Any]:
-    """What the deploy gate shows (and `eyas run --dry-run` lists): the winner beside every candidate, the numbers,
-    the change, the downtime, the rollback. A deploy that cannot happen says why instead of its change; where
-    nothing beat the target alone, `nothing_pays` says which came closest and why."""
-    policy = run_policy(ctx)
-    thresholds = policy.deploy_thresholds()
-    evaluation = read_evaluation(ctx, state)
-    drafter = state.get("artifacts", {}).get("drafter") or ctx.artifact("drafter")
-    proposed = proposal(ctx, state, evaluation)
-    restart_s, source = expected_restart(ctx, state)
-    speculative = proposed.speculative
-    change: dict[str, Any] = {"drafter": drafter, "k": speculative["num_speculative_tokens"] if speculative else None,
-                              "speculative_config": speculative, "thresholds": thresholds.model_dump(),
-                              "expected_downtime_s": restart_s, "downtime_source": source}  # fmt: skip
-    view: dict[str, Any] = {"kind": "gate", "phase": "deploy", "host": ctx.host.name, "choices": list(CHOICES),
-                            "estimate": _figures(evaluation, policy, restart_s, source)}  # fmt: skip
-    if proposed.tournament is not None:
-        choice = proposed.tournament.choice
-        change.update(winner=choice.winner.name, winner_reason=choice.reason, candidates=proposed.tournament.rows(),
-                      disagreement=proposed.tournament.disagreement())  # fmt: skip
-        view["estimate"]["evaluation winner"] = f"{choice.winner.name}: {choice.reason}"
-        view["estimate"].update({f"candidate {name}": text for name, text in proposed.tournament.rows().items()})
-        view["estimate"]["concurrencies disagree"] = proposed.tournament.disagreement()  # None: not shown
-    try:
-        if speculative is None:
-            raise EyasError("nothing to deploy")
-        service, planned = planned_change(ctx, speculative, state)
-    except EyasError as exc:
-        if speculative is None:
-            change["nothing_pays"] = change["winner_reason"]
-        else:
-            change["error"] = f"the deploy cannot be made: {exc}"
-        view["commands"] = []
-    else:
-        to_come = evaluation is None and run_sizes(state).eval_ngram  # the dry run, before the evaluation
-        method = speculative["method"]
-        deploy_steps, rollback_steps = steps(ctx, planned, thresholds, proposed.ngram_speedup, to_come, method)
-        gpus = [gpu["index"] for gpu in (state.get("gpus") or {}).get("gpus", []) if gpu.get("production")]
-        change.update(service=service.name, backend=service.backend, drop_in=planned.drop_in,
-                      drop_in_text=planned.drop_in_text, argv_before=planned.argv_before,
-                      argv_after=planned.argv_deployed, rollback=rollback_steps)  # fmt: skip
-        view["commands"] = deploy_steps
-        view["production"] = {
-            "deploy": {
-                "action": "restart",
-                "downtime_hours": restart_s / 3600,
-                "gpus": gpus,
-                "reason": f"{service.name} ({service.backend}) restarts with {method_words(method)}; if production's "
-                "own counters miss the thresholds, or it does not come up or answer, eyas rolls back (a second "
-                "restart) with:",
-                "commands": rollback_steps,
-                "servers": {"servers": {"before": planned.argv_before, "after": planned.argv_deployed}},
-            }
-        }
-    view["deploy"] = change
-    if evaluation is not None:
-        view["deploy"]["evaluation"] = {key: evaluation.get(key) for key in EVALUATION_SHOWN}
-        view["deploy"]["evaluation"]["ngram"] = evaluation.get("ngram")
-    if ctx.policy is not None:
-        verdict = judge_deploy(policy, evaluation, run_sizes(state).concurrency)
-        if "error" in change:
-            verdict = verdict.model_copy(update={"approve": False, "reasons": [change["error"], *verdict.reasons]})
-        view["policy"] = {"approve": verdict.approve, "reasons": verdict.summary}
-    return view
-
-
 def outcome(status: DeployStatus, reason: str, drafter: str | None, argv: list[str]) -> DeployOutcome:
     """A deploy that did not change production (rejected, skipped, refused)."""
     return DeployOutcome(status=status, reason=reason, drafter=drafter, mean_acceptance_length=None,
                          acceptance_rate=None, tokens_per_s_before=None, tokens_per_s_after=None, downtime_s=None,
                          argv_before=argv, argv_after=argv)  # fmt: skip
+
+
+def ended_with(ended: DeployOutcome) -> dict[str, Any]:
+    """The state update that records how the deploy ended (its JSON: the state holds plain JSON)."""
+    return {"deploy": ended.model_dump(mode="json")}
 
 
 def measured_outcome(result: DeployResult, drafter: str) -> DeployOutcome:
@@ -268,42 +167,11 @@ def measured_outcome(result: DeployResult, drafter: str) -> DeployOutcome:
     )  # fmt: skip
 
 
-def gate_deploy(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Ask before production changes. A "skip" policy has no deploy phase; "auto" approves by the thresholds."""
-    ctx = runtime.context
-    if run_policy(ctx).deploy == "skip":
-        reason = 'the policy\'s deploy = "skip"; `eyas deploy RUN` puts the drafter into production by hand'
-        return {"deploy": outcome("skipped", reason, state.get("artifacts", {}).get("drafter"), [])}
-    view = ctx.boundary.node("gate_deploy", lambda s, r: deploy_view(r.context, s), state, runtime)
-    if view["deploy"].get("nothing_pays"):  # nothing to ask: production stays as it is
-        reason = f"{view['deploy']['nothing_pays']}; production untouched"
-        ctx.on_note(f"deploy: not deployed: {reason}")
-        return {"deploy": outcome("skipped", reason, view["deploy"]["drafter"], [])}
-    policy = view.get("policy")
-    if policy and policy["approve"]:
-        return {"decisions": [GateAnswer(action="approve", reason=policy["reasons"], who="policy").decision("deploy")]}
-    answer = GateAnswer.model_validate(interrupt(view))
-    if answer.action not in CHOICES:
-        raise ValueError(f"The deploy gate takes {' or '.join(CHOICES)}, got {answer.action!r}.")
-    update: dict[str, Any] = {"decisions": [answer.decision("deploy")]}
-    if answer.action == "reject":
-        argv = view["deploy"].get("argv_before", [])
-        reason = f"rejected at the deploy gate: {answer.reason or 'no reason given'}; production untouched"
-        update["deploy"] = outcome("rejected", reason, view["deploy"]["drafter"], argv)
-    return update
-
-
-def after_deploy_gate(state: RunState) -> Literal["deploy", "report"]:
-    decision = state["decisions"][-1] if state.get("decisions") else None
-    approved = decision is not None and decision["gate"] == "deploy" and decision["action"] == "approve"
-    return "deploy" if approved and "deploy" not in state else "report"
-
-
 def deploy_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Deploy the approved winner (the gate's). Run again after a crash (production rolled back by `eyas resume`
     first), it deploys again, unless its saved result still describes production."""
     ctx = runtime.context
-    drafter = state["artifacts"]["drafter"]
+    drafter = run_facts(state).artifacts["drafter"]  # the train phase's: the deploy runs only after it
     saved = saved_result(ctx)
     if saved is not None:
         return _ended(ctx, measured_outcome(saved, drafter))
@@ -339,7 +207,7 @@ def deploy_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
 
 
 def _ended(ctx: RunContext, ended: DeployOutcome) -> dict[str, Any]:
-    return {"phase": "deploy", "deploy": ended, "production": summary(ctx.run)}
+    return {"phase": "deploy", **ended_with(ended), "production": summary(ctx.run)}
 
 
 def save_result(run: RunDir, result: DeployResult) -> None:

@@ -9,6 +9,7 @@ from eyas.graph.context import RunContext
 from eyas.graph.phases.data.node import drafter_base_dir
 from eyas.graph.phases.extract.jobs import ExtractionRequest, extract_job, extraction_sizes
 from eyas.graph.phases.servers import extraction_backend, offline_samples, production_launch, ready_timeout
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.checks.server_flags import EXTRACT_OWN
 from eyas.tools.jobs.detached import JobSpec
@@ -18,7 +19,8 @@ from eyas.tools.workloads.drafter_format import shape
 
 def trusts_remote_code(ctx: RunContext, state: RunState) -> bool:
     """As verify resolved it from the unit and the config; the config alone for a run checkpointed before that."""
-    return state.get("trust_remote_code", bool(ctx.config.target.trust_remote_code))
+    verified = run_facts(state).trust_remote_code
+    return verified if verified is not None else bool(ctx.config.target.trust_remote_code)
 
 
 def drafter_layers(ctx: RunContext) -> list[int] | None:
@@ -44,7 +46,7 @@ def vllm_backend(ctx: RunContext, state: RunState) -> dict[str, Any]:
 def build_jobs(ctx: RunContext, state: RunState) -> list[JobSpec]:
     request = ExtractionRequest(
         model_dir=ctx.model_dir,
-        conversations=state.get("artifacts", {}).get("conversations") or ctx.artifact("conversations"),
+        conversations=run_facts(state).artifact("conversations") or ctx.artifact("conversations"),
         out_dir=ctx.artifact("hidden_states"),
         **extraction_sizes(run_sizes(state)),
         trust_remote_code=trusts_remote_code(ctx, state),

@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 from eyas.graph.context import RunContext
 from eyas.graph.phases.evaluate.jobs import measured_k
 from eyas.graph.phases.servers import on_gpu, production_checks
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import RunPlan, RunState, run_sizes
 from eyas.tools.checks.health import check_health
 from eyas.tools.checks.loading import wait_until_loaded
@@ -112,11 +113,12 @@ def made_plan(ctx: RunContext, state: RunState, measured: Measured, supply: Prom
 
 def _figures(state: RunState) -> Figures:
     """What the run gives the plan: its sizes, and what verify and the data phase found."""
+    run = run_facts(state)
     return Figures(
-        **planned_sizes(run_sizes(state)),
-        free_disk_bytes=state.get("free_disk_bytes"),
-        generated_file=state.get("artifacts", {}).get("conversations"),
-        trust_remote_code=state.get("trust_remote_code"),
+        **planned_sizes(run.sizes),
+        free_disk_bytes=run.free_disk_bytes,
+        generated_file=run.artifact("conversations"),
+        trust_remote_code=run.trust_remote_code,
     )
 
 
@@ -193,9 +195,10 @@ def whole_run(hours: dict[str, float | None], load: dict[str, Any] | None) -> tu
 def production_load(ctx: RunContext, state: RunState, model_bytes: int | None) -> tuple[float, str]:
     """Seconds production takes to load, and where the figure comes from: the last restart this run measured,
     else target.load_time_s, else an estimate from the model's size."""
-    stops = [stop for stop in state.get("production", {}).get("stops", []) if stop.get("load_s")]
-    if stops:
-        return float(stops[-1]["load_s"]), "measured when this run last restarted production"
+    production = run_facts(state).production
+    measured = production.last_load_s() if production is not None else None
+    if measured is not None:
+        return measured, "measured when this run last restarted production"
     if ctx.config.target.load_time_s is not None:
         return ctx.config.target.load_time_s, "target.load_time_s in the config"
     if not model_bytes:  # None, or no weight file found: 0 bytes is no size to estimate from
@@ -213,8 +216,7 @@ def budget_inputs(
 ) -> GpuBudgetInputs:
     """What the GPU budget weighs: the verified GPUs, production's layout from its unit (read on a GPU host only),
     the weights, and the phases' hours (production's load time is filled in by production_plan)."""
-    gpu_facts = state.get("gpus") or {}
-    gpus = [GpuFree.model_validate(gpu) for gpu in gpu_facts.get("gpus", [])]
+    gpus = [GpuFree.model_validate(gpu.model_dump()) for gpu in run_facts(state).gpus.gpus]
     tensor, pipeline, share = 1, 1, None
     if gpus:  # only a GPU host needs the layout and the weights' size; a CPU host is asked nothing more
         launch = inherit_launch(read_unit(production_checks(ctx)))
@@ -325,7 +327,7 @@ def _memory_share(flag: str | None) -> float | None:
 
 def vllm_extraction(state: RunState) -> bool | None:
     """Whether verify's compat table says the vllm extraction path works here (None: not known)."""
-    rows = [row for row in (state.get("compat") or {}).get("table", []) if (row["phase"], row["path"]) == VLLM_PATH]
+    rows = [row for row in run_facts(state).compat.get("table", []) if (row["phase"], row["path"]) == VLLM_PATH]
     if any(row["works"] is False for row in rows):
         return False
     return True if rows and all(row["works"] is True for row in rows) else None
@@ -337,9 +339,8 @@ def checked_paths(state: RunState, production: dict[str, Any]) -> dict[str, Any]
     extraction = production["extraction"]
     mode = production.get("extraction_mode")
     online = mode is not None and mode.online
-    paths = phase_paths(
-        state.get("compat") or {}, state.get("server_flags") or {}, extraction["backend"], on_gpu(state), online
-    )
+    run = run_facts(state)
+    paths = phase_paths(run.compat, run.server_flags, extraction["backend"], on_gpu(state), online)
     return {"extraction": extraction, "paths": {phase: path.model_dump() for phase, path in paths.items()}}
 
 

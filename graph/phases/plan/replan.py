@@ -12,14 +12,16 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
 from eyas.graph.phases.plan.node import made_plan
-from eyas.graph.state import RunState, run_plan
+from eyas.graph.run_facts import run_facts
+from eyas.graph.state import RunState
 from eyas.tools.planning.measure import Measured, generated_stats
 
 
 def replan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
-    path = state.get("artifacts", {}).get("conversations")
-    first, supply = state.get("measured"), run_plan(state).prompt_supply
+    run = run_facts(state)
+    path = run.artifact("conversations")
+    first, supply = run.measured, run.plan.prompt_supply
     if not first or not path or supply is None:  # planned before this node existed, or nothing generated
         return {}
     stats = generated_stats(ctx.host, path)
@@ -32,4 +34,5 @@ def replan_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
     })  # fmt: skip
     again = made_plan(ctx, state, measured, supply)
     ctx.on_note(f"plan again, from the generated data: {again.verdict}")
-    return {"plan": again.model_dump(mode="json"), "plan_at_start": state.get("plan_at_start") or state.get("plan")}
+    start = run.plan_at_start or run.plan  # the first plan stays the start, whatever later plans say
+    return {"plan": again.model_dump(mode="json"), "plan_at_start": start.model_dump(mode="json")}

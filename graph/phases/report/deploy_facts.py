@@ -9,10 +9,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import DeployStatus
 from eyas.tools.launch.unit_file import parse_vllm_argv
 from eyas.tools.service.deploy_result import DeployResult
-from eyas.tools.settings.sizes import recorded_sizes
 
 NOT_DEPLOYED = "not_deployed"
 DeployEnding = DeployStatus | Literal["not_deployed"]
@@ -49,29 +49,30 @@ class DeployFacts(ScriptRecord):
 def deploy_facts(state: Mapping[str, Any], deployed: Mapping[str, Any] | None) -> DeployFacts:
     if deployed is not None and deployed.get("reason") != "not deployed yet":
         return _from_result(DeployResult.model_validate(deployed))
-    phase = state.get("deploy")
-    if not phase:
+    run = run_facts(state)
+    phase = run.deploy
+    if phase is None:
         return DeployFacts(status=NOT_DEPLOYED, reason=None, method=None, k=None, drafter=None, production=None)
-    restarted = phase["status"] in ("kept", "rolled_back")
+    restarted = phase.restarted
     # What production runs now names the method and k kept; a rollback left production as it was, so the method tried
     # is not in its argv, and the run's own k is the drafter's.
-    served = parse_vllm_argv(list(phase.get("argv_after") or []))
+    served = parse_vllm_argv(phase.argv_after)
     kept = (served.speculative_config if served is not None else None) or {}
-    k = int(kept.get("num_speculative_tokens") or recorded_sizes(state.get("sizes") or {}).num_speculative_tokens)
-    before, after = phase.get("tokens_per_s_before"), phase.get("tokens_per_s_after")
+    k = int(kept.get("num_speculative_tokens") or run.sizes.num_speculative_tokens)
+    before, after = phase.tokens_per_s_before, phase.tokens_per_s_after
     production = ProductionFigures(
         tokens_per_s_before=before,
         tokens_per_s_after=after,
         speedup=after / before if before and after is not None else None,
-        mean_acceptance_length=phase.get("mean_acceptance_length"),
-        acceptance_rate=phase.get("acceptance_rate"),
+        mean_acceptance_length=phase.mean_acceptance_length,
+        acceptance_rate=phase.acceptance_rate,
     )
     return DeployFacts(
-        status=phase["status"],
-        reason=phase.get("reason"),
+        status=phase.status,
+        reason=phase.reason,
         method=str(kept["method"]) if kept.get("method") else None,
         k=k if restarted else None,
-        drafter=phase.get("drafter"),
+        drafter=phase.drafter,
         production=production if restarted else None,
     )
 

@@ -19,6 +19,7 @@ from eyas.graph.context import RunContext
 from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
 from eyas.graph.phases.report.markdown import md_text
 from eyas.graph.phases.report.what_ran import prompts_text, size_rows, throughput_text, training_text
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import RunState, run_sizes
 from eyas.tools.workloads.speculative import drafter_config
 
@@ -91,11 +92,11 @@ def model_card(
     """README.md for the drafter: front matter for the hub, then target, data, sizes, recipe, results, serving."""
     front = ["---", "library_name: speculators", "tags:", "- speculators", "- eagle3", "- speculative-decoding"]
     front += [f"base_model: {verifier}"] if verifier else []
-    build = state.get("eyas") or {}
+    run = run_facts(state)
     speculative = json.dumps(drafter_config(drafter_dir, k))
     lines = [*front, "---", "", f"# EAGLE-3 drafter for {md_text(verifier or target)}", ""]
     lines += [
-        f"Trained by eyas {md_text(build.get('version', '?'))} (run {md_text(state.get('run_id', '?'))}) on the "
+        f"Trained by eyas {md_text(run.eyas.get('version') or '?')} (run {md_text(run.run_id or '?')}) on the "
         "target's own hidden states, in speculators' format.",
         "",
         "## Target",
@@ -104,7 +105,7 @@ def model_card(
         "",
         "## Data",
         "",
-        md_text(prompts_text(state.get("prompts"))),
+        md_text(prompts_text(run.prompts)),
         "",
         "## Sizes",
         "",
@@ -115,7 +116,7 @@ def model_card(
         "## Training recipe",
         "",
         md_text(training_text(state, None)) + ".",
-        f"Throughput: {md_text(throughput_text(state.get('training')))}. The curves are in metrics.jsonl and, for "
+        f"Throughput: {md_text(throughput_text(run.training))}. The curves are in metrics.jsonl and, for "
         "TensorBoard, in tensorboard/.",
         "",
         "## Evaluation",

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from eyas.graph.phases.evaluate.record import run_evaluation
+from eyas.graph.run_facts import run_facts
+from eyas.graph.state import DeployOutcome
 from eyas.tools.service.deploy_result import deployed_method
 from eyas.tools.workloads.speculative import NGRAM_METHOD
 
@@ -18,37 +20,38 @@ _BLOCKED = re.compile(r"the (\S+) phase was approved but cannot run")
 def headline(state: Mapping[str, Any], deployed: Mapping[str, Any] | None = None) -> str:
     """The run's outcome from its state and, when there is one, deploy.json (`deployed`): what `eyas deploy` or
     `eyas rollback` did last supersedes the deploy phase's own outcome."""
-    failure = state.get("failure")
+    run = run_facts(state)
+    failure = run.failure
     if failure:
-        where = failure.get("phase") or "a job"
-        return f"failed in {where}: job {failure.get('job_id')} {failure.get('status')}: {failure.get('diagnosis')}"
+        where = failure["phase"] or "a job"
+        return f"failed in {where}: job {failure['job_id']} {failure['status']}: {failure['diagnosis']}"
     if deployed is not None and deployed.get("reason") != "not deployed yet":
         if deployed.get("kept"):
             return f"deployed ({_kept_method(deployed.get('argv_deployed'))} kept: {deployed.get('reason')})"
         return f"rolled back: {deployed.get('reason')}"
-    outcome = state.get("deploy")
-    if outcome:
+    outcome = run.deploy
+    if outcome is not None:
         # Kept or rolled back, production's own figures say it; otherwise the held-out evaluation's do.
-        measured = "" if outcome.get("status") in ("kept", "rolled_back", "failed") else _measured(state)
+        measured = "" if outcome.status in ("kept", "rolled_back", "failed") else _measured(state)
         return _deploy_outcome(outcome) + measured
-    stopped = state.get("stopped")
-    if stopped:
-        return _stopped(str(stopped)) + _measured(state)
-    decisions = state.get("decisions") or []
-    if decisions and decisions[-1].get("action") == "reject":  # a state folded from a transcript has only these
-        gate, reason = decisions[-1].get("gate"), decisions[-1].get("reason") or "no reason given"
-        return _stopped(f"rejected at the {gate} gate: {reason}") + _measured(state)
-    if state.get("evaluation"):
+    if run.stopped:
+        return _stopped(run.stopped) + _measured(state)
+    last = run.decisions[-1] if run.decisions else None
+    if last is not None and last["action"] == "reject":  # a state folded from a transcript has only these
+        return _stopped(f"rejected at the {last['gate']} gate: {last['reason'] or 'no reason given'}") + _measured(
+            state
+        )
+    if run.evaluation:
         return "trained and measured, not deployed" + _measured(state)
-    if state.get("phase") == "report":
+    if run.phase == "report":
         return "ended with no evaluation, no stop and no failure on record"
-    return f"not finished (last phase: {state.get('phase') or 'none'})"
+    return f"not finished (last phase: {run.phase or 'none'})"
 
 
-def _deploy_outcome(outcome: Mapping[str, Any]) -> str:
-    status, reason = outcome.get("status"), str(outcome.get("reason", ""))
+def _deploy_outcome(outcome: DeployOutcome) -> str:
+    status, reason = outcome.status, outcome.reason
     if status == "kept":
-        return f"deployed ({_kept_method(outcome.get('argv_after'))} kept: {reason})"
+        return f"deployed ({_kept_method(outcome.argv_after)} kept: {reason})"
     if status == "rolled_back":
         return f"rolled back: {reason}"
     if status == "rejected":

@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from eyas.graph.phases.deploy.tournament import candidates_at_one
 from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.phases.report.deploy_facts import deploy_facts
+from eyas.graph.run_facts import run_facts
 from eyas.tools.service.winner import Candidate, clears
-from eyas.tools.settings.sizes import recorded_sizes
 from eyas.tools.settings.units import figure
 from eyas.tools.workloads.speculative import DRAFTER_METHOD, NGRAM_METHOD
 
@@ -155,11 +155,12 @@ def run_measured(state: Mapping[str, Any], deployed: Mapping[str, Any] | None, m
         return None
     candidates = candidates_at_one(evaluation)
     facts = deploy_facts(state, deployed)
-    curves = state.get("training") or {}
+    run = run_facts(state)
+    curves = run.training or {}
     losses = [float(row["loss"]) for row in (curves.get("train") or [])[-TRAIN_WINDOW:] if row.get("loss") is not None]
-    sizes = recorded_sizes(state.get("sizes") or {})
+    sizes = run.sizes
     return Measured(
-        run_id=str(state.get("run_id") or "RUN"),
+        run_id=run.run_id or "RUN",
         drafter=_fastest(candidates, DRAFTER_METHOD),
         rival=_fastest(candidates, NGRAM_METHOD),
         in_production=facts.method if facts.status == "kept" else None,

@@ -20,6 +20,7 @@ from eyas.graph.phases.report.markdown import fence, md_code, md_text
 from eyas.graph.phases.report.next_step import run_next_steps
 from eyas.graph.phases.report.what_ran import list_files, size_rows, what_ran_rows
 from eyas.graph.phases.servers import online_training
+from eyas.graph.run_facts import ProductionLog, run_facts
 from eyas.graph.state import DeployOutcome, RunState
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.service.deploy_result import deployed_method
@@ -36,21 +37,21 @@ EVALUATION_KEYS = tuple(
 
 
 def render_report(state: RunState, ctx: RunContext) -> str:
-    lines = [f"# eyas run {state.get('run_id', ctx.run.run_id)}", ""]
+    run = run_facts(state)
+    lines = [f"# eyas run {run.run_id or ctx.run.run_id}", ""]
     deployed = deploy_record(ctx.run)
     steps = run_next_steps(state, deployed, run_policy(ctx).deploy_min_speedup)
     lines += [outcome_line(headline(state, deployed)), *next_step_lines(steps), ""]
     lines += [f"**Host:** {md_text(ctx.host.name)}; target {md_text(ctx.config.target.base_url)}", ""]
     lines += what_ran_lines(state)
     lines += ["", "## Verification", "", "| check | status | finding |", "|---|---|---|"]
-    lines += [f"| {md_text(name)} | {md_text(c['status'])} | {md_text(c['message'])} |"
-              for name, c in state.get("verification", {}).items()]  # fmt: skip
-    plan = state.get("plan", {})
-    if plan:
-        lines += ["", "## Plan", "", md_text(plan.get("verdict", "")), ""]
-    lines += gate_lines(state.get("decisions", []))
+    lines += [f"| {md_text(name)} | {md_text(c.status)} | {md_text(c.message)} |"
+              for name, c in run.verification.items()]  # fmt: skip
+    if run.plan.model_fields_set:  # the plan node ran
+        lines += ["", "## Plan", "", md_text(run.plan.verdict or ""), ""]
+    lines += gate_lines(run.decisions)
     lines += ["", "## Jobs", ""]
-    lines += [f"- {phase}: {', '.join(ids)}" for phase, ids in state.get("jobs", {}).items()]
+    lines += [f"- {phase}: {', '.join(ids)}" for phase, ids in run.jobs.items()]
     evaluation = run_evaluation(state)
     if evaluation:
         lines += ["", "## Evaluation", "", "| measure | value |", "|---|---|"]
@@ -69,20 +70,20 @@ def render_report(state: RunState, ctx: RunContext) -> str:
         lines += [line for note in evaluation.disagreement_notes() for line in ("", md_text(note))]
         if evaluation.bench is not None:
             lines += latency_lines(evaluation.bench)
-    if state.get("training"):
-        lines += training_lines(state["training"])
-    if state.get("online"):
-        lines += online_lines(state["online"])
-    if state.get("production"):
-        lines += production_lines(state["production"])
-    failure = state.get("failure")
+    if run.training:
+        lines += training_lines(run.training)
+    if run.online:
+        lines += online_lines(run.online)
+    if run.production is not None:
+        lines += production_lines(run.production)
+    failure = run.failure
     if failure:
         lines += ["", "## Failure", "", md_text(f"{failure['job_id']} {failure['status']}: {failure['diagnosis']}")]
     lines += ["", "## Files on the host", ""]
-    lines += [f"- {name}: {md_text(path)}" for name, path in state.get("artifacts", {}).items()]
-    if state.get("deploy"):
+    lines += [f"- {name}: {md_text(path)}" for name, path in run.artifacts.items()]
+    if run.deploy is not None:
         # Last, as `eyas deploy` and `eyas rollback` replace it (with_deploy).
-        lines += ["", *deploy_section(state["deploy"], deployed)]
+        lines += ["", *deploy_section(run.deploy, deployed)]
     return "\n".join(lines) + "\n"
 
 
@@ -250,7 +251,7 @@ def read_online_summary(ctx: RunContext, state: RunState) -> dict[str, Any] | No
     """train.py's online_summary.json in the drafter's directory, when the train phase ran online or hybrid and
     wrote one (None otherwise, and for a file that is not a JSON object)."""
     path = f"{ctx.artifact('drafter')}/{ONLINE_SUMMARY}"
-    if "train" not in state.get("jobs", {}) or not online_training(state) or not ctx.host.exists(path):
+    if not run_facts(state).ran("train") or not online_training(state) or not ctx.host.exists(path):
         return None
     try:
         summary = json.loads(ctx.host.read_text(path))
@@ -259,16 +260,16 @@ def read_online_summary(ctx: RunContext, state: RunState) -> dict[str, Any] | No
     return summary if isinstance(summary, dict) else None
 
 
-def production_lines(production: dict[str, Any]) -> list[str]:
+def production_lines(production: ProductionLog) -> list[str]:
     lines = ["", "## Production downtime", ""]
-    if production.get("stopped_now"):
+    if production.stopped_now:
         lines += ["**Production is stopped now**: `eyas resume` starts it again first.", ""]
     lines += ["| phase | service | downtime | load | restarted because |", "|---|---|---|---|---|"]
-    for stop in production.get("stops", []):
-        load = f"{stop['load_s']:.0f} s" if stop.get("load_s") is not None else "?"
+    for stop in production.stops:
+        load = f"{stop.load_s:.0f} s" if stop.load_s is not None else "?"
         lines.append(
-            f"| {stop['phase']} | {md_text(stop['service'])} ({stop['backend']}) | {stop['downtime_s']:.0f} s | "
-            f"{load} | {md_text(stop['restarted_because'])} |"
+            f"| {stop.phase} | {md_text(stop.service)} ({stop.backend}) | {stop.downtime_s:.0f} s | "
+            f"{load} | {md_text(stop.restarted_because)} |"
         )
     return lines
 
@@ -308,11 +309,11 @@ def deploy_lines(deploy: dict[str, Any]) -> list[str]:
 
 def deploy_section(outcome: DeployOutcome, result: dict[str, Any] | None) -> list[str]:
     """The deploy phase's end: production before and after when it restarted, else why production is untouched."""
-    if result is not None and outcome["status"] in ("kept", "rolled_back"):
+    if result is not None and outcome.restarted:
         return deploy_lines(result)
-    lines = [DEPLOY_HEADING, "", f"**Drafter not deployed ({outcome['status']}):** {md_text(outcome['reason'])}"]
-    if outcome["argv_after"]:
-        lines += ["", f"Production runs: {md_code(shown_argv(outcome['argv_after']))}"]
+    lines = [DEPLOY_HEADING, "", f"**Drafter not deployed ({outcome.status}):** {md_text(outcome.reason)}"]
+    if outcome.argv_after:
+        lines += ["", f"Production runs: {md_code(shown_argv(outcome.argv_after))}"]
     return lines
 
 
@@ -342,17 +343,19 @@ def report_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]
     restore(ctx, "the run ended")
     if (ctx.run.root / LOG).exists():
         update["production"] = summary(ctx.run)
+    run = run_facts(state)
     metrics_path = f"{ctx.artifact('drafter')}/metrics.jsonl"
-    if "train" in state.get("jobs", {}) and ctx.host.exists(metrics_path):
+    if run.ran("train") and ctx.host.exists(metrics_path):
         update["training"] = training_curves(ctx.host.read_text(metrics_path))
     online = read_online_summary(ctx, state)
     if online is not None:
         update["online"] = online
-    if "evaluate" in state.get("jobs", {}) and not state.get("failure") and not state.get("stopped"):
+    if run.ran("evaluate") and not run.failure and not run.stopped:
         measured = json.loads(ctx.host.read_text(ctx.artifact("evaluation")))
         # What the numbers were measured on and trained with, so that a result file stands on its own.
-        update["evaluation"] = {**measured, "data": {"prompts": state.get("prompts"), "sizes": state.get("sizes")}}
-    if "train" in state.get("jobs", {}):
+        data = {"prompts": run.prompts, "sizes": run.recorded_sizes if "sizes" in state else None}
+        update["evaluation"] = {**measured, "data": data}
+    if run.ran("train"):
         make_ready_to_publish(ctx, {**state, **update})  # type: ignore[typeddict-item]
         files = list_files(ctx.host, ctx.artifact("drafter"))
         if files:

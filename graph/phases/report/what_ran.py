@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from eyas.graph.phases.train.jobs import LEARNING_RATE, VAL_RATIO
+from eyas.graph.run_facts import run_facts
 from eyas.tools.hosts.host import Host
 from eyas.tools.settings.sizes import Sizes, shown_size
 from eyas.tools.settings.units import format_size
@@ -22,7 +23,7 @@ AUTO_OPTIMIZER = "auto: Muon on CUDA, AdamW on a CPU (train.py's log names the o
 def size_rows(state: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """Each size the run recorded: its name, its value and what it means (Sizes' own description)."""
     rows = []
-    for name, value in (state.get("sizes") or {}).items():
+    for name, value in run_facts(state).recorded_sizes.items():
         field = Sizes.model_fields.get(name)
         rows.append((name, shown_size(value), (field.description or "") if field else ""))
     return rows
@@ -31,13 +32,14 @@ def size_rows(state: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 def what_ran_rows(state: Mapping[str, Any], staged: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
     """The rest of what ran, beside the sizes. `staged` is train.py's staged progress line when the caller read the
     job's log (it names the device and the optimizer that ran)."""
+    run = run_facts(state)
     return [
-        ("prompts", prompts_text(state.get("prompts"))),
+        ("prompts", prompts_text(run.prompts)),
         ("training", training_text(state, staged)),
-        ("training throughput", throughput_text(state.get("training"))),
+        ("training throughput", throughput_text(run.training)),
         ("drafter", drafter_text(state)),
-        ("eyas", eyas_text(state.get("eyas"))),
-        ("host packages", packages_text(state.get("compat"))),
+        ("eyas", eyas_text(run.eyas)),
+        ("host packages", packages_text(run.compat)),
     ]
 
 
@@ -54,7 +56,7 @@ def prompts_text(split: Mapping[str, Any] | None) -> str:
 
 
 def training_text(state: Mapping[str, Any], staged: Mapping[str, Any] | None) -> str:
-    if "train" not in (state.get("jobs") or {}):
+    if not run_facts(state).ran("train"):
         return "no training ran"
     optimizer = f"{staged['optimizer']} on {staged.get('device', '?')}" if staged and "optimizer" in staged else None
     return (
@@ -75,10 +77,11 @@ def throughput_text(curves: Mapping[str, Any] | None) -> str:
 
 
 def drafter_text(state: Mapping[str, Any]) -> str:
-    path = (state.get("artifacts") or {}).get("drafter")
-    if not path or "train" not in (state.get("jobs") or {}):
+    run = run_facts(state)
+    path = run.artifact("drafter")
+    if not path or not run.ran("train"):
         return "no drafter was trained"
-    files = state.get("drafter_files")
+    files = run.drafter_files
     if not files:
         return f"{path} (its files were not listed)"
     listed = ", ".join(f"{one['name']} ({format_size(one['bytes'])})" for one in files)

@@ -12,6 +12,7 @@ from eyas.agents.llm_choice import LlmChoice, choose_llm
 from eyas.agents.research import ResearchDeps, run_research
 from eyas.agents.research_report import short_summary
 from eyas.graph.context import RunContext
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import RunState
 from eyas.tools.web.search import WebSearch
 
@@ -24,7 +25,7 @@ BRIEF = (
 
 def research_node(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
-    if state.get("research") is not None:
+    if run_facts(state).research is not None:
         return {"phase": "research"}
     choice = research_llm(ctx)
     if choice is None:
