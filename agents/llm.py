@@ -1,8 +1,9 @@
 """The agent LLM: any OpenAI-compatible endpoint (OpenAI, a vLLM server, the embedded target) via the openai SDK.
 
 Every request crosses the run's `Boundary` as one "llm" event, so runs are recorded and replayed like any
-other. Retries of 429/5xx/timeouts happen inside the crossing (a replay hands back the final answer at once);
-a bad answer gets one repair round (the model is told what was wrong), which is a crossing of its own.
+other. Retries of 429/5xx/timeouts happen inside the crossing, by `tools/retry.py`'s policy (a replay hands back
+the final answer at once); a bad answer gets one repair round (the model is told what was wrong), which is a
+crossing of its own.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.deadline_transport import AnswerTooLarge, deadline_client
 from eyas.tools.recording.boundary import Boundary
 from eyas.tools.recording.transcript import register_error_type
+from eyas.tools.retry import Backoff, Failures, GaveUp, retry
 from eyas.tools.settings.config import AgentConfig, secret
 
 if TYPE_CHECKING:
@@ -96,9 +98,32 @@ class RetryPolicy(BaseModel):
     base_s: float = Field(0.5, ge=0, description="wait before the second try; doubles each time")
     cap_s: float = Field(8.0, ge=0, description="longest single wait (also bounds a server's Retry-After)")
 
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        wanted = retry_after if retry_after is not None else self.base_s * 2**attempt
-        return min(self.cap_s, wanted)
+    def wait_s(self, failures: Failures) -> float:
+        """The backoff, or the server's own Retry-After when it sent one; never past the cap."""
+        asked = failures.last.retry_after if isinstance(failures.last, _Busy) else None
+        return min(self.cap_s, asked) if asked is not None else Backoff(self.base_s, self.cap_s).wait_s(failures.tries)
+
+    def gives_up(self, failures: Failures) -> bool:
+        return failures.tries >= self.attempts or _timeouts(failures) >= self.timeout_attempts
+
+    def most(self, failures: Failures) -> int:
+        """The tries this request can have, as far as is known after `failures`: fewer while it keeps timing out."""
+        if not (isinstance(failures.last, _Busy) and failures.last.timed_out):
+            return self.attempts
+        return min(self.attempts, failures.tries + self.timeout_attempts - _timeouts(failures))
+
+
+class _Busy(Exception):
+    """One try found the server down, overloaded or too slow: worth another."""
+
+    def __init__(self, reason: str, *, retry_after: float | None = None, timed_out: bool = False) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+        self.timed_out = timed_out
+
+
+def _timeouts(failures: Failures) -> int:
+    return sum(isinstance(error, _Busy) and error.timed_out for error in failures.errors)
 
 
 class Usage:
@@ -269,48 +294,47 @@ class LLM:
             ) from None
 
     def _perform(self, request: dict[str, Any]) -> dict[str, Any]:
+        def heard(failures: Failures, _wait: float) -> None:
+            if self.on_retry is not None:
+                self.on_retry(
+                    f"the agent LLM at {self.config.base_url}: {failures.last}; trying again "
+                    f"({failures.tries + 1} of {self.retry.most(failures)})"
+                )
+
+        try:
+            return retry(
+                lambda: self._try(request), on=(_Busy,), wait_s=self.retry.wait_s, give_up=self.retry.gives_up,
+                sleep=self._clock.sleep, before_sleep=heard,
+            )  # fmt: skip
+        except GaveUp as out:
+            raise LlmUnavailable(
+                f"The agent LLM at {self.config.base_url} gave no answer in {out.failures.tries} tries (last: "
+                f"{out.failures.last}). Check that the server is up (for the embedded default: `eyas target up`) "
+                "and not overloaded, or point [agent] in the config at another endpoint."
+            ) from None
+
+    def _try(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One try: the answer, _Busy when another try could succeed, the reason as an LlmError when none could."""
         from openai import APIConnectionError, APIStatusError, APITimeoutError, InternalServerError, RateLimitError
 
         sdk_fields = _sdk_fields()
-        last = ""
-        timeouts = 0
-        attempt = 0
-        for attempt in range(self.retry.attempts):
-            retry_after = None
-            most = self.retry.attempts  # the tries this request can have, as far as is known now
-            try:
-                known = {key: value for key, value in request.items() if key in sdk_fields}
-                extra = {key: value for key, value in request.items() if key not in sdk_fields}
-                raw = self._client.chat.completions.with_raw_response.create(**known, extra_body=extra or None)
-                return compact_answer(raw)
-            except NotTheApi as exc:
-                raise self._not_api(str(exc)) from None
-            except (RateLimitError, InternalServerError) as exc:
-                last = f"HTTP {exc.status_code}: {_detail(exc)}"
-                retry_after = _retry_after(exc)
-            except APITimeoutError:
-                last = f"no complete answer within {self._timeout_s:g} s"
-                timeouts += 1
-                if timeouts >= self.retry.timeout_attempts:
-                    break
-                most = min(most, attempt + 1 + self.retry.timeout_attempts - timeouts)  # if it keeps timing out
-            except APIConnectionError as exc:
-                if isinstance(exc.__cause__, AnswerTooLarge):
-                    raise self._not_api(str(exc.__cause__)) from None
-                last = f"{type(exc).__name__}: {exc}"
-            except APIStatusError as exc:
-                raise self._rejected(exc, request) from None
-            if attempt + 1 < self.retry.attempts:
-                if self.on_retry is not None:
-                    self.on_retry(
-                        f"the agent LLM at {self.config.base_url}: {last}; trying again ({attempt + 2} of {most})"
-                    )
-                self._clock.sleep(self.retry.delay(attempt, retry_after))
-        raise LlmUnavailable(
-            f"The agent LLM at {self.config.base_url} gave no answer in {attempt + 1} tries (last: {last}). "
-            "Check that the server is up (for the embedded default: `eyas target up`) and not overloaded, or "
-            "point [agent] in the config at another endpoint."
-        )
+        try:
+            known = {key: value for key, value in request.items() if key in sdk_fields}
+            extra = {key: value for key, value in request.items() if key not in sdk_fields}
+            raw = self._client.chat.completions.with_raw_response.create(**known, extra_body=extra or None)
+            return compact_answer(raw)
+        except NotTheApi as exc:
+            raise self._not_api(str(exc)) from None
+        except (RateLimitError, InternalServerError) as exc:
+            raise _Busy(f"HTTP {exc.status_code}: {_detail(exc)}", retry_after=_retry_after(exc)) from None
+        except APITimeoutError:
+            raise _Busy(f"no complete answer within {self._timeout_s:g} s", timed_out=True) from None
+        except APIConnectionError as exc:
+            if isinstance(exc.__cause__, AnswerTooLarge):
+                raise self._not_api(str(exc.__cause__)) from None
+            raise _Busy(f"{type(exc).__name__}: {exc}") from None
+        except APIStatusError as exc:
+            raise self._rejected(exc, request) from None
 
     def _not_api(self, came_back: str) -> LlmNotApi:
         return LlmNotApi(
