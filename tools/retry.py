@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 T = TypeVar("T")
 
@@ -70,6 +71,9 @@ def retry(
     """`call()`, tried again while it raises one of `on`, waiting `wait_s(failures)` between tries, until
     `give_up(failures)` says stop: then GaveUp. Any other error goes straight through, untried again.
     `before_sleep(failures, wait)` hears of each retry before its wait (to tell a person why it is slow)."""
+    # Imported here: `eyas status` reads patience.py's `stamp`, and needs no retry (tenacity takes ~70 ms).
+    from tenacity import Retrying, retry_if_exception_type
+
     errors: list[BaseException] = []
 
     def attempt() -> T:
