@@ -14,10 +14,11 @@ from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from eyas.agents.llm_answer import MAX_ANSWER_BYTES, NotTheApi, compact_answer
 from eyas.agents.llm_choice import LlmChoice
+from eyas.agents.llm_retry import Busy, RetryPolicy
 from eyas.agents.structured import (
     BadCalls,
     Message,
@@ -39,7 +40,7 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.deadline_transport import AnswerTooLarge, deadline_client
 from eyas.tools.recording.boundary import Boundary
 from eyas.tools.recording.transcript import register_error_type
-from eyas.tools.retry import Backoff, Failures, GaveUp, retry
+from eyas.tools.retry import Failures, GaveUp, retry
 from eyas.tools.settings.config import AgentConfig, secret
 
 if TYPE_CHECKING:
@@ -88,42 +89,6 @@ class LlmNotApi(LlmError):
 @register_error_type
 class LlmBadOutput(LlmError):
     """The model's answer was unusable twice: before and after being told what was wrong."""
-
-
-class RetryPolicy(BaseModel):
-    attempts: int = Field(5, ge=1, description="tries of one request, the first included")
-    # A server that used a whole deadline once (overloaded, or trickling its answer) rarely does better at once:
-    # five tries of 180 s kept `eyas chat` silent for 15 minutes. A timeout is tried once more, then reported.
-    timeout_attempts: int = Field(2, ge=1, description="tries of one request that keeps timing out")
-    base_s: float = Field(0.5, ge=0, description="wait before the second try; doubles each time")
-    cap_s: float = Field(8.0, ge=0, description="longest single wait (also bounds a server's Retry-After)")
-
-    def wait_s(self, failures: Failures) -> float:
-        """The backoff, or the server's own Retry-After when it sent one; never past the cap."""
-        asked = failures.last.retry_after if isinstance(failures.last, _Busy) else None
-        return min(self.cap_s, asked) if asked is not None else Backoff(self.base_s, self.cap_s).wait_s(failures.tries)
-
-    def gives_up(self, failures: Failures) -> bool:
-        return failures.tries >= self.attempts or _timeouts(failures) >= self.timeout_attempts
-
-    def most(self, failures: Failures) -> int:
-        """The tries this request can have, as far as is known after `failures`: fewer while it keeps timing out."""
-        if not (isinstance(failures.last, _Busy) and failures.last.timed_out):
-            return self.attempts
-        return min(self.attempts, failures.tries + self.timeout_attempts - _timeouts(failures))
-
-
-class _Busy(Exception):
-    """One try found the server down, overloaded or too slow: worth another."""
-
-    def __init__(self, reason: str, *, retry_after: float | None = None, timed_out: bool = False) -> None:
-        super().__init__(reason)
-        self.retry_after = retry_after
-        self.timed_out = timed_out
-
-
-def _timeouts(failures: Failures) -> int:
-    return sum(isinstance(error, _Busy) and error.timed_out for error in failures.errors)
 
 
 class Usage:
@@ -303,7 +268,7 @@ class LLM:
 
         try:
             return retry(
-                lambda: self._try(request), on=(_Busy,), wait_s=self.retry.wait_s, give_up=self.retry.gives_up,
+                lambda: self._try(request), on=(Busy,), wait_s=self.retry.wait_s, give_up=self.retry.gives_up,
                 sleep=self._clock.sleep, before_sleep=heard,
             )  # fmt: skip
         except GaveUp as out:
@@ -314,7 +279,7 @@ class LLM:
             ) from None
 
     def _try(self, request: dict[str, Any]) -> dict[str, Any]:
-        """One try: the answer, _Busy when another try could succeed, the reason as an LlmError when none could."""
+        """One try: the answer, Busy when another try could succeed, the reason as an LlmError when none could."""
         from openai import APIConnectionError, APIStatusError, APITimeoutError, InternalServerError, RateLimitError
 
         sdk_fields = _sdk_fields()
@@ -326,13 +291,13 @@ class LLM:
         except NotTheApi as exc:
             raise self._not_api(str(exc)) from None
         except (RateLimitError, InternalServerError) as exc:
-            raise _Busy(f"HTTP {exc.status_code}: {_detail(exc)}", retry_after=_retry_after(exc)) from None
+            raise Busy(f"HTTP {exc.status_code}: {_detail(exc)}", retry_after=_retry_after(exc)) from None
         except APITimeoutError:
-            raise _Busy(f"no complete answer within {self._timeout_s:g} s", timed_out=True) from None
+            raise Busy(f"no complete answer within {self._timeout_s:g} s", timed_out=True) from None
         except APIConnectionError as exc:
             if isinstance(exc.__cause__, AnswerTooLarge):
                 raise self._not_api(str(exc.__cause__)) from None
-            raise _Busy(f"{type(exc).__name__}: {exc}") from None
+            raise Busy(f"{type(exc).__name__}: {exc}") from None
         except APIStatusError as exc:
             raise self._rejected(exc, request) from None
 
