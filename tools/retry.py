@@ -4,7 +4,7 @@ engine, a host that stopped answering) is tried again by tenacity, every wait go
 The sleep is injected because each caller retries inside a recorded crossing on a live clock: a replay hands back the
 crossing's final answer and never waits, and a test records the waits instead of sleeping them. The clients' own
 retries stay off, so that a request is retried in one place, with one count. The workloads on the host cannot import
-this (neither eyas nor tenacity is in the host's ML environment): theirs is `tools/workloads/retrying.py`.
+this (neither eyas nor tenacity is in the host's ML environment): theirs is `tools/workloads/try_again.py`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,25 @@
 """The one retry policy (tools/retry.py) and the host outage's patience built on it: which errors are tried again,
-when the policy gives up, and the waits it asks for, recorded by a virtual clock instead of slept through."""
+when the policy gives up, and the waits it asks for, recorded by a virtual clock instead of slept through. And the
+workloads' own tries (tools/workloads/try_again.py), which run on the host without eyas or tenacity."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
+import httpx
+import openai
 import pytest
 
 from eyas.tools.errors import AuthFailed, CommandTimeout, HostUnreachable
 from eyas.tools.hosts.patience import patiently, stamp
 from eyas.tools.retry import Backoff, GaveUp, after_tries, retry
 from virtual_clock import EPOCH_AT_START, VirtualClock
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "workloads"))
+from generate import retryable
+from try_again import Tries
 
 
 class Flaky:
@@ -93,3 +102,21 @@ def test_a_refused_login_is_not_an_outage_and_is_not_waited_out() -> None:
     with pytest.raises(AuthFailed):
         patient(Flaky(AuthFailed("wrong key")), clock, heard)
     assert clock.sleeps == [] and heard == []
+
+
+def http_error(status: int) -> openai.APIStatusError:
+    response = httpx.Response(status, request=httpx.Request("POST", "http://127.0.0.1:8000/v1/chat/completions"))
+    return openai.APIStatusError(f"HTTP {status}", response=response, body=None)
+
+
+def test_a_workload_tries_what_a_healthy_server_could_answer_and_backs_off_within_the_cap() -> None:
+    """generate.py's rule through the shared tries: 5xx, 429, timeouts and malformed answers again, a 400 never."""
+    tries = Tries(4, retryable)
+    assert tries.again(http_error(503)) and tries.again(http_error(429)) and tries.again(TimeoutError())
+    assert not tries.again(http_error(503))  # the fourth failure of four tries: given up
+    assert not Tries(4, retryable).again(http_error(400))
+    waits = Tries(99)
+    for failures in range(1, 9):
+        assert waits.again(OSError("reset"))
+        bound = min(10.0, 1.0 * 2 ** (failures - 1))
+        assert all(0 <= waits.backoff_s(first_s=1.0, cap_s=10.0) <= bound for _ in range(50))
