@@ -1,8 +1,9 @@
 """The agent LLM: any OpenAI-compatible endpoint (OpenAI, a vLLM server, the embedded target) via the openai SDK.
 
 Every request crosses the run's `Boundary` as one "llm" event, so runs are recorded and replayed like any
-other. Retries of 429/5xx/timeouts happen inside the crossing (a replay hands back the final answer at once);
-a bad answer gets one repair round (the model is told what was wrong), which is a crossing of its own.
+other. Retries of 429/5xx/timeouts happen inside the crossing, by `tools/retry.py`'s policy (a replay hands back
+the final answer at once); a bad answer gets one repair round (the model is told what was wrong), which is a
+crossing of its own.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from eyas.agents.llm_answer import MAX_ANSWER_BYTES, NotTheApi, compact_answer
 from eyas.agents.llm_choice import LlmChoice
+from eyas.agents.llm_retry import Busy, RetryPolicy
 from eyas.agents.structured import (
     BadCalls,
     Message,
@@ -38,6 +40,7 @@ from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.hosts.deadline_transport import AnswerTooLarge, deadline_client
 from eyas.tools.recording.boundary import Boundary
 from eyas.tools.recording.transcript import register_error_type
+from eyas.tools.retry import Failures, GaveUp, retry
 from eyas.tools.settings.config import AgentConfig, secret
 
 if TYPE_CHECKING:
@@ -86,19 +89,6 @@ class LlmNotApi(LlmError):
 @register_error_type
 class LlmBadOutput(LlmError):
     """The model's answer was unusable twice: before and after being told what was wrong."""
-
-
-class RetryPolicy(BaseModel):
-    attempts: int = Field(5, ge=1, description="tries of one request, the first included")
-    # A server that used a whole deadline once (overloaded, or trickling its answer) rarely does better at once:
-    # five tries of 180 s kept `eyas chat` silent for 15 minutes. A timeout is tried once more, then reported.
-    timeout_attempts: int = Field(2, ge=1, description="tries of one request that keeps timing out")
-    base_s: float = Field(0.5, ge=0, description="wait before the second try; doubles each time")
-    cap_s: float = Field(8.0, ge=0, description="longest single wait (also bounds a server's Retry-After)")
-
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        wanted = retry_after if retry_after is not None else self.base_s * 2**attempt
-        return min(self.cap_s, wanted)
 
 
 class Usage:
@@ -269,48 +259,47 @@ class LLM:
             ) from None
 
     def _perform(self, request: dict[str, Any]) -> dict[str, Any]:
+        def heard(failures: Failures, _wait: float) -> None:
+            if self.on_retry is not None:
+                self.on_retry(
+                    f"the agent LLM at {self.config.base_url}: {failures.last}; trying again "
+                    f"({failures.tries + 1} of {self.retry.most(failures)})"
+                )
+
+        try:
+            return retry(
+                lambda: self._try(request), on=(Busy,), wait_s=self.retry.wait_s, give_up=self.retry.gives_up,
+                sleep=self._clock.sleep, before_sleep=heard,
+            )  # fmt: skip
+        except GaveUp as out:
+            raise LlmUnavailable(
+                f"The agent LLM at {self.config.base_url} gave no answer in {out.failures.tries} tries (last: "
+                f"{out.failures.last}). Check that the server is up (for the embedded default: `eyas target up`) "
+                "and not overloaded, or point [agent] in the config at another endpoint."
+            ) from None
+
+    def _try(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One try: the answer, Busy when another try could succeed, the reason as an LlmError when none could."""
         from openai import APIConnectionError, APIStatusError, APITimeoutError, InternalServerError, RateLimitError
 
         sdk_fields = _sdk_fields()
-        last = ""
-        timeouts = 0
-        attempt = 0
-        for attempt in range(self.retry.attempts):
-            retry_after = None
-            most = self.retry.attempts  # the tries this request can have, as far as is known now
-            try:
-                known = {key: value for key, value in request.items() if key in sdk_fields}
-                extra = {key: value for key, value in request.items() if key not in sdk_fields}
-                raw = self._client.chat.completions.with_raw_response.create(**known, extra_body=extra or None)
-                return compact_answer(raw)
-            except NotTheApi as exc:
-                raise self._not_api(str(exc)) from None
-            except (RateLimitError, InternalServerError) as exc:
-                last = f"HTTP {exc.status_code}: {_detail(exc)}"
-                retry_after = _retry_after(exc)
-            except APITimeoutError:
-                last = f"no complete answer within {self._timeout_s:g} s"
-                timeouts += 1
-                if timeouts >= self.retry.timeout_attempts:
-                    break
-                most = min(most, attempt + 1 + self.retry.timeout_attempts - timeouts)  # if it keeps timing out
-            except APIConnectionError as exc:
-                if isinstance(exc.__cause__, AnswerTooLarge):
-                    raise self._not_api(str(exc.__cause__)) from None
-                last = f"{type(exc).__name__}: {exc}"
-            except APIStatusError as exc:
-                raise self._rejected(exc, request) from None
-            if attempt + 1 < self.retry.attempts:
-                if self.on_retry is not None:
-                    self.on_retry(
-                        f"the agent LLM at {self.config.base_url}: {last}; trying again ({attempt + 2} of {most})"
-                    )
-                self._clock.sleep(self.retry.delay(attempt, retry_after))
-        raise LlmUnavailable(
-            f"The agent LLM at {self.config.base_url} gave no answer in {attempt + 1} tries (last: {last}). "
-            "Check that the server is up (for the embedded default: `eyas target up`) and not overloaded, or "
-            "point [agent] in the config at another endpoint."
-        )
+        try:
+            known = {key: value for key, value in request.items() if key in sdk_fields}
+            extra = {key: value for key, value in request.items() if key not in sdk_fields}
+            raw = self._client.chat.completions.with_raw_response.create(**known, extra_body=extra or None)
+            return compact_answer(raw)
+        except NotTheApi as exc:
+            raise self._not_api(str(exc)) from None
+        except (RateLimitError, InternalServerError) as exc:
+            raise Busy(f"HTTP {exc.status_code}: {_detail(exc)}", retry_after=_retry_after(exc)) from None
+        except APITimeoutError:
+            raise Busy(f"no complete answer within {self._timeout_s:g} s", timed_out=True) from None
+        except APIConnectionError as exc:
+            if isinstance(exc.__cause__, AnswerTooLarge):
+                raise self._not_api(str(exc.__cause__)) from None
+            raise Busy(f"{type(exc).__name__}: {exc}") from None
+        except APIStatusError as exc:
+            raise self._rejected(exc, request) from None
 
     def _not_api(self, came_back: str) -> LlmNotApi:
         return LlmNotApi(

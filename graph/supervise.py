@@ -13,11 +13,12 @@ from eyas.graph.crash_points import crash_point
 from eyas.graph.policy import Policy
 from eyas.graph.run_facts import run_facts
 from eyas.graph.state import Failure, RunState
-from eyas.tools.hosts.patience import Backoff, patiently, stamp
+from eyas.tools.hosts.patience import patiently, stamp
 from eyas.tools.jobs.detached import JobSpec, JobState, JobStatus, last_words
 from eyas.tools.jobs.executor import JobExecutor, launch_noted
 from eyas.tools.jobs.job_progress import progress_in
 from eyas.tools.jobs.upload import upload_workloads
+from eyas.tools.retry import Backoff
 
 # How a phase turns the run's state into its jobs (the gate shows them, the launch starts them).
 SpecBuilder = Callable[[RunContext, RunState], list[JobSpec]]
@@ -106,8 +107,7 @@ def patient(ctx: RunContext, read: Callable[[], T]) -> T:
     """`read()` from the host, waiting out an outage with backoff (the policy's bounds, else their defaults): the
     jobs keep running there, and once the host answers the monitor carries on where it was."""
     policy = ctx.policy or Policy()
-    backoff = Backoff(first_s=ctx.poll_interval_s, cap_s=policy.host_retry_max_s,
-                      give_up_s=policy.host_outage_hours * 3600)  # fmt: skip
+    backoff = Backoff(first_s=ctx.poll_interval_s, cap_s=policy.host_retry_max_s)
     name = ctx.host.name
 
     def on_outage(since: float | None, wait: float) -> None:
@@ -120,7 +120,10 @@ def patient(ctx: RunContext, read: Callable[[], T]) -> T:
             ctx.on_note(f"host {name} answers again; re-attached to its jobs")
 
     after = f"Its jobs may still be running: once it answers, `eyas resume {ctx.run.run_id}` re-attaches to them."
-    return patiently(read, backoff=backoff, clock=ctx.clock, host=name, on_outage=on_outage, after=after)
+    give_up_s = policy.host_outage_hours * 3600
+    return patiently(
+        read, backoff=backoff, give_up_s=give_up_s, clock=ctx.clock, host=name, on_outage=on_outage, after=after
+    )
 
 
 def diagnose(state: JobState, tail: str) -> str:

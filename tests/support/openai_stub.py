@@ -30,6 +30,7 @@ class Reply:
     status: int = 200
     body: bytes | None = None  # None: a well-formed completion
     delay_s: float = 0.0
+    retry_after: str | None = None  # the Retry-After header, as a server sends it
 
 
 @dataclass
@@ -151,10 +152,10 @@ class OpenAIStub:
                 body = await reader.readexactly(length) if length else b""
                 if request_line.startswith(b"POST"):
                     self.authorizations.append(authorization)
-                status, payload = await self._answer(request_line, body)
+                status, payload, extra = await self._answer(request_line, body)
                 writer.write(
-                    b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                    % (status, len(payload), payload)
+                    b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s"
+                    % (status, extra, len(payload), payload)
                 )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
@@ -162,21 +163,22 @@ class OpenAIStub:
         finally:
             writer.close()
 
-    async def _answer(self, request_line: bytes, body: bytes) -> tuple[int, bytes]:
+    async def _answer(self, request_line: bytes, body: bytes) -> tuple[int, bytes, bytes]:
+        """The status, the body and any header lines the reply adds."""
         if request_line.startswith(b"GET /v1/models"):
-            return 200, self.models
+            return 200, self.models, b""
         if request_line.startswith(b"POST /tokenize"):
             messages = json.loads(body)["messages"]
             self.tokenized.append(messages)
             count = sum(len(str(message.get("content", ""))) for message in messages)
-            return 200, json.dumps({"count": count, "max_model_len": self.max_model_len, "tokens": []}).encode()
+            return 200, json.dumps({"count": count, "max_model_len": self.max_model_len, "tokens": []}).encode(), b""
         self.requests += 1
         if self.first_request_at is None:
             self.first_request_at = time.monotonic()
         if not self.parse:
             if self.latency_s:
                 await asyncio.sleep(self.latency_s * random.uniform(0.5, 1.5))
-            return 200, FAST_COMPLETION
+            return 200, FAST_COMPLETION, b""
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -188,6 +190,7 @@ class OpenAIStub:
                 reply = await reply
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
-            return reply.status, reply.body if reply.body is not None else completion(f"answer to {key}")
+            extra = f"Retry-After: {reply.retry_after}\r\n".encode() if reply.retry_after is not None else b""
+            return reply.status, reply.body if reply.body is not None else completion(f"answer to {key}"), extra
         finally:
             self.in_flight -= 1

@@ -18,8 +18,17 @@ from gated_runs import run_with_jobs
 # Each takes 0.1-0.6 s to import; the commands that use them import them (the report, the agent LLM, SSH hosts, the
 # graph and its checkpoints).
 DEFERRED = ("matplotlib", "openai", "paramiko", "langgraph")
-# And what reading a run or the jobs does without: the graph and its tracers, the HTTP client, the metrics parser.
-NOT_FOR_READING = (*DEFERRED, "langchain_core", "langsmith", "httpx", "prometheus_client", "eyas.graph.pipeline")
+# And what reading a run or the jobs does without: the graph and its tracers, the HTTP client, the metrics parser,
+# the retry policy's library.
+NOT_FOR_READING = (
+    *DEFERRED,
+    "langchain_core",
+    "langsmith",
+    "httpx",
+    "prometheus_client",
+    "tenacity",
+    "eyas.graph.pipeline",
+)
 EXAMPLES = Path(__file__).resolve().parents[2] / "runs" / "examples"
 # `eyas ARGS` run in-process by the program's own entry point; then what it imported of NOT_FOR_READING, on stderr.
 READ_PROBE = f"""

@@ -6,6 +6,7 @@ the transcript machinery are the real ones. Retries use a tiny backoff, so no te
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 import scripted_llm as s
-from eyas.agents.llm import LLM, LlmBadOutput, LlmRejected, LlmUnavailable, RetryPolicy, Usage
+from eyas.agents.llm import LLM, LlmBadOutput, LlmNotApi, LlmRejected, LlmUnavailable, RetryPolicy, Usage
 from eyas.agents.structured import tool_result
 from eyas.tools.recording.recorder import Recorder
 from eyas.tools.recording.replay import ReplaySession
@@ -23,6 +24,7 @@ from eyas.tools.recording.transcript_reader import read_transcript
 from eyas.tools.settings.config import AgentConfig
 from offline import world_watch
 from openai_stub import MODEL, OpenAIStub, Reply, Request
+from virtual_clock import VirtualClock
 
 FAST_RETRY = RetryPolicy(attempts=4, base_s=0.001, cap_s=0.01)
 
@@ -172,6 +174,37 @@ def test_retries_are_bounded_and_the_error_says_what_to_do() -> None:
     assert stub.attempts["down"] == FAST_RETRY.attempts
     assert [line.rsplit(" (", 1)[1] for line in heard] == ["2 of 4)", "3 of 4)", "4 of 4)"]  # an overloaded server
     assert "HTTP 503: overloaded" in str(raised.value) and stub.url in str(raised.value)
+
+
+def test_the_waits_double_up_to_the_cap_and_a_servers_retry_after_is_heeded_within_it() -> None:
+    """The waits go through the injected clock (a replay and a test never sleep): 0.5, 1, 2 s doubling, at most
+    the cap; a Retry-After replaces the backoff, and is capped too."""
+    burst = {1: 503, 2: 502, 3: 429, 4: 429}
+    after = {3: "3", 4: "120"}
+
+    def script(request: Request, stub: OpenAIStub) -> Reply:
+        if request.attempt in burst:
+            return dataclasses.replace(s.error(burst[request.attempt], "busy"), retry_after=after.get(request.attempt))
+        return s.structured({"questions": ["after the burst"]})
+
+    clock = VirtualClock()
+    policy = RetryPolicy(attempts=5, base_s=0.5, cap_s=8.0)
+    with OpenAIStub(script) as stub:
+        llm = LLM(AgentConfig(base_url=stub.url, model=MODEL, api_key_env=None), retry=policy, clock=clock)
+        assert llm.structured(ask("burst"), Plan, max_tokens=50).questions == ["after the burst"]
+    assert clock.sleeps == [0.5, 1.0, 3.0, 8.0]
+
+
+def test_a_server_that_cannot_answer_api_json_is_not_retried() -> None:
+    def script(request: Request, stub: OpenAIStub) -> Reply:
+        return Reply(body=b"<html>login</html>")
+
+    clock = VirtualClock()
+    with OpenAIStub(script) as stub, pytest.raises(LlmNotApi, match="not the chat completions API"):
+        LLM(AgentConfig(base_url=stub.url, model=MODEL, api_key_env=None), clock=clock).complete(
+            {"model": MODEL, "messages": ask("page")}
+        )
+    assert stub.attempts["page"] == 1 and clock.sleeps == []
 
 
 def test_a_hanging_server_times_out_into_retries() -> None:

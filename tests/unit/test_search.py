@@ -2,7 +2,8 @@
 research falls back on: installed packages' READMEs and the host's --help.
 
 Stand-ins: a search backend (tests/support/search_standin.py: this machine has no internet) and a virtual clock
-for the limiter and backoff (so no test sleeps). The offline path uses the real ddgs, which really fails here.
+for the limiter and backoff (tests/support/virtual_clock.py, so no test sleeps). The offline path uses the real
+ddgs, which really fails here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from eyas.tools.checks.host_facts import search_docs
-from eyas.tools.hosts.clock import Clock
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.upload import workload_path
@@ -34,22 +34,7 @@ from eyas.tools.web.search import (
 from eyas.tools.web.webpage import fetch_page, html_to_text
 from search_standin import StandInSearch
 from stub_http import stub_server
-
-
-class VirtualClock(Clock):
-    """Time that moves only when slept through; remembers every sleep."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(round(seconds, 6))
-        self.t += seconds
-
+from virtual_clock import VirtualClock
 
 HIT = SearchHit(title="EAGLE-3 in vLLM", url="https://docs.example/eagle3", snippet="--speculative-config")
 
@@ -92,6 +77,23 @@ def test_failures_are_retried_with_exponential_backoff() -> None:
     backend = StandInSearch(lambda query: [HIT], failures=2)
     assert web(backend, clock, attempts=3, backoff_s=1.5).search("q one") == [HIT]
     assert clock.sleeps == [1.5, 3.0]
+
+
+def test_a_backend_that_breaks_is_not_retried_and_every_try_waits_its_turn_at_the_limiter() -> None:
+    """Only SearchFailed is worth another try: a bug in a backend surfaces at once, with no wait and no breaker."""
+    clock = VirtualClock()
+    crashing = StandInSearch(crash_on="boom")
+    search = web(crashing, clock, attempts=3, backoff_s=1.0)
+    with pytest.raises(RuntimeError, match="stand-in crash"):
+        search.search("boom query")
+    assert crashing.calls == ["boom query"] and clock.sleeps == []
+    assert search.search("calm query")  # no breaker was set
+    limited = StandInSearch(lambda query: [HIT], failures=2)
+    both = WebSearch(backend=limited, limiter=RateLimiter(5.0, clock), cache=SearchCache(), clock=clock, attempts=3,
+                     backoff_s=1.0)  # type: ignore[arg-type]  # fmt: skip
+    assert both.search("q") == [HIT]
+    # backoff 1, then the limiter's 4 more (its slots are 5 s apart); backoff 2, then its 3 more: tries at 0, 5, 10 s
+    assert clock.sleeps == [1.0, 4.0, 2.0, 3.0]
 
 
 def test_the_web_down_breaker_stops_retrying_then_tries_again_later() -> None:

@@ -1,4 +1,5 @@
-"""Web search for the research agents: ddgs behind a process-wide rate limiter, a per-query cache and backoff.
+"""Web search for the research agents: ddgs behind a process-wide rate limiter, a per-query cache and backoff
+(`tools/retry.py`'s policy).
 
 Every search crosses the run's `Boundary` as one "search" event. The cache, the limiter, the retries and
 the "web is down" breaker all live inside the crossing, so a replay answers each search from the
@@ -20,6 +21,7 @@ from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK, Clock
 from eyas.tools.recording.boundary import Boundary, Fields
 from eyas.tools.recording.transcript import canonical, register_error_type
+from eyas.tools.retry import Backoff, GaveUp, after_tries, retry
 
 Origin = Literal["web", "page", "host", "local"]
 
@@ -173,15 +175,18 @@ class WebSearch:
                 raise SearchUnavailable(
                     f"Web search is unavailable (not retried for {self.down_for_s:.0f} s after: {self._down_reason})."
                 )
-        last = ""
-        for attempt in range(self.attempts):
+
+        def one_try() -> list[SearchHit]:
             self.limiter.acquire()
-            try:
-                return self.backend.search(query, max_results)
-            except SearchFailed as exc:
-                last = str(exc)
-            if attempt + 1 < self.attempts:
-                self.clock.sleep(self.backoff_s * 2**attempt)
+            return self.backend.search(query, max_results)
+
+        try:
+            return retry(
+                one_try, on=(SearchFailed,), wait_s=lambda failures: Backoff(self.backoff_s).wait_s(failures.tries),
+                give_up=after_tries(self.attempts), sleep=self.clock.sleep,
+            )  # fmt: skip
+        except GaveUp as out:
+            last = str(out.failures.last)
         with self._lock:
             self._down_until = self.clock.monotonic() + self.down_for_s
             self._down_reason = last

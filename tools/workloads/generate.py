@@ -48,7 +48,6 @@ import asyncio
 import fcntl
 import json
 import os
-import random
 import signal
 import sys
 import time
@@ -62,6 +61,7 @@ import progress
 from done_ids import read_done
 from generate_input import Plan, Sample, load_input
 from shards import WHOLE, parse_shard
+from try_again import Tries
 
 EXIT_FATAL, EXIT_STOPPED = 1, 3
 RETRY_STATUS = {408, 409, 429}  # and every 5xx
@@ -117,16 +117,16 @@ class Generator:
 
     async def call(self, make: Any) -> Any:
         """Await `make()` under the deadline, retrying what a healthy server could answer next time."""
-        for attempt in range(self.args.retries + 1):
+        tries = Tries(self.args.retries + 1, retryable)
+        while True:
             try:
                 async with asyncio.timeout(self.args.timeout):
                     return await make()
             except Exception as exc:
-                if not retryable(exc) or attempt == self.args.retries:
+                if not tries.again(exc):
                     raise
                 self.retries += 1
-                await asyncio.sleep(random.uniform(0, min(self.args.backoff_max, self.args.backoff * 2**attempt)))
-        raise AssertionError("unreachable")
+                await asyncio.sleep(tries.backoff_s(self.args.backoff, self.args.backoff_max))
 
     async def preflight(self) -> None:
         try:

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import progress
 from extract_plan import Sample
+from try_again import Tries
 
 SUMMARY = "online_summary.json"
 FETCH_TRIES = 3  # a request that fails this often, with the server restarted between tries, stops training
@@ -165,12 +166,13 @@ class OnlineHiddenStates:
 
     def _fetch(self, row: int) -> int:
         sample = self.sample(row)
-        for attempt in range(1, FETCH_TRIES + 1):
+        tries = Tries(FETCH_TRIES)
+        while True:
             try:
                 staged = self.server.fetch_file(sample)
                 break
             except (OSError, http.client.HTTPException) as error:  # refused, reset, timed out: the server died?
-                if attempt == FETCH_TRIES:
+                if not tries.again(error):
                     raise RuntimeError(
                         f"the extraction server failed sample {sample.sample_id} {FETCH_TRIES} times ({error}); "
                         "its log is in the work directory. Rerun train.py to resume from the newest checkpoint."

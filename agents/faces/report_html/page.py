@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from eyas.agents.faces.report_html import sections
+from eyas.agents.faces.report_html import phases, sections
 from eyas.agents.faces.report_html.latency import TITLE as LATENCY_TITLE
 from eyas.agents.faces.report_html.latency import latency
 from eyas.agents.faces.report_html.plan_accuracy import plan_against_actual
@@ -41,9 +41,9 @@ SECTIONS = (
     ("summary", "Summary", sections.summary),
     ("what-ran", "What ran", what_ran),
     ("timeline", "Timeline", sections.timeline),
-    ("generation", "Generation", sections.generation),
-    ("extraction", "Extraction", sections.extraction),
-    ("training", "Training", sections.training),
+    ("generation", "Generation", phases.generation),
+    ("extraction", "Extraction", phases.extraction),
+    ("training", "Training", phases.training),
     ("evaluation", "Evaluation", sections.evaluation),
     ("latency", LATENCY_TITLE, latency),
     ("production", "Production", sections.production),
