@@ -8,6 +8,7 @@ schedule and checkpoints. Only the CPU flags and speculators_cpu's patches diffe
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +32,12 @@ def random_data(target: EmbeddedTarget, tmp_path_factory: pytest.TempPathFactory
     return noise_training_data(target, tmp_path_factory.mktemp("random-data"), 24)
 
 
-def train(target: EmbeddedTarget, data: dict[str, Path], out: Path, trainer: str) -> list[dict[str, Any]]:
-    """train.py on the CPU with `trainer`; its progress lines."""
+def train(target: EmbeddedTarget, data: dict[str, Path], out: Path, trainer: str, *flags: str) -> list[dict[str, Any]]:
+    """train.py on the CPU with `trainer`, 128-token steps (six an epoch on this data); its progress lines."""
     done = run_python(
         target, WORKLOADS_DIR / "train.py", "--data", data["hs"], "--verifier", target.model_dir, "--out", out,
-        "--d2t", data["d2t"], "--t2d", data["t2d"], "--device", "cpu", "--trainer", trainer, "--epochs", "3",
-        "--max-steps", "8", "--total-seq-len", "128", "--val-ratio", "0.1",
+        "--d2t", data["d2t"], "--t2d", data["t2d"], "--device", "cpu", "--trainer", trainer, "--total-seq-len", "128",
+        "--val-ratio", "0.1", *flags,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return [json.loads(line[len(TAG) :]) for line in done.stdout.splitlines() if line.startswith(TAG)]
@@ -50,8 +51,8 @@ def rows(out: Path, split: str) -> list[dict[str, Any]]:
 def test_speculators_trainer_on_a_cpu_takes_eyas_loops_steps_to_the_same_drafter(
     target: EmbeddedTarget, random_data: dict[str, Path], tmp_path: Path
 ) -> None:
-    lines = train(target, random_data, tmp_path / "speculators", "speculators")
-    train(target, random_data, tmp_path / "eyas", "eyas")
+    lines = train(target, random_data, tmp_path / "speculators", "speculators", "--epochs", "3", "--max-steps", "8")
+    train(target, random_data, tmp_path / "eyas", "eyas", "--epochs", "3", "--max-steps", "8")
 
     staged = next(line for line in lines if line["phase"] == "staged")
     assert (staged["device"], staged["trainer"]) == ("cpu", "speculators")
@@ -77,3 +78,31 @@ def test_speculators_trainer_on_a_cpu_takes_eyas_loops_steps_to_the_same_drafter
     # The very same drafter, weight for weight.
     saved = [tmp_path / name / "model.safetensors" for name in ("speculators", "eyas")]
     assert differing_tensors(*saved) == {}
+
+
+def test_speculators_trainer_on_a_cpu_resumes_from_its_checkpoint(
+    target: EmbeddedTarget, random_data: dict[str, Path], tmp_path: Path
+) -> None:
+    """A rerun resumes from the newest checkpoint, loaded onto the CPU (speculators_cpu.cpu_for_resume; unpatched,
+    onto "cuda:0"), and trains the epochs after it as the uninterrupted run did."""
+    out = tmp_path / "drafter"
+    train(target, random_data, out, "speculators", "--epochs", "2")
+    whole = rows(out, "train")
+    checkpoints = tmp_path / "drafter.work" / "speculators"
+    # As if the run had died during its second epoch: only the first epoch's checkpoint is left.
+    shutil.rmtree(checkpoints / "1")
+    (checkpoints / "epoch1_end").unlink()
+    (checkpoints / "checkpoint_best").unlink()
+    (checkpoints / "checkpoint_best").symlink_to("0")
+    shutil.rmtree(out)
+
+    lines = train(target, random_data, out, "speculators", "--epochs", "2")
+    steps = [line for line in lines if line["phase"] == "train"]
+    assert [line["done"] for line in steps] == list(range(7, 13)) and {line["epoch"] for line in steps} == {1}
+    # The same batches at the same rates from the checkpoint's weights; speculators keeps them in bf16, so the
+    # losses agree to bf16's rounding, not exactly (eyas's own loop resumes bit for bit).
+    for line, row in zip(steps, whole[6:], strict=True):
+        assert line["loss"] == pytest.approx(row["loss"], rel=1e-2) and line["acc"] == pytest.approx(
+            row["acc"], abs=0.02
+        )
+    assert (out / "model.safetensors").is_file()
