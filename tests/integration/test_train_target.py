@@ -91,7 +91,7 @@ def test_cuda_flags_build_the_same_drafter_through_speculators_own_trainer(
     argv = train_cuda.speculators_argv(
         args, python=str(target.python), nproc=1, dataset=tmp_path / "staged" / "dataset",
         hidden_states=tmp_path / "staged" / "hidden_states", save_path=tmp_path / "speculators", init_drafter=None,
-        checkpoint_freq=1.0, total_steps=1000,
+        checkpoint_freq=1.0, span=train_cuda.Span(epochs=args.epochs, max_steps=None, total=1000),
     )  # fmt: skip
     flags = argv[argv.index(str(WORKLOADS_DIR / "train_cuda.py")) + 1 :]
     resolved = probe(target, "resolve", *flags)

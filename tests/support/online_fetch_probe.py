@@ -4,7 +4,7 @@ extraction server train.py starts, with the stand-in (extraction_server_standin.
     python online_fetch_probe.py eyas|speculators --states FILE --tokens 1,2,3 --work DIR
 
 A token file holds the sample (--tokens); drafter_data.stage stages it as an online row and train_online.open_online
-starts the extraction server as run_cpu or run_cuda starts it, the stand-in writing --states for every request.
+starts the extraction server as run_cpu or run_speculators starts it, the stand-in writing --states for every request.
 - eyas: extract_vllm.VllmBackend.fetch_file, as online_fetch.py calls it on CPU.
 - speculators: speculators' own ArrowDataset (speculators/train/data.py), built from the flags train_cuda's
   speculators_argv gives its trainer on CUDA, reads the row.
@@ -67,12 +67,13 @@ def fetch_with_speculators(args: argparse.Namespace, staged: Staged) -> dict[str
     from speculators.train.data import ArrowDataset
     from speculators.train.recovery import SampleUnavailable
 
-    server = train_online.open_online(args, staged, "cuda")  # as train.run_cuda opens it
+    server = train_online.open_online(args, staged, "cuda")  # as train.run_speculators opens it on a GPU host
     try:
         argv = train_cuda.speculators_argv(
             args, python=sys.executable, nproc=1, dataset=staged.path / "dataset",
             hidden_states=staged.path / "hidden_states", save_path=args.work / "speculators", init_drafter=None,
-            checkpoint_freq=1.0, total_steps=1, endpoint=f"{server.server.base_url}/v1",
+            checkpoint_freq=1.0, span=train_cuda.Span(epochs=1, max_steps=None, total=1),
+            endpoint=f"{server.server.base_url}/v1",
         )  # fmt: skip
 
         def flag(name: str) -> str:

@@ -96,8 +96,8 @@ def test_a_cuda_run_says_speculators_fetched_and_eyas_counted_nothing(tmp_path: 
     ctx = local_context(tmp_path)
     drafter = Path(ctx.artifact("drafter"))
     drafter.mkdir(parents=True)
-    # What train.run_cuda writes (train_online.speculators_online_summary): the window, the bound, the workers, no
-    # epochs.
+    # What train.run_speculators writes (train_online.speculators_online_summary): the window, the bound, the
+    # workers, no epochs.
     summary = asdict(OnlineSummary(8, BOUND, trainer="speculators", gpus=8, workers=1))
     (drafter / ONLINE_SUMMARY).write_text(json.dumps(summary))
     update = reported(ctx, planned("auto"))

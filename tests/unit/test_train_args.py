@@ -71,6 +71,19 @@ def test_auto_optimizer_is_muon_on_cuda_and_the_measured_choice_on_cpu(
 
 
 @pytest.mark.parametrize(
+    ("requested", "device", "resolved"),
+    [("auto", "cuda", "speculators"), ("auto", "cpu", "eyas"), ("speculators", "cpu", "speculators")],
+)
+def test_auto_trainer_is_speculators_on_cuda_and_eyas_loop_on_cpu(requested: str, device: str, resolved: str) -> None:
+    assert train.resolve_trainer(requested, device) == resolved
+
+
+def test_eyas_loop_is_refused_on_cuda() -> None:
+    with pytest.raises(SystemExit, match="--trainer eyas runs on a CPU only"):
+        train.resolve_trainer("eyas", "cuda")
+
+
+@pytest.mark.parametrize(
     ("extra", "message"),
     [
         (["--d2t", "D2T"], "--d2t and --t2d come together"),
@@ -111,14 +124,21 @@ def speculators_flags(argv: list[str]) -> dict[str, list[str]]:
 
 
 def build(
-    inputs: dict[str, Path], *extra: str, init: Path | None = None, freq: float = 1.0, endpoint: str | None = None
+    inputs: dict[str, Path],
+    *extra: str,
+    init: Path | None = None,
+    freq: float = 1.0,
+    endpoint: str | None = None,
+    device: str = "cuda",
 ) -> list[str]:
     args = train.parse_args(args_for(inputs, *extra))
     args.optimizer = train.resolve_optimizer(args.optimizer, "cuda")  # as main() does before launching
     staged = inputs["root"] / "staged"
+    span = train_cuda.Span(epochs=args.epochs, max_steps=args.max_steps, total=40)
     return train_cuda.speculators_argv(
         args, python="/venv/bin/python", nproc=8, dataset=staged / "dataset", hidden_states=staged / "hidden_states",
-        save_path=inputs["root"] / "ckpt", init_drafter=init, checkpoint_freq=freq, total_steps=40, endpoint=endpoint,
+        save_path=inputs["root"] / "ckpt", init_drafter=init, checkpoint_freq=freq, span=span, device=device,
+        endpoint=endpoint,
     )  # fmt: skip
 
 
@@ -154,6 +174,7 @@ def test_cuda_command_runs_speculators_trainer_under_torchrun_with_the_cpu_loops
         "--target-layer-ids": ["2", "15", "27"],
         "--d2t-path": [str(inputs["d2t"])],
         "--t2d-path": [str(inputs["t2d"])],
+        "--scheduler-total-steps": ["40"],
         "--max-steps": ["40"],
         # drafter_recipe.py's warm-up (5% of 40 steps is 2; its floor, at most a quarter of the run, gives 10) and
         # per-layer norms of the captured layers, as the CPU loop builds them.
@@ -161,6 +182,50 @@ def test_cuda_command_runs_speculators_trainer_under_torchrun_with_the_cpu_loops
         "--fc-norm": [],
         "--no-norm-before-fc": [],
     }
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--val-ratio", "0.05", "--max-steps", "7", "--num-workers", "2"],
+        ["--dry-run", "--optimizer", "muon", "--num-layers", "3", "--d2t", "D2T", "--t2d", "T2D"],
+    ],
+)
+def test_the_cpu_command_is_the_cuda_command_but_for_the_cpu_flags(inputs: dict[str, Path], extra: list[str]) -> None:
+    """One builder for both devices: a flag added to the CUDA path reaches the CPU's Trainer too (or this fails)."""
+    extra = [str(inputs["d2t"]) if item == "D2T" else str(inputs["t2d"]) if item == "T2D" else item for item in extra]
+    cuda, cpu = (build(inputs, *extra, device=device) for device in ("cuda", "cpu"))
+    cpu_flags = dict(zip(train_cuda.CPU_FLAGS[::2], train_cuda.CPU_FLAGS[1::2], strict=True))
+
+    def without_cpu_flags(argv: list[str]) -> list[str]:
+        kept, skip = [], False
+        for item in argv:
+            if not skip and item not in cpu_flags:
+                kept.append(item)
+            skip = not skip and item in cpu_flags  # a CPU flag's value follows it
+        return kept
+
+    assert without_cpu_flags(cpu) == without_cpu_flags(cuda)
+    assert {flag: values for flag, values in speculators_flags(cpu).items() if flag in cpu_flags} == {
+        flag: [value] for flag, value in cpu_flags.items()
+    }
+    assert speculators_flags(cuda)["--num-workers"] == [str(train.parse_args(args_for(inputs, *extra)).num_workers)]
+
+
+@pytest.mark.parametrize(
+    ("per_epoch", "max_steps", "span"),
+    [
+        ([6, 6, 6], None, train_cuda.Span(epochs=3, max_steps=None, total=18)),
+        ([6, 6, 6], 8, train_cuda.Span(epochs=2, max_steps=8, total=8)),  # not 8 + 3 - 1 steps: the third is cut
+        ([6, 6, 6], 6, train_cuda.Span(epochs=1, max_steps=6, total=6)),  # the bound at an epoch's end
+        ([6, 5, 6], 12, train_cuda.Span(epochs=3, max_steps=12, total=12)),
+        ([6, 6, 6], 30, train_cuda.Span(epochs=3, max_steps=None, total=18)),  # the epochs end first
+    ],
+)
+def test_the_span_stops_the_epochs_where_max_steps_is_reached(
+    per_epoch: list[int], max_steps: int | None, span: train_cuda.Span
+) -> None:
+    assert train_cuda.span_of(per_epoch, max_steps) == span
 
 
 def test_online_the_trainer_asks_the_extraction_server_for_what_is_missing_on_disk(inputs: dict[str, Path]) -> None:

