@@ -245,7 +245,9 @@ def test_a_drafter_that_makes_production_slower_is_rolled_back_by_default(slower
     result = DeployResult.model_validate_json((slower.run.root / "deploy.json").read_text())
     said = json.loads(ran.stdout)  # the result a script reads: the same as the run keeps
     assert (said["kept"], said["result"]["reason"]) == (False, result.reason)
-    assert not result.kept and result.speedup is not None and result.speedup < 0.6, result
+    # Slower than the target alone is what rolls it back (the stand-in's 0.04x came out at up to 0.64x on a machine at
+    # load 7, its HTTP overhead on every request weighing on the fast side): the bound is the keep rule's own 1x.
+    assert not result.kept and result.speedup is not None and result.speedup < 1.0, result
     assert result.after is not None and result.after.mean_acceptance_length == 3.0  # accepted, but slower
     lost = f"lost to the target alone: speedup {result.speedup:.2f}x is under the threshold 1x ("
     assert result.reason.startswith(lost)
