@@ -9,7 +9,7 @@ import json
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,35 +77,16 @@ class Pipeline:
     fill_from: str | None = None  # vocab.py --fill-from: the prompt source, as a run passes it
     seconds: dict[str, float] = field(default_factory=dict)
 
-    def run(
-        self,
-        phase: str,
-        script: str,
-        *args: str | Path,
-        timeout: float = 1800,
-        on_line: Callable[[str], None] | None = None,
-    ) -> str:
-        """The script's output, kept in `phase`.log and, where `on_line` is given, handed to it a line at a time as it
-        comes (a test can act on a progress line while the script runs)."""
+    def run(self, phase: str, script: str, *args: str | Path, timeout: float = 1800) -> str:
         argv = [str(self.target.python), str(WORKLOADS_DIR / script), *(str(arg) for arg in args)]
         log = self.root / f"{phase}.log"
         started = time.monotonic()
-        with (
-            log.open("w") as handle,
-            subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
-            ) as process,
-        ):
-            assert process.stdout is not None
-            for line in process.stdout:
-                handle.write(line)
-                if on_line is not None:
-                    on_line(line.rstrip("\n"))
-            returncode = process.wait(timeout=max(1.0, timeout - (time.monotonic() - started)))
+        with log.open("w") as handle:
+            done = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT, timeout=timeout, check=False)
         self.seconds[phase] = self.seconds.get(phase, 0.0) + time.monotonic() - started
         output = log.read_text(errors="replace")
-        if returncode:
-            raise AssertionError(f"{phase} exited with {returncode}; {log} ends:\n{output[-3000:]}")
+        if done.returncode:
+            raise AssertionError(f"{phase} exited with {done.returncode}; {log} ends:\n{output[-3000:]}")
         return output
 
     @property
@@ -140,14 +121,11 @@ class Pipeline:
             "--lr", str(self.sizes.lr), *extra,
         )  # fmt: skip
 
-    def evaluate(
-        self, drafter: Path, name: str, *extra: str, on_line: Callable[[str], None] | None = None
-    ) -> dict[str, Any]:
+    def evaluate(self, drafter: Path, name: str, *extra: str) -> dict[str, Any]:
         out = self.root / f"{name}.json"
         self.run(
             name, "evaluate.py", "--model", self.target.model_dir, "--drafter", drafter, "--prompts", self.held_out,
             "--out", out, "--max-tokens", str(self.sizes.eval_tokens), "--concurrency",
             str(self.sizes.eval_concurrency), "--port", str(self.port), "--vllm-args=--enforce-eager", *extra,
-            on_line=on_line,
         )  # fmt: skip
         return json.loads(out.read_text())

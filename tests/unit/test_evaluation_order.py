@@ -1,7 +1,6 @@
 """How evaluate.py orders its measurements so that load cannot fake a speedup (eval_runs.py), and the rule that says
-when the evaluation's speedup and vLLM's benchmark's disagree (speed_agreement.py, bench_serve.py's interval).
-Real servers side by side, with a CPU burner started half-way, are tests/integration/test_drafter_e2e.py's ceiling
-test."""
+when the evaluation's speedup and vLLM's benchmark's disagree (speed_agreement.py, bench_serve.py's interval). The
+measurement on real servers, with the machine loaded half-way, is tests/integration/test_evaluation_under_load.py."""
 
 from __future__ import annotations
 
