@@ -51,6 +51,9 @@ def test_hybrid_is_refused_where_the_gpus_cannot_hold_it_and_the_gate_says_why(t
     mode = plan.extraction_mode
     assert mode is not None and mode.mode == "offline" and plan.fits is False
     assert mode.gpu_refusal is not None and "even with production stopped" in mode.gpu_refusal
+    # The lower memory share as a way out, with its figure: Kimi's INT4 weights alone (74.2 GB of each H100) and the
+    # trainer are more than a GPU holds, so no --gpu-memory-utilization the plan could choose makes room.
+    assert "no lower --gpu-memory-utilization makes room: the weights alone take 74.2 GB" in mode.gpu_refusal
     assert plan.verdict is not None and plan.verdict.startswith("Does not fit")
     assert "Not online or hybrid: the GPUs cannot hold online training" in plan.verdict
     ways = {way.kind for way in plan.alternatives}

@@ -302,11 +302,18 @@ def online_unplaceable(inputs: GpuBudgetInputs) -> str | None:
     if _place(inputs.gpus, whole, shards, server, trainer) is not None:
         return None
     largest = max(whole.values())
+    bare = math.ceil(weights_bytes(inputs) / shards)
+    share = (
+        f"; no lower --gpu-memory-utilization makes room: the weights alone take {bare / 1e9:.1f} GB of each, "
+        f"{(bare + trainer) / 1e9:.1f} GB with the trainer"
+        if bare + trainer > largest
+        else ""
+    )
     return (
         f"the GPUs cannot hold online training even with production stopped: its extraction server takes "
         f"production's layout ({shards} GPU(s) x {server / 1e9:.1f} GB) and the trainer {trainer / 1e9:.1f} GB more "
         f"on one GPU, {(server + trainer) / 1e9:.1f} GB where the largest of the host's {len(inputs.gpus)} GPU(s) "
-        f"holds {largest / 1e9:.1f} GB"
+        f"holds {largest / 1e9:.1f} GB{share}"
     )
 
 
