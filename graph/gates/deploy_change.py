@@ -42,6 +42,7 @@ class DeployChange(Record):
     winner_reason: str | None = None
     candidates: dict[str, str] = Field(default_factory=dict)
     disagreement: str | None = None
+    k_per_batch_size: str | None = None  # where the best k differs by concurrency: the schedule, or its recommendation
     nothing_pays: str | None = None
     error: str | None = None
     service: str | None = None

@@ -166,6 +166,7 @@ def test_the_target_environment_has_every_path_and_the_answer_is_kept_by_version
     paths = first.facts["paths"]
     assert paths["extract.vllm"] is True and paths["train.cpu loop / speculators"] is True
     assert paths["evaluate.vllm"] is True and paths["train.SpecForge drafter"] is True
+    assert paths["deploy.k per batch size"] is True  # vLLM 0.32's num_speculative_tokens_per_batch_size
     kept = list((tmp_path / "cache" / "compat").glob("compat-*.json"))
     assert len(kept) == 1, kept
     # An answer marked in the cache file, so that the next check shows it came from there.
@@ -207,6 +208,7 @@ def test_an_older_stack_refuses_training_and_lists_what_is_missing(tmp_path: Pat
         ("extract", "the target architecture's vLLM model class to hand out its last layer as an aux state")
     ]
     assert last_layer["works"] is False and last_layer["blocks"] is False  # hf is the default backend
+    assert result.facts["paths"]["deploy.k per batch size"] is False  # one k for every batch size, and no refusal
 
 
 def test_cuda_only_needs_block_on_a_cuda_host_only() -> None:

@@ -3,8 +3,10 @@ over an evaluation's JSON at both concurrencies (graph/phases/deploy/tournament.
 
 from __future__ import annotations
 
+from eyas.graph.gates.deploy import k_per_batch_size
 from eyas.graph.phases.deploy.tournament import tournament, winner_config
 from eyas.graph.phases.evaluate.record import Evaluation
+from eyas.tools.service.k_schedule import KSchedule, k_schedule
 from eyas.tools.service.winner import Candidate, choose
 
 
@@ -107,3 +109,36 @@ def test_where_the_concurrencies_disagree_the_policy_names_which_decides() -> No
     unfair = tournament(Evaluation.model_validate({**EVALUATION, "bench": {"speedup": partial}}), 1.0, 0.05, 16, "run")
     assert unfair.at_run is None and unfair.choice.winner.name == "drafter k=1"
     assert winner_config(tournament(evaluation, 2.0, 0.05, 16, "one").choice.winner, "/d") is None
+
+
+def test_one_method_best_at_different_k_by_concurrency_drafts_a_k_per_batch_size() -> None:
+    # The drafter wins at both concurrencies, k=3 alone (idle compute pays for deeper drafts) and k=1 at 16.
+    by_k = {"3": result(1.60, 1.50, 1.70, 3), "1": result(1.30, 1.20, 1.40, 1)}
+    bench = {"speculative-k3": {"16": 0.9}, "speculative-k1": {"16": 1.2}, "ngram-k3": {"16": 1.0}}
+    evaluation = Evaluation.model_validate({
+        **by_k["3"], "tokens_per_s_baseline": 10.0, "by_k": by_k, "ngram": {"3": result(1.10, 1.05, 1.15, 3)},
+        "bench": {"speedup": bench},
+    })  # fmt: skip
+    found = tournament(evaluation, 1.0, 0.05, 16, "one")
+    assert [found.at_one.winner.name, found.at_run and found.at_run.winner.name] == ["drafter k=3", "drafter k=1"]
+    schedule = found.k_schedule()
+    assert schedule is not None and schedule.ranges() == [[1, 4, 3], [5, 16, 1]]  # the switch at sqrt(1 x 16)
+    assert winner_config(found.choice.winner, "/d", schedule) == {
+        "method": "eagle3", "model": "/d", "num_speculative_tokens": 3,
+        "num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 16, 1]],
+    }  # fmt: skip
+    shown = k_per_batch_size(found, winner_config(found.choice.winner, "/d", schedule))
+    assert shown == (
+        "k=3 with up to 4 request(s) in flight, k=1 above (the best k measured at concurrency 1 and at 16; the switch "
+        "at their geometric middle)"
+    )
+    # A vLLM without the schedule: the recommendation, and the one k production drafts.
+    told = k_per_batch_size(found, winner_config(found.choice.winner, "/d"))
+    assert told is not None and told.startswith("recommended: k=3 with up to 4") and "production drafts k=3" in told
+    # Nothing to vary: the same k at both, different methods, or no bench at the run's concurrency.
+    assert tournament(Evaluation.model_validate(EVALUATION), 1.0, 0.05, 16, "one").k_schedule() is None
+    alone = Evaluation.model_validate({**evaluation.model_dump(), "bench": None})
+    assert tournament(alone, 1.0, 0.05, 16, "one").k_schedule() is None
+    assert k_schedule(2, 2, 200) is None and k_schedule(3, 1, 1) is None
+    assert k_schedule(3, 1, 200) == KSchedule(k_few=3, k_many=1, switch_after=14, run_concurrency=200)
+    assert k_schedule(3, 1, 2) == KSchedule(k_few=3, k_many=1, switch_after=1, run_concurrency=2)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ EAGLE3_TARGET = (
     "the target architecture's vLLM model class to implement EAGLE-3's auxiliary hidden states (SupportsEagle3; a "
     "wrapper's language model too)"
 )
+K_PER_BATCH_SIZE = "k per batch size"  # the deploy's optional path: production drafts the best k for its load
 # Where no release settles it: each architecture's vLLM model class does, and the compat probe asks the host's.
 PER_ARCHITECTURE = "the vLLM release whose model class for the architecture has it, probed on the host"
 EAGLE3_FIX = (
@@ -80,6 +82,9 @@ REQUIREMENTS = [
                 needs="vLLM's eagle3 speculative method", minimum="vllm 0.32 (tested)"),
     Requirement(phase="deploy", path="production", feature="eagle3_architecture", required=True, needs=EAGLE3_TARGET,
                 minimum=PER_ARCHITECTURE, fix=EAGLE3_FIX),
+    Requirement(phase="deploy", path=K_PER_BATCH_SIZE, feature="k_per_batch_size", required=False,
+                needs="vLLM's num_speculative_tokens_per_batch_size (k chosen by the batch size; else one k)",
+                minimum="vllm 0.32 (tested; earlier releases not checked)"),
 ]  # fmt: skip
 
 
@@ -188,6 +193,12 @@ def check_compat(ctx: CheckContext) -> CheckResult:
         name="compat", status=Status.OK, facts=facts,
         message="every default path works" + (note if missing else ""),
     )  # fmt: skip
+
+
+def path_works(facts: Mapping[str, Any], phase: str, path: str) -> bool:
+    """Whether verify's compat facts (`facts["paths"]`) found `path` of `phase` working; False where not asked."""
+    paths = facts.get("paths")
+    return isinstance(paths, Mapping) and paths.get(f"{phase}.{path}") is True
 
 
 def blocked_message(blocked: list[Row], python: str) -> str:

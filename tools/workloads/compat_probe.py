@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import glob
 import hashlib
 import importlib
@@ -57,6 +58,14 @@ def speculative_methods() -> set[str]:
     from vllm.config import speculative
 
     return literal_values(speculative.SpeculativeMethod)
+
+
+def speculative_config_has(field: str) -> bool:
+    """Whether vLLM's SpeculativeConfig takes `field` (a dataclass field of the installed release)."""
+    from vllm.config import speculative
+
+    config = getattr(speculative, "SpeculativeConfig", None)  # older releases kept it elsewhere, without the field
+    return config is not None and field in {found.name for found in dataclasses.fields(config)}
 
 
 def has(module: str, *names: str) -> bool:
@@ -227,6 +236,7 @@ def answer(
         "transformers_causal_lm": probe(lambda: has("transformers", "AutoModelForCausalLM", "AutoTokenizer")),
         "extract_hidden_states": "extract_hidden_states" in methods,
         "eagle3_method": "eagle3" in methods,
+        "k_per_batch_size": probe(lambda: speculative_config_has("num_speculative_tokens_per_batch_size")),
         "last_layer_capture": probe(lambda: last_layer_capture(architecture, texts)) if architecture else None,
         "eagle3_architecture": probe(lambda: eagle3_architecture(architecture, texts)) if architecture else None,
         "speculators_eagle3": probe(

@@ -28,6 +28,7 @@ from eyas.graph.policy import Policy, deploy_tournament
 from eyas.graph.run_facts import run_facts
 from eyas.graph.runs import RunDir
 from eyas.graph.state import DeployOutcome, DeployStatus, RunState, run_plan, run_sizes
+from eyas.tools.checks.compat import K_PER_BATCH_SIZE, path_works
 from eyas.tools.errors import EyasError
 from eyas.tools.private_files import write_private
 from eyas.tools.service.base import Service, ServiceError
@@ -71,7 +72,13 @@ def proposal(ctx: RunContext, state: RunState, evaluation: Mapping[str, Any] | N
         return Proposal(drafter_config(drafter, sizes.num_speculative_tokens), None, None)
     winner = found.choice.winner
     ngram = Evaluation.model_validate(evaluation).ngram_at(winner.k) if winner.method == DRAFTER_METHOD else None
-    return Proposal(winner_config(winner, drafter), found, ngram.speedup if ngram else None)
+    schedule = found.k_schedule() if varies_k(state) else None
+    return Proposal(winner_config(winner, drafter, schedule), found, ngram.speedup if ngram else None)
+
+
+def varies_k(state: RunState) -> bool:
+    """Whether production's vLLM can draft a k per batch size (verify's compat probe of the host)."""
+    return path_works(run_facts(state).compat, "deploy", K_PER_BATCH_SIZE)
 
 
 def planned_change(ctx: RunContext, speculative: dict[str, Any], state: RunState) -> tuple[Service, DeployResult]:

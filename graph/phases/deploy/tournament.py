@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from eyas.graph.phases.evaluate.record import Evaluation
+from eyas.tools.service.k_schedule import KSchedule, k_schedule
 from eyas.tools.service.winner import Candidate, Choice, Method, choose
 from eyas.tools.workloads.speculative import drafter_config, ngram_config
 
@@ -41,6 +42,14 @@ class Tournament(BaseModel):
             f"{self.at_run.winner.name}; the policy's deploy_concurrency = {self.decided_by!r} decides: concurrency "
             f"{deciding}"
         )
+
+    def k_schedule(self) -> KSchedule | None:
+        """Where one method wins at both concurrencies at different k: the k per batch size production could draft
+        (tools/service/k_schedule.py); None where the winners differ in method, agree on k, or only one was measured."""
+        one, run = self.at_one.winner, self.at_run.winner if self.at_run is not None else None
+        if run is None or one.method != run.method or one.k is None or run.k is None:
+            return None
+        return k_schedule(one.k, run.k, self.run_concurrency)
 
     def rows(self) -> dict[str, str]:
         """Every candidate's figures at both concurrencies, by name, as the gate shows them beside the winner."""
@@ -104,8 +113,10 @@ def tournament(
     return Tournament(at_one=at_one, at_run=at_run, run_concurrency=run_concurrency, decided_by=decided_by)
 
 
-def winner_config(winner: Candidate, drafter_dir: str) -> dict[str, Any] | None:
-    """The `--speculative-config` production runs with the winner; None for the target alone (nothing to change)."""
+def winner_config(winner: Candidate, drafter_dir: str, schedule: KSchedule | None = None) -> dict[str, Any] | None:
+    """The `--speculative-config` production runs with the winner, drafting per `schedule` where one is given (the
+    host's vLLM varies k with the batch size); None for the target alone (nothing to change)."""
     if winner.method == "target" or winner.k is None:
         return None
-    return drafter_config(drafter_dir, winner.k) if winner.method == "eagle3" else ngram_config(winner.k)
+    config = drafter_config(drafter_dir, winner.k) if winner.method == "eagle3" else ngram_config(winner.k)
+    return schedule.applied(config) if schedule is not None else config
