@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from eyas.agents.faces.gate_text import gate_text
 from eyas.agents.faces.job_table import job_rows
 from eyas.agents.faces.progress_text import detail_text
 from eyas.agents.operator_tools import size_flags
@@ -68,7 +69,7 @@ class ChatPipeline:
         if pending:
             view = read_view(pending[1])
             kind = "failure" if isinstance(view, FailureView) else "approval"
-            lines.append(f"waiting at the {kind} gate of {view.phase}: {json.dumps(pending[1])[:1500]}")
+            lines.append(f"waiting at the {kind} gate of {view.phase}, which shows:\n{gate_text(view)}")
         if state.get("stopped"):
             lines.append(f"stopped: {state['stopped']}")
         return "\n".join([*lines, *self._progress(state)])
