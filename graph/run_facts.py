@@ -125,11 +125,6 @@ class RunFacts(BaseModel):
             return {key: "" for key in Failure.__annotations__} | dict(failure)
         return failure
 
-    @field_validator("plan", mode="before")
-    @classmethod
-    def _unplanned(cls, plan: object) -> object:
-        return plan or {}
-
     @field_validator("plan_at_start", mode="before")
     @classmethod
     def _not_replanned(cls, plan: object) -> object:

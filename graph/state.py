@@ -217,9 +217,9 @@ class RunState(TypedDict, total=False):
 
 
 def run_sizes(state: RunState) -> Sizes:
-    """The run's sizes, as they were recorded (`recorded_sizes`); a key the state lacks takes its default from
-    `Sizes`."""
-    return recorded_sizes(state.get("sizes", {}))
+    """The run's sizes, as they were recorded (`recorded_sizes`, as `RunFacts.sizes` reads them); a key the state
+    lacks, or holds as null, takes its default from `Sizes`."""
+    return recorded_sizes(state.get("sizes") or {})
 
 
 def run_plan(state: Mapping[str, Any]) -> RunPlan:

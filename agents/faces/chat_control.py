@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from eyas.agents.faces.gate_text import gate_text
 from eyas.agents.faces.job_table import job_rows
 from eyas.agents.faces.progress_text import detail_text
 from eyas.agents.operator_tools import size_flags
@@ -19,7 +20,7 @@ from eyas.graph.gates.failure import FailureView
 from eyas.graph.gates.view import read_view
 from eyas.graph.life.answers import pending_view, record_gate_answer
 from eyas.graph.life.run_view import read_run
-from eyas.graph.phases.deploy.record import DEPLOY_FILE
+from eyas.graph.phases.deploy.record import DEPLOY_FILE, deploy_record
 from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.policy import started_policy
 from eyas.graph.runs import RunDir, run_dir
@@ -31,7 +32,6 @@ from eyas.tools.hosts.http import HttpClient
 from eyas.tools.private_files import open_private
 from eyas.tools.service.choose import production_service
 from eyas.tools.service.deploy import drop_in_text
-from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.service.thresholds import Thresholds
 from eyas.tools.settings.config import EyasConfig, format_validation_error
 from eyas.tools.settings.sizes import starting_sizes
@@ -69,7 +69,7 @@ class ChatPipeline:
         if pending:
             view = read_view(pending[1])
             kind = "failure" if isinstance(view, FailureView) else "approval"
-            lines.append(f"waiting at the {kind} gate of {view.phase}: {json.dumps(pending[1])[:1500]}")
+            lines.append(f"waiting at the {kind} gate of {view.phase}, which shows:\n{gate_text(view)}")
         if state.get("stopped"):
             lines.append(f"stopped: {state['stopped']}")
         return "\n".join([*lines, *self._progress(state)])
@@ -189,10 +189,12 @@ class ChatPipeline:
 
     def rollback_effect(self) -> str:
         """From the run's deploy.json: production's command line with the drafter, and without it again."""
-        path = self.run.root / DEPLOY_FILE
-        if not path.exists():
-            raise EyasError(f"Run {self.run.run_id} has deployed no drafter ({path} is absent): nothing to roll back.")
-        deployed = DeployResult.model_validate_json(path.read_text())
+        deployed = deploy_record(self.run)
+        if deployed is None:
+            raise EyasError(
+                f"Run {self.run.run_id} has deployed no drafter ({self.run.root / DEPLOY_FILE} is absent): nothing "
+                "to roll back."
+            )
         if not deployed.kept:
             raise EyasError(
                 f"Run {self.run.run_id}'s drafter is not in production (rolled back: {deployed.reason}); production "

@@ -1,18 +1,22 @@
-"""A gate's view as titled sections of plain lines: the one reading of a GateView that the terminal (cli/run_ui.py,
-with rich) and the dashboard (dashboard/views.py, as escaped HTML) both show, so that neither can leave out a part
-the other shows. Lines are plain text: each face escapes them its own way."""
+"""A gate's view as titled sections of plain lines: the one reading of a GateView or a FailureView that the terminal
+(cli/run_ui.py, with rich), the dashboard (dashboard/views.py, as escaped HTML) and the chat (chat_control.py, as
+`gate_text`) all show, so that no face can leave out a part another shows. Lines are plain text: each face escapes
+them its own way."""
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
 
+from eyas.graph.gates.failure import FailureView
 from eyas.graph.gates.production import step_text
 from eyas.graph.gates.view import ClusterView, GateEstimate, GateView, ProductionEntry
 from eyas.tools.planning.gpu_budget import gpu_phrase
 from eyas.tools.planning.prompt_supply import supply_verdict
 from eyas.tools.settings.sizes import typed_size
 from eyas.tools.settings.units import format_hours, format_size
+
+LOG_TAIL_CHARS = 3000  # the end of a failed job's log every face shows (the job keeps the whole log)
 
 
 @dataclass(frozen=True)
@@ -32,10 +36,26 @@ class Section:
     title: str
     lines: list[Line]
     code: bool = False  # commands and argvs, shown whole (never cut) in a fixed-width face
+    log: bool = False  # a log's tail, its line breaks kept
 
 
-def gate_sections(view: GateView) -> list[Section]:
+def gate_title(view: GateView | FailureView) -> str:
+    return f"failure in phase {view.phase}" if isinstance(view, FailureView) else f"gate: {view.phase}"
+
+
+def gate_text(view: GateView | FailureView) -> str:
+    """The view as plain text, its title first and then a line per row, for a face without tables (the chat)."""
+    rows = [gate_title(view)]
+    for part in gate_sections(view):
+        between = "\n" if part.log else " "  # a log starts on its own line, as it was written
+        rows += [f"{line.label}:{between}{line.text}" for line in part.lines]
+    return "\n".join(rows)
+
+
+def gate_sections(view: GateView | FailureView) -> list[Section]:
     """Every part the view has, in the order the operator reads it; a part this gate lacks is left out."""
+    if isinstance(view, FailureView):
+        return _failure_sections(view)
     sizes = ", ".join(f"{key}={typed_size(value)}" for key, value in view.sizes.items())
     checks = [
         Line(f"verify {name}", f"{check.status}: {check.message}", alarm=check.status == "fail")
@@ -61,6 +81,13 @@ def gate_sections(view: GateView) -> list[Section]:
         Section("Policy", [Line("policy stop", policy.reasons, alarm=True)] if policy and not policy.approve else []),
     ]
     return [section for section in sections if section.lines]
+
+
+def _failure_sections(view: FailureView) -> list[Section]:
+    """The failed job, its status and the first diagnosis (graph/supervise.py's), then the end of its log."""
+    failed = [Line("job", view.job_id), Line("status", view.status, alarm=True), Line("diagnosis", view.diagnosis)]
+    tail = view.log_tail[-LOG_TAIL_CHARS:]
+    return [Section("Failure", failed), *([Section("Log tail", [Line("log", tail)], log=True)] if tail else [])]
 
 
 # The plan's figures as an operator reads them: a name in words and a unit (the state keeps the raw numbers).

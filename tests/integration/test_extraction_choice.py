@@ -22,7 +22,7 @@ from rich.console import Console
 
 from extraction import prepared_target
 from eyas.agents.faces.cli.run_ui import gate_panel
-from eyas.agents.faces.dashboard.views import approval_view
+from eyas.agents.faces.dashboard.views import gate_body
 from eyas.agents.faces.gate_text import paths_lines
 from eyas.graph.context import RunContext
 from eyas.graph.gates.view import GateView, gate_view
@@ -173,7 +173,7 @@ def test_an_older_stack_blocks_the_phases_whose_paths_it_lacks_and_names_the_min
     console.print(gate_panel(typed))
     shown = console.export_text()
     assert "BLOCKED" in shown and "from vllm 0.18" in shown
-    assert f'<span class="error">{html.escape(paths["extract"]["blocked"])}</span>' in approval_view(typed)
+    assert f'<span class="error">{html.escape(paths["extract"]["blocked"])}</span>' in gate_body(typed)
     # The same stack with the plan's own choice: hf works, so extraction is not blocked; training still is.
     chosen = planned(smol, old_stack({"sizes": DEMO.model_dump(), "artifacts": {}}))
     assert chosen["plan"]["extraction"]["backend"] == "hf" and chosen["plan"]["paths"]["extract"]["blocked"] is None

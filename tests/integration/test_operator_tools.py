@@ -27,13 +27,10 @@ from eyas.agents.service_tools import (
 )
 from eyas.agents.structured import tool_name
 from eyas.agents.toolbox import ToolDef
-from eyas.graph.context import RunContext
-from eyas.graph.life.runner import checkpointer, drive, thread
-from eyas.graph.life.session import run_meta
+from eyas.graph.life.runner import checkpointer, drive
 from eyas.graph.phases.deploy.record import DEPLOY_FILE
 from eyas.graph.pipeline import build_graph
 from eyas.graph.runs import RunDir
-from eyas.tools.config_source import ConfigSource
 from eyas.tools.errors import EyasError
 from eyas.tools.hosts.clock import SYSTEM_CLOCK
 from eyas.tools.hosts.http import HttpClient
@@ -41,9 +38,7 @@ from eyas.tools.hosts.local import LocalHost
 from eyas.tools.jobs.detached import Jobs, JobSpec
 from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.settings.config import EyasConfig, HostConfig, TargetConfig
-from eyas.tools.settings.sizes import DEMO
-from eyas.tools.target.embedded import EmbeddedTarget
-from gated_runs import PLAN, run_at_data_gate
+from gated_runs import run_at_data_gate, run_at_failure_gate
 from production_target import child_argv
 from stub_http import HEALTHY, MODEL, stub_server
 from waiting import wait_for
@@ -179,24 +174,6 @@ model = "target"
         pipeline.plan({"samples": 100})
     assert "Traceback" not in str(caught.value)
     assert not pipeline.run.root.exists()  # no run was started
-
-
-def run_at_failure_gate(runs: Path, run_id: str) -> tuple[RunDir, RunContext]:
-    """runs/<run_id>, stopped at the failure gate of its data phase (the job failed), with the real graph."""
-    target = EmbeddedTarget(runs.parent / "cache", port=9)
-    run = RunDir(runs / run_id)
-    run.write_meta(run_meta(ConfigSource(None, "a test", target), None, DEMO))
-    ctx = RunContext(config=target.config(), host=LocalHost(), http=HttpClient(), clock=SYSTEM_CLOCK, run=run)
-    failure = {"phase": "data", "job_id": "data-generate", "status": "failed (rc 1)", "log_tail": "boom",
-               "diagnosis": "the generation script exited 1"}  # fmt: skip
-    values = {"run_id": run_id, "sizes": DEMO.model_dump(), "plan": PLAN, "decisions": [], "failure": failure,
-              "jobs": {"data": ["data-generate"]}}  # fmt: skip
-    with checkpointer(run) as saver:
-        graph = build_graph(saver)
-        graph.update_state(thread(run), values, as_node="monitor_data")
-        outcome = drive(graph, ctx, None, ask=None, on_update=lambda update: None)
-    assert outcome.gate is not None and outcome.gate["kind"] == "failure", outcome
-    return run, ctx
 
 
 def test_a_failure_gate_takes_retry_or_abort_from_the_chat_and_the_run_goes_on(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """Stored runs made in this process: the real graph and checkpoint DB, with the state put in as the nodes before
-would have left it, then driven to their next gate (the data gate, without a target; the deploy gate)."""
+would have left it, then driven to their next gate (the data gate, without a target; a failure; the deploy gate)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,22 @@ def run_at_data_gate(runs: Path, run_id: str, state: dict[str, Any] | None = Non
     run, outcome = stored_run(target, runs, values, after="plan")
     assert outcome.gate is not None and outcome.gate["phase"] == "data", outcome
     return run
+
+
+FAILURE = {"phase": "data", "job_id": "data-generate", "status": "failed (rc 1)", "log_tail": "boom",
+           "diagnosis": "the generation script exited 1"}  # fmt: skip
+
+
+def run_at_failure_gate(runs: Path, run_id: str, failure: dict[str, str] = FAILURE) -> tuple[RunDir, RunContext]:
+    """runs/<run_id>, stopped at the failure gate of its data phase (its job failed as `failure` says), with the
+    real graph; and the context that drives it on."""
+    target = EmbeddedTarget(runs.parent / "cache", port=9)
+    values = {"run_id": run_id, "sizes": DEMO.model_dump(), "plan": PLAN, "decisions": [], "failure": failure,
+              "jobs": {"data": [failure["job_id"]]}}  # fmt: skip
+    run, outcome = stored_run(target, runs, values, after="monitor_data")
+    assert outcome.gate is not None and outcome.gate["kind"] == "failure", outcome
+    ctx = RunContext(config=target.config(), host=LocalHost(), http=HttpClient(), clock=SYSTEM_CLOCK, run=run)
+    return run, ctx
 
 
 def run_with_jobs(root: Path, run_id: str, job_ids: list[str]) -> RunDir:

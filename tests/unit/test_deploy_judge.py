@@ -99,7 +99,7 @@ def test_the_reports_show_production_before_and_with_the_drafter(tmp_path: Path)
     assert "Drafter rolled back:</strong> mean acceptance length 1.06" in page and "eyas-drafter.conf" in page
     assert "<td>rolled back: mean acceptance length 1.06 is under the threshold 1.2</td>" in page  # the outcome
     first = "# eyas run x\n\n**Outcome:** stopped at the deploy gate: rejected: later\n\n## Gates\n"
-    markdown = with_deploy(with_deploy(first, result.model_dump()), result.model_dump())
+    markdown = with_deploy(with_deploy(first, result), result)
     assert markdown.count("## Deploy") == 1 and "| with the drafter | 3.900 | 1.060 |" in markdown
     assert "**Outcome:** rolled back: mean acceptance length 1.06 is under the threshold 1.2\n" in markdown
     assert "| before | 4.800 | n/a | n/a |" in markdown and "None" not in markdown  # no drafter, no acceptance yet
@@ -230,5 +230,5 @@ def test_n_gram_is_kept_on_its_tokens_per_s_and_its_drop_in_names_no_drafter() -
     result = DeployResult(kept=True, reason="fast", drop_in="/u.d/zz.conf", drop_in_text=text,
                           argv_before=parse_unit_file(UNIT).exec_start, argv_deployed=argv,
                           before=probe(10.0, None), after=probe(11.0, 1.01))  # fmt: skip
-    markdown = "\n".join(deploy_section(outcome("kept", "fast", None, argv), result.model_dump()))
+    markdown = "\n".join(deploy_section(outcome("kept", "fast", None, argv), result))
     assert "**N-gram speculation kept:** fast" in markdown and "| with n-gram speculation | 11.000 |" in markdown

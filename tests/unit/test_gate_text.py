@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
 from rich.console import Console
 
+from eyas.agents.faces.chat_control import ChatPipeline
 from eyas.agents.faces.cli.run_ui import gate_panel as terminal_panel
 from eyas.agents.faces.dashboard.views import gate_panel as dashboard_panel
-from eyas.agents.faces.gate_text import cluster_lines, gate_sections
+from eyas.agents.faces.gate_text import cluster_lines, gate_sections, gate_text
 from eyas.agents.faces.report_html.sections import h
 from eyas.graph.context import RunContext
 from eyas.graph.gates.view import FailureView, GateView, gate_view, read_view
+from eyas.graph.life.run_view import read_run
 from eyas.graph.phases.data.drafter import prepare_drafter
 from eyas.graph.policy import Policy
 from eyas.graph.runs import RunDir
@@ -30,8 +33,9 @@ from eyas.tools.planning.figures import Figures, planned_sizes
 from eyas.tools.planning.prompt_count import count_prompts
 from eyas.tools.recording.transcript import ApprovalEvent, NodeEvent
 from eyas.tools.recording.transcript_reader import read_transcript
-from eyas.tools.settings.config import PipelineConfig, load_config
+from eyas.tools.settings.config import EyasConfig, HostConfig, PipelineConfig, TargetConfig, load_config
 from eyas.tools.settings.sizes import DEMO
+from gated_runs import run_at_failure_gate
 from jobs_config import jobs_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "runs" / "examples" / "full-pipeline" / "transcript.jsonl"
@@ -225,8 +229,33 @@ def test_a_failure_view_reads_back_and_offers_retry_or_abort() -> None:
     assert isinstance(view, FailureView) and view.model_dump(mode="json") == recorded
     html = dashboard(view)
     assert 'value="retry"' in html and 'value="abort"' in html and 'value="approve"' not in html
-    assert "Traceback &lt;module&gt;" in html
-    assert "Out of memory: retry smaller" in terminal(view)
+    assert '<pre class="log">Traceback &lt;module&gt;\nOutOfMemoryError</pre>' in html
+    assert "<h2>Failure in phase train</h2>" in html and "Out of memory: retry smaller" in terminal(view)
+
+
+def test_the_terminal_and_the_chat_show_a_failure_in_the_same_words(tmp_path: Path) -> None:
+    failure = {"phase": "data", "job_id": "r1.generate", "status": "failed (rc 1)", "diagnosis": "Out of memory: retry",
+               "log_tail": "Traceback <module>\nOutOfMemoryError"}  # fmt: skip
+    run, _ = run_at_failure_gate(tmp_path / "runs", "failed", failure)
+    host = HostConfig(address="local", python=sys.executable, workdir=str(tmp_path / "work"))
+    config = EyasConfig(hosts={"local": host}, target=TargetConfig(base_url="http://127.0.0.1:9", model="target"))
+    said = ChatPipeline(run, config).status()
+    pending = read_run(run).pending
+    assert pending is not None
+    view = read_view(pending[1])
+    assert isinstance(view, FailureView)
+    shown = gate_text(view)
+    assert f"waiting at the failure gate of data, which shows:\n{shown}" in said, said
+    assert shown == (
+        "failure in phase data\njob: r1.generate\nstatus: failed (rc 1)\ndiagnosis: Out of memory: retry\n"
+        "log:\nTraceback <module>\nOutOfMemoryError"
+    )
+    assert words(terminal(view)) == words(shown)  # the panel's title and rows, word for word
+
+
+def words(text: str) -> list[str]:
+    """The words of a face's text, without its frame (a panel's box) or its punctuation between label and text."""
+    return re.findall(r"[^\s:│─╭╮╰╯]+", text)
 
 
 READY = {

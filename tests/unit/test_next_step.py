@@ -90,14 +90,14 @@ EVALUATION = {
 }  # fmt: skip
 
 
-def rolled_back() -> dict[str, Any]:
+def rolled_back() -> DeployResult:
     """deploy.json after production's own counters turned the drafter away."""
     return DeployResult(
         kept=False, reason="lost to the target alone", drop_in="/etc/x.conf", drop_in_text="", argv_before=["vllm"],
         argv_deployed=["vllm", "--speculative-config", json.dumps(drafter_config("/d", 3))],
         before=Probe(requests=4, completion_tokens=100, seconds=10.0, tokens_per_s=11.8),
         after=Probe(requests=4, completion_tokens=100, seconds=10.0, tokens_per_s=8.6, mean_acceptance_length=1.2),
-    ).model_dump()  # fmt: skip
+    )  # fmt: skip
 
 
 def test_a_runs_state_and_deploy_read_through_to_its_steps() -> None:

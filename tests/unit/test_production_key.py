@@ -122,7 +122,7 @@ def test_the_report_shows_productions_command_line_without_its_key() -> None:
     text, argv = drop_in_text(unit, drafter_config("/w/drafter", 3))
     result = DeployResult(kept=True, reason="fast", drop_in="/u.d/zz.conf", drop_in_text=text,
                           argv_before=unit.exec_start, argv_deployed=argv)  # fmt: skip
-    report = with_deploy("# eyas run r\n", result.model_dump())
+    report = with_deploy("# eyas run r\n", result)
     assert FLAG_KEY not in report and report.count("[REDACTED") == 2  # in the argv and in the drop-in
     assert "--speculative-config" in report
 

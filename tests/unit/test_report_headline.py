@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from eyas.graph.phases.report.headline import headline
+from eyas.tools.service.deploy_result import NOT_DEPLOYED_YET, DeployResult
 
 EVALUATION = {"k": 3, "mean_acceptance_length": 1.034, "speedup": 0.821}
 ROLLED_BACK = (
@@ -61,10 +62,16 @@ def test_the_headline_says_what_happened(state: dict[str, Any], expected: str) -
 
 def test_a_later_deploy_or_rollback_supersedes_the_deploy_phase() -> None:
     state = {"evaluation": EVALUATION, "deploy": deploy_outcome("rejected", "rejected at the deploy gate: later")}
-    kept = {"kept": True, "reason": "mean acceptance length 2.10 reaches the threshold 1.2"}
-    assert headline(state, kept) == f"deployed (drafter kept: {kept['reason']})"
-    ngram = {"kept": True, "reason": "fast", "argv_deployed": ["vllm", "--speculative-config", '{"method":"ngram"}']}
+    drafter = ["vllm", "--speculative-config", '{"method":"eagle3"}']
+    kept = deployed(True, "mean acceptance length 2.10 reaches the threshold 1.2", drafter)
+    assert headline(state, kept) == f"deployed (drafter kept: {kept.reason})"
+    ngram = deployed(True, "fast", ["vllm", "--speculative-config", '{"method":"ngram"}'])
     assert headline(state, ngram) == "deployed (n-gram speculation kept: fast)"
-    assert headline(state, {"kept": False, "reason": "rolled back by hand"}) == "rolled back: rolled back by hand"
+    assert headline(state, deployed(False, "rolled back by hand", drafter)) == "rolled back: rolled back by hand"
     # deploy.json before production restarted says nothing yet: the phase's outcome stands.
-    assert headline(state, {"kept": False, "reason": "not deployed yet"}).startswith("stopped at the deploy gate")
+    assert headline(state, deployed(False, NOT_DEPLOYED_YET, drafter)).startswith("stopped at the deploy gate")
+
+
+def deployed(kept: bool, reason: str, argv: list[str]) -> DeployResult:
+    return DeployResult(kept=kept, reason=reason, drop_in="/d.conf", drop_in_text="", argv_before=["vllm"],
+                        argv_deployed=argv)  # fmt: skip

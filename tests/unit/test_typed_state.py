@@ -13,7 +13,7 @@ from eyas.graph.gates.failure import failure_view
 from eyas.graph.gates.view import GateView, read_view
 from eyas.graph.phases.deploy.node import ended_with, outcome
 from eyas.graph.run_facts import run_facts
-from eyas.graph.state import Failure
+from eyas.graph.state import Failure, run_plan, run_sizes
 from recorded_examples import EXAMPLES
 
 
@@ -63,3 +63,20 @@ def test_a_bad_size_fails_where_the_sizes_are_used_not_where_the_state_is_read()
     assert run.ran("data") and run.recorded_sizes == {"samples": -1}
     with pytest.raises(ValidationError, match="samples"):
         _ = run.sizes
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {},
+        {"plan": None, "sizes": None},
+        {"plan": {}},
+        {"plan": {"fits": True, "verdict": "Fits"}, "sizes": {"samples": 7}},
+    ],
+)
+def test_the_typed_state_and_the_one_key_readers_read_sizes_and_plan_alike(state: dict[str, object]) -> None:
+    """`RunFacts.sizes`/`.plan` and `run_sizes`/`run_plan` (a node that needs only one key) read with the same
+    parsers (`recorded_sizes`, `RunPlan`): a null, an empty or an absent key reads the same through both."""
+    facts = run_facts(state)
+    assert facts.sizes == run_sizes(state) and facts.plan == run_plan(state)
+    assert facts.plan.model_fields_set == run_plan(state).model_fields_set

@@ -8,6 +8,8 @@ import json
 
 from pydantic import BaseModel
 
+NOT_DEPLOYED_YET = "not deployed yet"  # the reason of a change planned (the gate's, a dry run's) but not made
+
 
 class Probe(BaseModel):
     """Production measured over one window of probe traffic (temperature 0)."""
@@ -22,6 +24,8 @@ class Probe(BaseModel):
 
 
 class DeployResult(BaseModel):
+    """A deploy's result, as deploy.json keeps it; a file from before a field existed reads with its default."""
+
     kept: bool
     reason: str
     drop_in: str
@@ -35,6 +39,16 @@ class DeployResult(BaseModel):
     restart_s: float | None = None
     rollback_restart_s: float | None = None
     downtime_s: float | None = None  # from each restart until production answered the health check again
+
+    @property
+    def acted(self) -> bool:
+        """Whether production was restarted with the change (kept or rolled back), not only planned."""
+        return self.reason != NOT_DEPLOYED_YET
+
+    @property
+    def method(self) -> str | None:
+        """The speculative method the change put in (or tried): the drafter's, or n-gram speculation's."""
+        return deployed_method(self.argv_deployed)
 
 
 def deployed_method(argv: list[str]) -> str | None:

@@ -18,7 +18,6 @@ from eyas.tools.config_source import ConfigSource
 from eyas.tools.exit_codes import ExitCode
 from eyas.tools.hosts.local import LocalHost
 from eyas.tools.service.deploy import rollback
-from eyas.tools.service.deploy_result import DeployResult, deployed_method
 from eyas.tools.service.thresholds import Thresholds
 from eyas.tools.settings.config import EyasConfig
 from eyas.tools.settings.sizes import DEMO, Sizes
@@ -74,7 +73,7 @@ def _demo_run(
     from eyas.agents.faces.cli.run_ui import gate_panel
     from eyas.graph.gates.view import read_view
     from eyas.graph.life.answers import record_gate_answer
-    from eyas.graph.phases.deploy.record import DEPLOY_FILE
+    from eyas.graph.phases.deploy.record import deploy_record
 
     retire_earlier_drafter(target)
     set_up_s = time.monotonic() - started
@@ -87,10 +86,10 @@ def _demo_run(
         reason = "eyas demo deploys the evaluation's winner; production's own counters decide whether it stays"
         record_gate_answer(run, GateAnswer(action="approve", reason=reason, who="demo"))
         outcome = advance(run, None, interactive=False)
-        if (run.root / DEPLOY_FILE).exists():
-            result = DeployResult.model_validate_json((run.root / DEPLOY_FILE).read_text())
+        result = deploy_record(run)
+        if result is not None:
             print_result(result)
-            if not result.kept and deployed_method(result.argv_deployed) == DRAFTER_METHOD:
+            if not result.kept and result.method == DRAFTER_METHOD:
                 for line in rolled_back_lines(result, sizes):
                     console.print(line, markup=False, highlight=False, soft_wrap=True)
     elif (outcome.state.get("deploy") or {}).get("status") == "skipped":  # nothing beat the target alone

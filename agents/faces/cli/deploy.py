@@ -9,7 +9,6 @@ which the report shows as production before and after.
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from collections.abc import Iterator
@@ -32,7 +31,7 @@ from eyas.tools.hosts.connect import open_host
 from eyas.tools.hosts.http import HttpClient
 from eyas.tools.service.choose import production_service
 from eyas.tools.service.deploy import deploy, rollback
-from eyas.tools.service.deploy_result import DeployResult, deployed_method
+from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.service.keep_rule import method_words
 from eyas.tools.service.thresholds import Thresholds
 from eyas.tools.settings.config import format_validation_error
@@ -57,9 +56,9 @@ def save(run: RunDir, result: DeployResult) -> None:
     view = read_run(run)
     state = view.state if view.started else None
     min_speedup = started_policy(run.meta()).deploy_min_speedup
-    steps = run_next_steps(state or {}, result.model_dump(), min_speedup)
+    steps = run_next_steps(state or {}, result, min_speedup)
     report = run.report.read_text() if run.report.exists() else f"# eyas run {run.run_id}\n"
-    run.write_report(with_deploy(report, result.model_dump(), steps))
+    run.write_report(with_deploy(report, result, steps))
     write_html_report(run.root, state)
 
 
@@ -72,7 +71,7 @@ def print_result(result: DeployResult) -> None:
             + (f" (before: {result.before.tokens_per_s:.1f})" if result.before else "")
         )
     verdict = "[green]kept[/]" if result.kept else "[yellow]rolled back[/]"
-    method = "n-gram speculation" if deployed_method(result.argv_deployed) == NGRAM_METHOD else "drafter"
+    method = "n-gram speculation" if result.method == NGRAM_METHOD else "drafter"
     console.print(f"{method} {verdict}: {escape(result.reason)}", soft_wrap=True)
 
 
@@ -303,12 +302,11 @@ def rollback_command(
     """
     from eyas.graph.life.run_view import read_run
     from eyas.graph.phases.deploy.node import expected_restart, rollback_steps
-    from eyas.graph.phases.deploy.record import DEPLOY_FILE
+    from eyas.graph.phases.deploy.record import deploy_record
     from eyas.graph.state import RunState
 
     run = open_run(run_id)
-    previous = run.root / DEPLOY_FILE
-    earlier = DeployResult.model_validate(json.loads(previous.read_text())) if previous.exists() else None
+    earlier = deploy_record(run)
     refuse_unasked(yes, dry_run, "rollback")
     with json_result(json_output) as out:
         out["run_id"] = run.run_id

@@ -16,7 +16,7 @@ from rich.prompt import IntPrompt, Prompt
 from rich.table import Column, Table
 
 from eyas.agents.faces.cli.console import console, decision_text
-from eyas.agents.faces.gate_text import gate_sections
+from eyas.agents.faces.gate_text import gate_sections, gate_title
 from eyas.agents.faces.progress_lines import ProgressLines
 from eyas.agents.faces.progress_text import count_text, detail_text
 from eyas.graph.gates.failure import FailureView
@@ -158,12 +158,8 @@ def _read_line_or(answered_elsewhere: Callable[[], GateAnswer | None]) -> str | 
 
 
 def gate_panel(view: GateView | FailureView) -> Panel:
-    """The gate's sections (agents/faces/gate_text.py, as the dashboard shows them) as rows of label and text; a
-    long command folds onto the next line rather than being cut."""
-    if isinstance(view, FailureView):
-        head = f"{escape(view.job_id)}: {escape(view.status)}\n[bold]diagnosis:[/] {escape(view.diagnosis)}"
-        body = f"{head}\n\n{escape(view.log_tail[-1500:])}"
-        return Panel(body, title=f"failure in phase {escape(view.phase)}", border_style="red")
+    """The gate's sections (agents/faces/gate_text.py, as the dashboard and the chat show them) as rows of label and
+    text; a long command folds onto the next line rather than being cut."""
     table = Table.grid(padding=(0, 2))
     table.add_column()
     table.add_column(overflow="fold")
@@ -171,4 +167,5 @@ def gate_panel(view: GateView | FailureView) -> Panel:
         for line in section.lines:
             label = f"[bold red]{escape(line.label)}[/]" if line.alarm else f"[bold]{escape(line.label)}[/]"
             table.add_row(label, escape(line.text))
-    return Panel(table, title=f"gate: {escape(view.phase)}", border_style="cyan")
+    border = "red" if isinstance(view, FailureView) else "cyan"
+    return Panel(table, title=escape(gate_title(view)), border_style=border)

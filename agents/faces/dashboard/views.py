@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from eyas.agents.faces.dashboard.forms import SIZE_PREFIX
-from eyas.agents.faces.gate_text import Line, gate_sections
+from eyas.agents.faces.gate_text import Line, gate_sections, gate_title
 from eyas.agents.faces.report_html.page import STYLE, navigation, report_body
 from eyas.agents.faces.report_html.record import RunRecord
 from eyas.agents.faces.report_html.sections import fmt, h, last_value, section, table
@@ -123,25 +123,27 @@ def log_tails(record: RunRecord) -> str:
 
 def gate_panel(run_id: str, gate_id: str, view: GateView | FailureView, csrf: str, answered: GateAnswer | None) -> str:
     """The gate's full view (plan, verification, exact commands; or the failure and its log) and its answers."""
-    shown = failure_view(view) if isinstance(view, FailureView) else approval_view(view)
+    shown = gate_body(view)
     if answered is not None:
         note = (f"Answered: {answered.action} by {answered.who}: {answered.reason or 'no reason given'}. A waiting "
                 f"eyas process continues now; a stopped run continues with `eyas resume {run_id}`.")  # fmt: skip
         forms = f'<p class="answered" id="answered">{h(note)}</p>'
     else:
         forms = answer_forms(run_id, gate_id, view, csrf)
-    failure = isinstance(view, FailureView)
-    kind = "failure" if failure else "approval"
-    title = f"Failure in phase {view.phase}" if failure else f"Gate: {view.phase}"
+    kind = "failure" if isinstance(view, FailureView) else "approval"
+    title = gate_title(view)
+    title = title[:1].upper() + title[1:]
     return f'<section class="gate {kind}" id="gate"><h2>{h(title)}</h2>{shown}{forms}</section>'
 
 
-def approval_view(view: GateView) -> str:
-    """The gate's sections (agents/faces/gate_text.py, as the terminal shows them): commands and argvs whole, as
-    code; the rest as a table, what stops the phase in red."""
+def gate_body(view: GateView | FailureView) -> str:
+    """The gate's sections (agents/faces/gate_text.py, as the terminal and the chat show them): commands and argvs
+    whole, as code; a log's tail as it was written; the rest as a table, what stops the phase in red."""
     body = ""
     for part in gate_sections(view):
-        if part.code:
+        if part.log:
+            lines = "".join(f'<pre class="log">{h(line.text)}</pre>' for line in part.lines)
+        elif part.code:
             lines = "".join(f'<p><code class="command">{h(line.text)}</code></p>' for line in part.lines)
         else:
             lines = table((), [_cells(line) for line in part.lines])
@@ -153,12 +155,6 @@ def _cells(line: Line) -> tuple[str, str]:
     if line.alarm:
         return f'<b class="error">{h(line.label)}</b>', f'<span class="error">{h(line.text)}</span>'
     return f"<b>{h(line.label)}</b>", h(line.text)
-
-
-def failure_view(view: FailureView) -> str:
-    head = table((), [("<b>job</b>", h(view.job_id)), ("<b>status</b>", h(view.status)),
-                      ("<b>diagnosis</b>", h(view.diagnosis))])  # fmt: skip
-    return head + f'<h3>Log tail</h3><pre class="log">{h(view.log_tail)}</pre>'
 
 
 def answer_forms(run_id: str, gate_id: str, view: GateView | FailureView, csrf: str) -> str:

@@ -15,9 +15,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from eyas.graph.life.transcript_state import fold_state
+from eyas.graph.phases.deploy.record import DEPLOY_FILE, read_deploy
+from eyas.tools.errors import EyasError
 from eyas.tools.recording.redact import Redactor
 from eyas.tools.recording.transcript import ApprovalEvent, CommandEvent, Event, NodeEvent, RunEvent, TranscriptError
 from eyas.tools.recording.transcript_reader import read_transcript
+from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.workloads.progress import TAG
 
 _JOB_LOG = re.compile(r"/jobs/([^/\s'\"]+)/log\b")
@@ -46,7 +49,7 @@ class RunRecord(BaseModel):
     started: float | None = None
     ended: float | None = None
     missing: list[str] = Field(default_factory=list, description="what the run folder lacks, said in the report")
-    deploy: dict[str, Any] | None = Field(None, description="deploy.json: the drafter put into production, or not")
+    deploy: DeployResult | None = Field(None, description="deploy.json: the drafter put into production, or not")
 
     def job_progress(self, phase: str) -> list[dict[str, Any]]:
         """The progress rows of a phase's jobs (a retried phase has several), in time order."""
@@ -79,9 +82,17 @@ def load_record(run_root: Path, state: dict[str, Any] | None = None) -> RunRecor
         started=min(times, default=None),
         ended=max(times, default=None),
         missing=missing,
-        deploy=_read_json(run_root / "deploy.json", []) if (run_root / "deploy.json").exists() else None,
+        deploy=_read_deploy(run_root / DEPLOY_FILE, missing),
     )
     return RunRecord.model_validate(Redactor().value(record.model_dump()))
+
+
+def _read_deploy(path: Path, missing: list[str]) -> DeployResult | None:
+    try:
+        return read_deploy(path)
+    except EyasError as exc:
+        missing.append(str(exc))
+        return None
 
 
 def _read_json(path: Path, missing: list[str]) -> dict[str, Any]:

@@ -224,17 +224,17 @@ def production(record: RunRecord) -> str:
                  h(stop["restarted_because"])] for stop in stops]  # fmt: skip
         body += table(["phase", "service", "downtime", "load", "restarted because"], rows)
     if deploy:
-        verdict = "kept" if deploy["kept"] else "rolled back"
-        body += f"<p><strong>Drafter {verdict}:</strong> {h(deploy['reason'])}</p>"
-        if deploy.get("downtime_s") is not None:
-            body += f"<p>Production was down {deploy['downtime_s']:.0f} s (each restart until healthy again).</p>"
+        verdict = "kept" if deploy.kept else "rolled back"
+        body += f"<p><strong>Drafter {verdict}:</strong> {h(deploy.reason)}</p>"
+        if deploy.downtime_s is not None:
+            body += f"<p>Production was down {deploy.downtime_s:.0f} s (each restart until healthy again).</p>"
         rows = [
-            [h(label), fmt(probe["tokens_per_s"]), fmt(probe.get("mean_acceptance_length")),
-             fmt(probe.get("acceptance_rate")), h(probe["requests"])]
-            for label, probe in (("before", deploy.get("before")), ("with the drafter", deploy.get("after"))) if probe
+            [h(label), fmt(probe.tokens_per_s), fmt(probe.mean_acceptance_length), fmt(probe.acceptance_rate),
+             h(probe.requests)]
+            for label, probe in (("before", deploy.before), ("with the drafter", deploy.after)) if probe is not None
         ]  # fmt: skip
         body += table(["production", "tokens/s", "mean acceptance length", "acceptance rate", "probe requests"], rows)
-        body += f"<p>Drop-in {h(deploy['drop_in'])}:</p><pre>{h(deploy.get('drop_in_text', ''))}</pre>"
+        body += f"<p>Drop-in {h(deploy.drop_in)}:</p><pre>{h(deploy.drop_in_text)}</pre>"
     return section("production", "Production", body)
 
 

@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 
 from eyas.graph.context import RunContext
 from eyas.graph.downtime import RECORD, log_stop, restore, stop_start_commands, summary, write_record
-from eyas.graph.phases.deploy.record import DEPLOY_FILE
+from eyas.graph.phases.deploy.record import DEPLOY_FILE, deploy_record
 from eyas.graph.phases.deploy.tournament import Tournament, winner_config
 from eyas.graph.phases.evaluate.record import Evaluation
 from eyas.graph.phases.plan.node import production_load
@@ -34,7 +34,7 @@ from eyas.tools.private_files import write_private
 from eyas.tools.service.base import Service, ServiceError
 from eyas.tools.service.choose import production_service
 from eyas.tools.service.deploy import deploy, drop_in_text, share_drafter_command
-from eyas.tools.service.deploy_result import DeployResult
+from eyas.tools.service.deploy_result import NOT_DEPLOYED_YET, DeployResult
 from eyas.tools.service.keep_rule import method_words
 from eyas.tools.service.thresholds import Thresholds
 from eyas.tools.workloads.speculative import DRAFTER_METHOD, drafter_config
@@ -100,7 +100,7 @@ def planned_change(ctx: RunContext, speculative: dict[str, Any], state: RunState
         )
     text, argv = drop_in_text(unit, speculative)
     share = share_drafter_command(unit, speculative["model"]) if "model" in speculative else None
-    return service, DeployResult(kept=False, reason="not deployed yet", drop_in=path, drop_in_text=text,
+    return service, DeployResult(kept=False, reason=NOT_DEPLOYED_YET, drop_in=path, drop_in_text=text,
                                  share_drafter=share, argv_before=unit.exec_start,
                                  argv_deployed=argv)  # fmt: skip
 
@@ -225,10 +225,9 @@ def save_result(run: RunDir, result: DeployResult) -> None:
 def saved_result(ctx: RunContext) -> DeployResult | None:
     """This run's saved deploy when it still describes production: kept with its drop-in in place, or rolled back
     with none; and no unfinished deploy on record."""
-    path = ctx.run.root / DEPLOY_FILE
-    if not path.exists() or (ctx.run.root / RECORD).exists():
+    result = deploy_record(ctx.run)
+    if result is None or (ctx.run.root / RECORD).exists():
         return None
-    result = DeployResult.model_validate(json.loads(path.read_text()))
     present = ctx.host.exists(result.drop_in)
     matches = present and ctx.host.read_text(result.drop_in) == result.drop_in_text
     return result if (result.kept and matches) or (not result.kept and not present) else None

@@ -46,9 +46,9 @@ class DeployFacts(ScriptRecord):
     production: ProductionFigures | None  # None where production was not restarted with the drafter
 
 
-def deploy_facts(state: Mapping[str, Any], deployed: Mapping[str, Any] | None) -> DeployFacts:
-    if deployed is not None and deployed.get("reason") != "not deployed yet":
-        return _from_result(DeployResult.model_validate(deployed))
+def deploy_facts(state: Mapping[str, Any], deployed: DeployResult | None) -> DeployFacts:
+    if deployed is not None and deployed.acted:
+        return _from_result(deployed)
     run = run_facts(state)
     phase = run.deploy
     if phase is None:

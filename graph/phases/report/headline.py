@@ -10,14 +10,14 @@ from typing import Any
 from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.run_facts import run_facts
 from eyas.graph.state import DeployOutcome
-from eyas.tools.service.deploy_result import deployed_method
+from eyas.tools.service.deploy_result import DeployResult, deployed_method
 from eyas.tools.workloads.speculative import NGRAM_METHOD
 
 _REJECTED = re.compile(r"rejected at the (\S+) gate: (.*)", re.DOTALL)
 _BLOCKED = re.compile(r"the (\S+) phase was approved but cannot run")
 
 
-def headline(state: Mapping[str, Any], deployed: Mapping[str, Any] | None = None) -> str:
+def headline(state: Mapping[str, Any], deployed: DeployResult | None = None) -> str:
     """The run's outcome from its state and, when there is one, deploy.json (`deployed`): what `eyas deploy` or
     `eyas rollback` did last supersedes the deploy phase's own outcome."""
     run = run_facts(state)
@@ -25,10 +25,10 @@ def headline(state: Mapping[str, Any], deployed: Mapping[str, Any] | None = None
     if failure:
         where = failure["phase"] or "a job"
         return f"failed in {where}: job {failure['job_id']} {failure['status']}: {failure['diagnosis']}"
-    if deployed is not None and deployed.get("reason") != "not deployed yet":
-        if deployed.get("kept"):
-            return f"deployed ({_kept_method(deployed.get('argv_deployed'))} kept: {deployed.get('reason')})"
-        return f"rolled back: {deployed.get('reason')}"
+    if deployed is not None and deployed.acted:
+        if deployed.kept:
+            return f"deployed ({_kept_method(deployed.argv_deployed)} kept: {deployed.reason})"
+        return f"rolled back: {deployed.reason}"
     outcome = run.deploy
     if outcome is not None:
         # Kept or rolled back, production's own figures say it; otherwise the held-out evaluation's do.
@@ -61,9 +61,9 @@ def _deploy_outcome(outcome: DeployOutcome) -> str:
     return f"not deployed: {reason}"
 
 
-def _kept_method(argv: Any) -> str:
+def _kept_method(argv: list[str] | None) -> str:
     """What production kept, by the --speculative-config in its argv: n-gram speculation, else the drafter."""
-    return "n-gram speculation" if deployed_method(list(argv or [])) == NGRAM_METHOD else "drafter"
+    return "n-gram speculation" if deployed_method(argv or []) == NGRAM_METHOD else "drafter"
 
 
 def _stopped(stopped: str) -> str:

@@ -18,6 +18,7 @@ from eyas.graph.phases.deploy.tournament import candidates_at_one
 from eyas.graph.phases.evaluate.record import run_evaluation
 from eyas.graph.phases.report.deploy_facts import deploy_facts
 from eyas.graph.run_facts import run_facts
+from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.service.winner import Candidate, clears
 from eyas.tools.settings.units import figure
 from eyas.tools.workloads.speculative import DRAFTER_METHOD, NGRAM_METHOD
@@ -142,13 +143,13 @@ def _words(candidate: Candidate) -> str:
     return "n-gram speculation" + (f" at k={candidate.k}" if candidate.k is not None else "")
 
 
-def run_next_steps(state: Mapping[str, Any], deployed: Mapping[str, Any] | None, min_speedup: float) -> list[str]:
+def run_next_steps(state: Mapping[str, Any], deployed: DeployResult | None, min_speedup: float) -> list[str]:
     """The next steps of a run from its state and deploy.json; none before its evaluation."""
     measured = run_measured(state, deployed, min_speedup)
     return next_steps(measured) if measured is not None else []
 
 
-def run_measured(state: Mapping[str, Any], deployed: Mapping[str, Any] | None, min_speedup: float) -> Measured | None:
+def run_measured(state: Mapping[str, Any], deployed: DeployResult | None, min_speedup: float) -> Measured | None:
     """What `next_steps` weighs, from the run's evaluation, its deploy and its training curves."""
     evaluation = run_evaluation(state)
     if evaluation is None:

@@ -23,7 +23,7 @@ from eyas.graph.phases.servers import online_training
 from eyas.graph.run_facts import ProductionLog, run_facts
 from eyas.graph.state import DeployOutcome, RunState
 from eyas.tools.recording.redact import Redactor
-from eyas.tools.service.deploy_result import deployed_method
+from eyas.tools.service.deploy_result import DeployResult
 from eyas.tools.settings.units import format_size
 from eyas.tools.workloads.speculative import NGRAM_METHOD
 
@@ -277,37 +277,37 @@ def production_lines(production: ProductionLog) -> list[str]:
 DEPLOY_HEADING = "## Deploy"
 
 
-def deploy_lines(deploy: dict[str, Any]) -> list[str]:
+def deploy_lines(deploy: DeployResult) -> list[str]:
     """Production before and after the deployed method (the drafter, or n-gram speculation), as its own /metrics
     and probe requests measured it."""
-    verdict = "kept" if deploy["kept"] else "rolled back"
-    ngram = deployed_method(deploy.get("argv_deployed") or []) == NGRAM_METHOD
+    verdict = "kept" if deploy.kept else "rolled back"
+    ngram = deploy.method == NGRAM_METHOD
     name, after = ("N-gram speculation", "with n-gram speculation") if ngram else ("Drafter", "with the drafter")
-    lines = [DEPLOY_HEADING, "", f"**{name} {verdict}:** {md_text(deploy['reason'])}", ""]
+    lines = [DEPLOY_HEADING, "", f"**{name} {verdict}:** {md_text(deploy.reason)}", ""]
     lines += [
         "| production | tokens/s | mean acceptance length | acceptance rate | probe requests |",
         "|---|---|---|---|---|",
     ]
-    for label, probe in (("before", deploy.get("before")), (after, deploy.get("after"))):
-        if probe:
+    for label, probe in (("before", deploy.before), (after, deploy.after)):
+        if probe is not None:
             lines.append(
-                f"| {label} | {_fmt(probe['tokens_per_s'])} | {_fmt(probe.get('mean_acceptance_length'))} | "
-                f"{_fmt(probe.get('acceptance_rate'))} | {probe['requests']} |"
+                f"| {label} | {_fmt(probe.tokens_per_s)} | {_fmt(probe.mean_acceptance_length)} | "
+                f"{_fmt(probe.acceptance_rate)} | {probe.requests} |"
             )
-    if deploy.get("downtime_s") is not None:
-        lines += ["", f"Production was down {deploy['downtime_s']:.0f} s (each restart until it was healthy again)."]
-    now = deploy["argv_deployed"] if deploy["kept"] else deploy["argv_before"]
+    if deploy.downtime_s is not None:
+        lines += ["", f"Production was down {deploy.downtime_s:.0f} s (each restart until it was healthy again)."]
+    now = deploy.argv_deployed if deploy.kept else deploy.argv_before
     if now:
         lines += ["", f"Production runs: {md_code(shown_argv(now))}"]
-    removed = " (removed by the rollback)" if not deploy["kept"] else ""
-    lines += ["", f"Drop-in {md_code(deploy['drop_in'])}{removed}:"]
-    text = Redactor().text(deploy.get("drop_in_text", "").rstrip())
+    removed = " (removed by the rollback)" if not deploy.kept else ""
+    lines += ["", f"Drop-in {md_code(deploy.drop_in)}{removed}:"]
+    text = Redactor().text(deploy.drop_in_text.rstrip())
     ticks = fence(text, 3)  # production's argv is in it: no run of backticks in it closes the block
     lines += ["", ticks, text, ticks]
     return lines
 
 
-def deploy_section(outcome: DeployOutcome, result: dict[str, Any] | None) -> list[str]:
+def deploy_section(outcome: DeployOutcome, result: DeployResult | None) -> list[str]:
     """The deploy phase's end: production before and after when it restarted, else why production is untouched."""
     if result is not None and outcome.restarted:
         return deploy_lines(result)
@@ -322,7 +322,7 @@ def shown_argv(argv: list[str]) -> str:
     return shlex.join(Redactor().value(argv))
 
 
-def with_deploy(report: str, deploy: dict[str, Any], steps: list[str] | None = None) -> str:
+def with_deploy(report: str, deploy: DeployResult, steps: list[str] | None = None) -> str:
     """The report with its deploy section replaced by this one (a later deploy or rollback supersedes it), and its
     outcome and next steps (`steps`, as they read after it) with it."""
     lines: list[str] = []

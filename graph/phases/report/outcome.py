@@ -11,6 +11,7 @@ from eyas.graph.phases.evaluate.record import DRAFTER, NGRAM, TARGET_ALONE, Eval
 from eyas.graph.phases.report.deploy_facts import DeployFacts, ScriptRecord, deploy_facts
 from eyas.graph.phases.report.headline import headline
 from eyas.graph.phases.report.next_step import run_next_steps
+from eyas.tools.service.deploy_result import DeployResult
 
 
 class MethodFigures(ScriptRecord):
@@ -36,7 +37,7 @@ class RunOutcome(ScriptRecord):
     evaluated: list[MethodFigures]  # empty before the evaluation ended
 
 
-def run_outcome(state: Mapping[str, Any], deployed: Mapping[str, Any] | None, min_speedup: float) -> RunOutcome:
+def run_outcome(state: Mapping[str, Any], deployed: DeployResult | None, min_speedup: float) -> RunOutcome:
     """The outcome from the run's state and its deploy.json (`deployed`, what `eyas deploy` or `eyas rollback` did
     last, which supersedes the deploy phase's own outcome, as in the headline); its next steps held to the
     deploy_min_speedup of the policy the run started with (`min_speedup`)."""
