@@ -108,7 +108,7 @@ def summary(record: RunRecord) -> str:
     elif run_facts(state).phase == "report":
         body += missing("a drafter result: the run ended before its evaluation")
     else:
-        body += missing("a drafter result yet: the run has not reached its evaluation")
+        body += missing("a drafter result: the run has not reached its evaluation yet")
     return section("summary", "Summary", body)
 
 
