@@ -14,6 +14,7 @@ from eyas.graph.gates.failure import FailureView
 from eyas.graph.gates.view import GateView, read_view
 from eyas.graph.life.run_view import read_run, run_condition
 from eyas.graph.life.stored_outcome import known_state, stored_outcome
+from eyas.graph.phases.deploy.record import DEPLOY_FILE
 from eyas.graph.run_facts import run_facts
 from eyas.graph.runs import RunDir
 from eyas.tools.recording.redact import Redactor
@@ -55,9 +56,10 @@ class Snapshots:
 
 
 def _stamp(run: RunDir) -> tuple[int, ...]:
-    """Size and modification time of each file the snapshot is read from (0 for one not there)."""
+    """Size and modification time of each file the snapshot is read from (0 for one not there): the run's progress,
+    and deploy.json, which `eyas deploy` and `eyas rollback` write after the run ended."""
     stamp: list[int] = []
-    for path in run.progress_files:
+    for path in (*run.progress_files, run.root / DEPLOY_FILE):
         try:
             status = path.stat()
         except FileNotFoundError:
