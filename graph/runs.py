@@ -121,6 +121,11 @@ class RunDir:
         return self.root / TRANSCRIPT
 
     @property
+    def progress_files(self) -> tuple[Path, ...]:
+        """The files a run's progress is written to: its transcript, its checkpoint DB and that DB's write-ahead log."""
+        return self.transcript, self.checkpoints, self.checkpoints.with_name(self.checkpoints.name + "-wal")
+
+    @property
     def meta_path(self) -> Path:
         return self.root / "run.json"
 
@@ -147,6 +152,17 @@ class RunDir:
 
     def meta(self) -> dict[str, Any]:
         return json.loads(self.meta_path.read_text())
+
+    def last_change(self) -> float | None:
+        """When the run last wrote its transcript, checkpoint or run.json (epoch seconds): how long it has been
+        quiet, for a list of runs; None for a folder with none of them."""
+        times = []
+        for path in (*self.progress_files, self.meta_path):
+            try:
+                times.append(path.stat().st_mtime)
+            except OSError:
+                continue
+        return max(times, default=None)
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         self.create()

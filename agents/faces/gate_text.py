@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from eyas.agents.faces.progress_text import log_text
 from eyas.graph.gates.failure import FailureView
 from eyas.graph.gates.production import step_text
 from eyas.graph.gates.view import ClusterView, GateEstimate, GateView, ProductionEntry
@@ -86,7 +87,7 @@ def gate_sections(view: GateView | FailureView) -> list[Section]:
 def _failure_sections(view: FailureView) -> list[Section]:
     """The failed job, its status and the first diagnosis (graph/supervise.py's), then the end of its log."""
     failed = [Line("job", view.job_id), Line("status", view.status, alarm=True), Line("diagnosis", view.diagnosis)]
-    tail = view.log_tail[-LOG_TAIL_CHARS:]
+    tail = log_text(view.log_tail[-LOG_TAIL_CHARS:])
     return [Section("Failure", failed), *([Section("Log tail", [Line("log", tail)], log=True)] if tail else [])]
 
 

@@ -10,8 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eyas.agents.faces.progress_text import count_text, number
-from eyas.tools.settings.units import format_hours
+from eyas.agents.faces.progress_text import count_text, number, time_left_text
 
 EVERY_S = 60.0
 TENTHS = 10
@@ -68,6 +67,4 @@ def _time_left(
     eta = number(seen.get("eta_s"))
     if eta is None and done is not None and total and done > start.done and now > start.at:
         eta = (total - done) * (now - start.at) / (done - start.done)
-    if eta is None or eta < 0:
-        return None
-    return "under a minute left" if eta < 60 else f"{format_hours(eta / 3600)} left"
+    return None if eta is None else time_left_text(eta)

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from eyas.tools.jobs.job_progress import COUNTED_PHASE
-from eyas.tools.settings.units import figure, format_size
+from eyas.tools.jobs.job_progress import COUNTED_PHASE, merged
+from eyas.tools.settings.units import figure, format_hours, format_size
+from eyas.tools.workloads.progress import progress_lines
 
 TRAINING_PHASES = ("train", "resumed", "checkpoint", "val")  # their done/total are optimizer steps
 
@@ -65,3 +66,34 @@ def detail_text(seen: Mapping[str, Any]) -> str:
         if said:
             parts.append(said)
     return ", ".join(parts)
+
+
+def time_left_text(eta_s: float) -> str | None:
+    """'under a minute left', '1.5 h left'; None for an estimate below zero (a clock that stepped back)."""
+    if eta_s < 0:
+        return None
+    return "under a minute left" if eta_s < 60 else f"{format_hours(eta_s / 3600)} left"
+
+
+def line_text(row: Mapping[str, Any]) -> str:
+    """One progress line in words, as a log shows it to a person: 'progress: 7/24 (29%), 56.9 tokens/s, under a
+    minute left'; a line without a count says its phase ('progress: server')."""
+    seen = merged({}, row)
+    count = count_text(seen)
+    done, total = number(seen.get("done")), number(seen.get("total"))
+    if count and done is not None and total:
+        count += f" ({100 * done / total:.0f}%)"
+    eta = number(seen.get("eta_s"))
+    left = time_left_text(eta) if eta is not None else None
+    said = ", ".join(part for part in (count, detail_text(seen), left) if part)
+    return f"progress: {said or seen.get('phase') or 'reported'}"
+
+
+def log_text(log: str) -> str:
+    """A job's log with each progress line in words (tools/workloads/progress.py's protocol is for eyas, not for
+    the person reading the log); a torn one stays as it was written."""
+    lines = []
+    for line in log.splitlines():
+        row = next(progress_lines([line]), None)
+        lines.append(line if row is None else line_text(row))
+    return "\n".join(lines)

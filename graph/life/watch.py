@@ -276,19 +276,23 @@ def runs_listing(root: Path | None, now: float) -> list[dict[str, Any]]:
         listed = read_undamaged(run, lambda readable: _listed(readable, now))
         if isinstance(listed, Damage):
             listed = {"run": run.run_id, "phase": "", "state": "damaged", "damage": listed.text(), "driver": None,
-                      "report": None, "outcome": None}  # fmt: skip
+                      "report": None, "outcome": None, "waiting_at": None,
+                      "changed": run.last_change()}  # fmt: skip
         rows.append(listed)
     return rows
 
 
 def _listed(run: RunDir, now: float) -> dict[str, Any]:
     from eyas.graph.life.run_view import read_run, run_condition
-    from eyas.graph.life.stored_outcome import stored_outcome
+    from eyas.graph.life.stored_outcome import known_state, stored_outcome
     from eyas.graph.run_facts import run_facts
 
     view = read_run(run)
     report = str(run.report) if run.report.exists() else None
-    outcome = stored_outcome(run, view)
-    return {"run": run.run_id, "phase": run_facts(view.state).phase or "", "state": run_condition(run, view),
+    state = known_state(run, view)
+    outcome = stored_outcome(run, state)
+    waiting = view.pending[1] if view.pending else None
+    return {"run": run.run_id, "phase": run_facts(state).phase or "", "state": run_condition(run, view),
             "damage": None, "driver": driver_facts(run, now), "report": report,
-            "outcome": outcome.model_dump(mode="json") if outcome else None}  # fmt: skip
+            "outcome": outcome.model_dump(mode="json") if outcome else None, "waiting_at": waiting,
+            "changed": run.last_change()}  # fmt: skip

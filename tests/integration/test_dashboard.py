@@ -6,6 +6,8 @@ its resume at each named point of the launch (it is also the pipeline's "kill be
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import signal
 import subprocess
 import time
@@ -25,6 +27,7 @@ from eyas.graph.runs import RunDir
 from eyas.graph.state import GateAnswer
 from eyas.tools.settings.sizes import DEMO
 from eyas.tools.target.embedded import EmbeddedTarget
+from eyas.tools.workloads.progress import TAG
 from gated_runs import run_at_data_gate
 from pipeline_runs import (
     EYAS,
@@ -40,6 +43,8 @@ from pipeline_runs import (
 )
 
 REASON = 'fits the disk <b>really</b> & "quoted"'
+EXAMPLE = Path(__file__).resolve().parents[2] / "runs" / "examples" / "full-pipeline"
+RECORDED = "run-20261207-0000-recorded"
 HOSTILE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
 
 
@@ -65,15 +70,49 @@ def log_in(page: Page, served: Dashboard, problems: list[str]) -> None:
     page.on("pageerror", lambda error: problems.append(str(error)))
 
 
+def lead_under_the_title(page: Page) -> str:
+    """The text of the first thing under the run page's title bar, after checking it is the outcome line and that
+    nothing is drawn between them."""
+    found = page.evaluate(
+        """() => {
+            const bar = document.querySelector("header.bar"), first = bar.nextElementSibling.firstElementChild;
+            const gap = first.getBoundingClientRect().top - bar.getBoundingClientRect().bottom;
+            return {id: first.id, text: first.textContent, gap: gap};
+        }"""
+    )
+    assert found["id"] == "outcome" and 0 <= found["gap"] < 40, found
+    return str(found["text"])
+
+
 def test_log_in_and_approve_in_the_browser(gated: tuple[RunDir, Dashboard], browser: Browser) -> None:
     run, served = gated
     rolled_back(run.root)  # a deploy.json from an earlier deploy (`eyas deploy`), for the page's width below
+    recorded = run.root.parent / RECORDED  # ended, without a checkpoint; listed before run-gated by its id
+    shutil.copytree(EXAMPLE, recorded)
+    rolled_back(recorded)
     page = browser.new_page()
     problems: list[str] = []
     log_in(page, served, problems)
-    expect(page.locator("#runs")).to_contain_text("waiting at a gate")
+    # The list: the run waiting for an answer first and badged; each run's outcome, production's speedup and age.
+    rows = page.locator("#runs tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0).locator("td").nth(0)).to_have_text("run-gated waiting at the data gate for an answer")
+    expect(rows.nth(0).locator(".badge")).to_be_visible()
+    cells = rows.nth(1).locator("td")
+    expect(cells.nth(0)).to_have_text(RECORDED)
+    expect(cells.nth(1)).to_have_text("rolled back")
+    expect(cells.nth(2)).to_have_text("0.73x")  # production's own counters (deploy.json)
+    expect(cells.nth(3)).to_have_text(re.compile(r"^(just now|\d+ (min|h|d) ago)$"))
     page.click("text=run-gated")
 
+    # Under the title, where the run waits, never "not finished"; the answers right after it, on a phone too.
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        assert lead_under_the_title(page) == "waiting at the data gate for an answer"
+        approve = page.locator("#approve").bounding_box()
+        assert approve is not None and approve["y"] + approve["height"] <= 900, (width, approve)
+    for wrong in ("not finished", "ended before its evaluation"):
+        expect(page.locator("body")).not_to_contain_text(wrong)
     gate = page.locator("#gate")
     expect(gate.locator("h2")).to_have_text("Gate: data")
     expect(gate.locator("code.command")).to_contain_text("generate.py --input")  # the exact command
@@ -87,11 +126,16 @@ def test_log_in_and_approve_in_the_browser(gated: tuple[RunDir, Dashboard], brow
         assert page.evaluate("document.documentElement.scrollWidth") <= width
 
     # The live part follows the run's files: a job's log, as the driver's next poll reads it, appears by itself.
+    progress = TAG + json.dumps({"done": 120, "total": 400, "tokens_per_s": 41.5})
     poll = {"v": 1, "seq": 1, "kind": "command", "task": "monitor_data", "t": time.time(), "host": "local",
             "command": "tail -n 20 /w/jobs/run-gated.generate/log 2>/dev/null", "timeout": 30.0, "rc": 0,
-            "stdout": "eyas: started\nwrote 3 of 120 <conversations>\n"}  # fmt: skip
+            "stdout": f"eyas: started\nwrote 3 of 120 <conversations>\n{progress}\n"}  # fmt: skip
     run.transcript.write_text(json.dumps(poll) + "\n")
-    expect(page.locator("#live")).to_contain_text("wrote 3 of 120 <conversations>", timeout=30_000)
+    log = page.locator("#live pre.log")
+    expect(log).to_contain_text("wrote 3 of 120 <conversations>", timeout=30_000)
+    expect(log).to_contain_text("progress: 120/400 (30%), 41.5 tokens/s")  # in words, not the protocol's line
+    assert TAG.strip() not in page.content()
+    assert lead_under_the_title(page) == "waiting at the data gate for an answer"  # refreshed with the live part
 
     page.fill("#answer input[name=reason]", REASON)
     page.click("#approve")
@@ -100,6 +144,13 @@ def test_log_in_and_approve_in_the_browser(gated: tuple[RunDir, Dashboard], brow
     # Recorded as `eyas approve` records it, for the gate the run waits at; the driver reads it with answer_for.
     assert run.answer_for(gate_id) == GateAnswer(action="approve", reason=REASON, who="dashboard")
     assert page.evaluate("window.pwned") is None
+
+    # An ended run leads with its outcome and next step, as `eyas status` says them, at both widths.
+    page.goto(f"{served.url}/runs/{RECORDED}")
+    for width in (390, 1280):
+        page.set_viewport_size({"width": width, "height": 900})
+        assert lead_under_the_title(page).startswith("outcome: rolled back: speedup 0.73x")
+    expect(page.locator("#lead .step").first).to_contain_text("next step: ")
     assert problems == []
     page.close()
 

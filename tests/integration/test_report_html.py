@@ -182,7 +182,7 @@ def test_run_stopped_at_a_gate(example_run: Path) -> None:
     )
     html = render_html(example_run)
     assert "extract: no answer: the run stopped here" in html
-    assert "Not in this run: a drafter result: the run ended before its evaluation" in html
+    assert "Not in this run: a drafter result: the run has not reached its evaluation yet" in html
     assert "Not in this run: extraction progress" in html
     assert "Not in this run: training curves" in html
     assert "Requests done" in html and "Not in this run: generation progress" not in html  # what ran is still shown

@@ -110,3 +110,8 @@ def test_the_three_commands_say_the_same_of_the_recorded_example(tmp_path: Path)
     assert alone.tokens_per_s == EVALUATION["tokens_per_s_baseline"] and alone.speedup is None
     assert (drafter.method, drafter.mean_acceptance_length) == ("drafter", EVALUATION["mean_acceptance_length"])
     assert (ngram.method, ngram.speedup) == ("n-gram", EVALUATION["ngram"]["3"]["speedup"])
+    # Without a checkpoint, the phase is the one its transcript ended in, as its outcome is.
+    assert said["status"]["phase"] == "report"
+    assert next(row for row in said["runs"] if row["run"] == "full-pipeline")["phase"] == "report"
+    first = eyas("status", "full-pipeline", env=place).stdout.splitlines()[0]
+    assert first == "full-pipeline: phase report; idle", first

@@ -104,8 +104,10 @@ def say(text: str) -> None:
 def say_next_steps(steps: list[str]) -> None:
     """A run's next steps (graph/phases/report/next_step.py) as its last screen and `eyas status` say them: the
     first is the next step, the others follow it."""
-    for index, step in enumerate(steps):
-        say(f"{'also' if index else 'next step'}: {step}")
+    from eyas.graph.phases.report.next_step import labelled  # the graph's modules: not at every command's start
+
+    for label, step in labelled(steps):
+        say(f"{label}: {step}")
 
 
 def notice(message: str) -> None:

@@ -59,12 +59,12 @@ def write_single(run: RunDir, result: dict[str, Any]) -> Path:
     # The graph's modules (langgraph, ~0.5 s) load here, not at start-up of every eyas process.
     from eyas.agents.faces.report_html.page import write_html_report
     from eyas.graph.life.run_view import read_run
-    from eyas.graph.life.stored_outcome import stored_outcome
+    from eyas.graph.life.stored_outcome import known_state, stored_outcome
 
     view = read_run(run)
     path = write_html_report(run.root, view.state if view.started else None)
     console.print(f"report: {escape(str(path))}")
-    outcome = stored_outcome(run, view)
+    outcome = stored_outcome(run, known_state(run, view))
     result.update(run_id=run.run_id, html=str(path), markdown=str(run.report) if run.report.exists() else None,
                   outcome=outcome.model_dump(mode="json") if outcome else None)  # fmt: skip
     return path

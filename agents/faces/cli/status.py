@@ -26,15 +26,17 @@ def status_command(
 ) -> None:
     """Where a run is: its phase, the gate it waits at, each job with its progress, and the decisions so far."""
     from eyas.graph.life.run_view import read_run
-    from eyas.graph.life.stored_outcome import stored_outcome
+    from eyas.graph.life.stored_outcome import known_state, stored_outcome
     from eyas.graph.life.watch import driver_facts
 
     run = open_run(run_id)
     view = read_run(run)
-    state, pending = view.state, view.pending
-    jobs, unreachable = job_rows(run, state)
+    # A run without a checkpoint (a recorded one) is told from its transcript; its jobs are polled only from a
+    # checkpoint, the host of a copied run folder being another's.
+    state, pending = known_state(run, view), view.pending
+    jobs, unreachable = job_rows(run, view.state)
     evaluation = run_evaluation(state)
-    outcome = stored_outcome(run, view)
+    outcome = stored_outcome(run, state)
     summary = {
         "run_id": run_id,
         "outcome": outcome.model_dump(mode="json") if outcome else None,

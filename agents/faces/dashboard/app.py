@@ -22,6 +22,7 @@ from eyas.agents.faces.dashboard.auth import SESSION_COOKIE, SESSION_LIFETIME_S,
 from eyas.agents.faces.dashboard.forms import GateForm
 from eyas.agents.faces.dashboard.guards import HostCheck, SecurityHeaders, csrf_required, login_required
 from eyas.agents.faces.dashboard.snapshots import Snapshots
+from eyas.agents.faces.dashboard.standing import ListedRun, in_order, listed_run
 from eyas.graph.gates.view import GateView, read_view
 from eyas.graph.life.answers import pending_view, record_gate_answer
 from eyas.graph.life.watch import driver_phrase, runs_listing
@@ -88,10 +89,10 @@ class RunPages:
         return run if run is not None and run.meta_path.exists() else None
 
     async def runs(self, request: Request, csrf: str) -> Response:
-        def rows() -> list[tuple[str, str, str, str]]:
-            listed = runs_listing(self.runs_root, time.time())
-            return [(row["run"], row["phase"], row["damage"] or row["state"], driver_phrase(row["driver"]))
-                    for row in listed]  # fmt: skip
+        def rows() -> list[ListedRun]:
+            now = time.time()
+            return in_order([listed_run(row, driver_phrase(row["driver"]), now)
+                             for row in runs_listing(self.runs_root, now)])  # fmt: skip
 
         listed = await run_in_threadpool(rows)
         return HTMLResponse(views.runs_page(listed, str(self.runs_root), csrf))
@@ -108,7 +109,7 @@ class RunPages:
         if now.pending is not None:
             gate_id, view = now.pending
             gate = views.gate_panel(run.run_id, gate_id, view, csrf, run.answer_for(gate_id))
-        return HTMLResponse(views.run_page(run.run_id, gate, now.html, csrf, now.gate_id))
+        return HTMLResponse(views.run_page(run.run_id, now.lead, gate, now.html, csrf, now.gate_id))
 
     async def live_part(self, request: Request, csrf: str) -> Response:
         run = self.run_of(request)
@@ -118,7 +119,7 @@ class RunPages:
         if found is not None:
             return Response(found.text(), 409)
         now = await run_in_threadpool(self.snapshots.read, run)
-        return HTMLResponse(now.html, headers={"X-Eyas-Gate": now.gate_id or ""})
+        return HTMLResponse(views.live_parts(now.lead, now.html), headers={"X-Eyas-Gate": now.gate_id or ""})
 
     async def answer(self, request: Request, form: dict[str, str]) -> Response:
         run = self.run_of(request)

@@ -1,5 +1,6 @@
-// The run page's live part: fetch it again every few seconds and swap it in. When the run moves to another gate
-// (or leaves one), reload the whole page so that the gate's answer forms match. Forms are never touched here.
+// The run page's lead (its outcome) and live part: fetch them again every few seconds and swap each in. When the run
+// moves to another gate (or leaves one), reload the whole page so that the gate's answer forms match. Forms are never
+// touched here.
 "use strict";
 const live = document.getElementById("live");
 const EVERY_MS = 4000;
@@ -20,7 +21,14 @@ async function refresh() {
         window.location.reload();
         return;
       }
-      live.innerHTML = await response.text();
+      const parts = document.createElement("template");
+      parts.innerHTML = await response.text();
+      for (const part of parts.content.querySelectorAll("[data-part]")) {
+        const shown = document.getElementById(part.dataset.part);
+        if (shown) {
+          shown.innerHTML = part.innerHTML;
+        }
+      }
     }
   } catch (error) {
     // The dashboard restarted or the network blinked: try again at the next tick.

@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from eyas.agents.faces.dashboard.forms import SIZE_PREFIX
+from eyas.agents.faces.dashboard.standing import ListedRun
 from eyas.agents.faces.gate_text import Line, gate_sections, gate_title
+from eyas.agents.faces.progress_text import log_text
 from eyas.agents.faces.report_html.page import STYLE, navigation, report_body
 from eyas.agents.faces.report_html.record import RunRecord
-from eyas.agents.faces.report_html.sections import fmt, h, last_value, section, table
+from eyas.agents.faces.report_html.sections import fmt, h, last_value, section, table, waiting_text
 from eyas.graph.gates.failure import FailureView
 from eyas.graph.gates.view import GateView
 from eyas.graph.shard_total import phase_total
@@ -26,6 +28,8 @@ header.bar { display: flex; justify-content: space-between; align-items: baselin
 pre.log { background: #f6f8fa; padding: 0.5rem; overflow-x: auto; font-size: 0.8rem; max-height: 20rem; }
 code.command { white-space: pre-wrap; word-break: break-all; }
 .error { color: #d1242f; } progress { width: 10rem; }
+.badge { background: #fff8c5; border: 1px solid #d4a72c; border-radius: 4px; padding: 0 0.3rem; font-weight: bold;
+  white-space: nowrap; }
 """
 
 
@@ -61,22 +65,43 @@ def message_page(title: str, text: str) -> str:
     return document(f"eyas: {title}", f'<h1>{h(title)}</h1><p class="error">{h(text)}</p><p><a href="/">runs</a></p>')
 
 
-def runs_page(rows: Sequence[tuple[str, str, str, str]], root: str, csrf: str) -> str:
-    """The runs folder: each run with its phase, where it stands and its driver (see `driver_phrase`)."""
+def runs_page(runs: Sequence[ListedRun], root: str, csrf: str) -> str:
+    """The runs folder, runs waiting for an answer first (badged): each with its outcome, production's speedup, how
+    long it has been quiet, its phase, where it stands and its driver (see `driver_phrase`)."""
     cells = [
-        (f'<a href="/runs/{h(run_id)}">{h(run_id)}</a>', h(phase), h(condition), h(driver))
-        for run_id, phase, condition, driver in rows
-    ]
-    listing = table(("run", "phase", "state", "driver"), cells) if cells else "<p>No run yet.</p>"
+        (run_cell(run), h(run.outcome), h(run.speedup or "—"), h(run.age), h(run.phase), h(run.condition),
+         h(run.driver))
+        for run in runs
+    ]  # fmt: skip
+    headers = ("run", "outcome", "speedup in production", "last activity", "phase", "state", "driver")
+    listing = table(headers, cells) if cells else "<p>No run yet.</p>"
     return document("eyas runs", top_bar("eyas runs", csrf) + f'<p>In {h(root)}</p><div id="runs">{listing}</div>')
 
 
-def run_page(run_id: str, gate: str, live: str, csrf: str, gate_id: str | None) -> str:
-    """A run's page: its gate (answer forms stay put while the live part below refreshes) and the live part."""
+def run_cell(run: ListedRun) -> str:
+    link = f'<a href="/runs/{h(run.run_id)}">{h(run.run_id)}</a>'
+    return link if run.waiting is None else f'{link} <span class="badge">{h(waiting_text(run.waiting))}</span>'
+
+
+def run_page(run_id: str, lead: str, gate: str, live: str, csrf: str, gate_id: str | None) -> str:
+    """A run's page: under its title the outcome (or the gate it waits at, its answer forms right below), then the
+    gate's full view, then the live part. live.js refreshes the lead and the live part; the forms stay put."""
     attribute = h(gate_id or "")
-    body = top_bar(f"eyas run {h(run_id)}", csrf) + navigation() + gate
+    body = top_bar(f"eyas run {h(run_id)}", csrf) + f'<div id="lead">{lead}</div>' + gate + navigation()
     body += f'<div id="live" data-run="{h(run_id)}" data-gate="{attribute}">{live}</div>'
     return document(f"eyas run {run_id}", body, script=True)
+
+
+def lead(lines: Sequence[str]) -> str:
+    """The outcome line (see standing.lead_lines) in bold, the next steps after it."""
+    first, *rest = lines
+    steps = "".join(f'<p class="step">{h(line)}</p>' for line in rest)
+    return f'<p id="outcome"><strong>{h(first)}</strong></p>' + steps
+
+
+def live_parts(lead_html: str, live: str) -> str:
+    """What live.js swaps in, each part by the id of the element it fills."""
+    return f'<div data-part="lead">{lead_html}</div><div data-part="live">{live}</div>'
 
 
 # -- the live part ----------------------------------------------------------------------------------------------
@@ -113,7 +138,8 @@ def jobs_table(record: RunRecord) -> str:
 
 def log_tails(record: RunRecord) -> str:
     parts = [
-        f'<h3>Log of {h(job_id)}</h3><pre class="log">{h(tail)}</pre>' for job_id, tail in record.log_tails.items()
+        f'<h3>Log of {h(job_id)}</h3><pre class="log">{h(log_text(tail))}</pre>'
+        for job_id, tail in record.log_tails.items()
     ]
     return "".join(parts)
 
@@ -122,7 +148,8 @@ def log_tails(record: RunRecord) -> str:
 
 
 def gate_panel(run_id: str, gate_id: str, view: GateView | FailureView, csrf: str, answered: GateAnswer | None) -> str:
-    """The gate's full view (plan, verification, exact commands; or the failure and its log) and its answers."""
+    """The gate's answers first (on a phone they stay on the first screen), then its full view (plan,
+    verification, exact commands; or the failure and its log)."""
     shown = gate_body(view)
     if answered is not None:
         note = (f"Answered: {answered.action} by {answered.who}: {answered.reason or 'no reason given'}. A waiting "
@@ -133,7 +160,7 @@ def gate_panel(run_id: str, gate_id: str, view: GateView | FailureView, csrf: st
     kind = "failure" if isinstance(view, FailureView) else "approval"
     title = gate_title(view)
     title = title[:1].upper() + title[1:]
-    return f'<section class="gate {kind}" id="gate"><h2>{h(title)}</h2>{shown}{forms}</section>'
+    return f'<section class="gate {kind}" id="gate"><h2>{h(title)}</h2>{forms}{shown}</section>'
 
 
 def gate_body(view: GateView | FailureView) -> str:

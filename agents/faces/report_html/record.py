@@ -50,6 +50,7 @@ class RunRecord(BaseModel):
     ended: float | None = None
     missing: list[str] = Field(default_factory=list, description="what the run folder lacks, said in the report")
     deploy: DeployResult | None = Field(None, description="deploy.json: the drafter put into production, or not")
+    waiting: str | None = Field(None, description="the gate the run waits at ('the data gate'), on the dashboard")
 
     def job_progress(self, phase: str) -> list[dict[str, Any]]:
         """The progress rows of a phase's jobs (a retried phase has several), in time order."""
@@ -57,9 +58,9 @@ class RunRecord(BaseModel):
         return sorted(rows, key=lambda row: float(row.get("time", 0.0)))
 
 
-def load_record(run_root: Path, state: dict[str, Any] | None = None) -> RunRecord:
+def load_record(run_root: Path, state: dict[str, Any] | None = None, waiting: str | None = None) -> RunRecord:
     """The record of the run in `run_root`, with `state` as its final state when given, else folded from the
-    transcript's events. Secrets are redacted from everything it holds."""
+    transcript's events; `waiting` the gate it waits at, if any. Secrets are redacted from everything it holds."""
     missing: list[str] = []
     meta = _read_json(run_root / "run.json", missing)
     try:
@@ -83,6 +84,7 @@ def load_record(run_root: Path, state: dict[str, Any] | None = None) -> RunRecor
         ended=max(times, default=None),
         missing=missing,
         deploy=_read_deploy(run_root / DEPLOY_FILE, missing),
+        waiting=waiting,
     )
     return RunRecord.model_validate(Redactor().value(record.model_dump()))
 

@@ -13,9 +13,10 @@ from eyas.agents.faces.report_html.charts import Chart, bar_chart, gantt
 from eyas.agents.faces.report_html.record import RunRecord
 from eyas.graph.phases.evaluate.record import Evaluation, run_evaluation
 from eyas.graph.phases.report.headline import headline
-from eyas.graph.phases.report.next_step import run_next_steps
+from eyas.graph.phases.report.next_step import labelled, run_next_steps
 from eyas.graph.phases.report.node import EVALUATION_KEYS, SIDE_BY_SIDE, side_by_side_rows
 from eyas.graph.policy import started_policy
+from eyas.graph.run_facts import run_facts
 from eyas.graph.state import run_plan
 
 JOB_PHASES = ("data", "extract", "vocab", "train", "evaluate")
@@ -79,8 +80,8 @@ def summary(record: RunRecord) -> str:
     target = record.config.get("target", {})
     rows = [
         ("run", h(record.run_id)),
-        ("outcome", h(headline(state, record.deploy))),
-        *(("next step" if index == 0 else "also", h(step)) for index, step in enumerate(next_steps_of(record))),
+        ("outcome", h(outcome_text(record))),
+        *((label, h(step)) for label, step in labelled(next_steps_of(record))),
         ("target", h(f"{target.get('model', '?')} at {target.get('base_url', '?')}") if target else "—"),
         ("total time", h(hours_text(record.ended - record.started) if record.started and record.ended else "—")),
         ("GPU-hours", h(gpu_hours(record))),
@@ -104,9 +105,20 @@ def summary(record: RunRecord) -> str:
         body += "".join(f'<p class="disagreement">{h(note)}</p>' for note in evaluation.disagreement_notes())
         if not any(result.intervals for result in results.values()):
             body += missing("confidence intervals (this evaluation predates them)")
-    else:
+    elif run_facts(state).phase == "report":
         body += missing("a drafter result: the run ended before its evaluation")
+    else:
+        body += missing("a drafter result: the run has not reached its evaluation yet")
     return section("summary", "Summary", body)
+
+
+def outcome_text(record: RunRecord) -> str:
+    """The run's outcome in one line; a run waiting at a gate has none yet, and says where it waits."""
+    return waiting_text(record.waiting) if record.waiting else headline(record.state, record.deploy)
+
+
+def waiting_text(gate: str) -> str:
+    return f"waiting at {gate} for an answer"
 
 
 def next_steps_of(record: RunRecord) -> list[str]:

@@ -143,6 +143,11 @@ def _words(candidate: Candidate) -> str:
     return "n-gram speculation" + (f" at k={candidate.k}" if candidate.k is not None else "")
 
 
+def labelled(steps: list[str]) -> list[tuple[str, str]]:
+    """The steps as every face says them: the first is the next step, the others follow it ("also")."""
+    return [("also" if index else "next step", step) for index, step in enumerate(steps)]
+
+
 def run_next_steps(state: Mapping[str, Any], deployed: DeployResult | None, min_speedup: float) -> list[str]:
     """The next steps of a run from its state and deploy.json; none before its evaluation."""
     measured = run_measured(state, deployed, min_speedup)
