@@ -14,6 +14,12 @@ SizeValue = bool | int | str  # a size as JSON keeps it: a switch, a count, or a
 PROMPT_SOURCES = ("sharegpt", "shipped")
 EXTRACTION_BACKENDS = ("auto", "hf", "vllm")
 EXTRACTION_MODES = ("auto", "offline", "online", "hybrid")
+# The sizes that take one of a few words (a prompt source may also be a path), for completion and the help.
+SIZE_CHOICES: dict[str, tuple[str, ...]] = {
+    "prompt_source": PROMPT_SOURCES,
+    "extraction_mode": EXTRACTION_MODES,
+    "extraction_backend": EXTRACTION_BACKENDS,
+}
 
 
 def known_prompt_source(source: str) -> str:

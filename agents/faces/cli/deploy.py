@@ -19,6 +19,7 @@ import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
+from eyas.agents.faces.cli.completion import run_argument
 from eyas.agents.faces.cli.console import console, json_result, say
 from eyas.agents.faces.cli.deploy_choice import MethodOption, hand_choice
 from eyas.agents.faces.cli.flags import JsonOption
@@ -142,7 +143,7 @@ YesOption = Annotated[
 
 
 def deploy_command(
-    run_id: Annotated[str, typer.Argument(help="the run whose trained drafter goes into production")],
+    run_id: Annotated[str, run_argument("the run whose trained drafter goes into production")],
     drafter: Annotated[
         str | None,
         typer.Option(help="deploy this drafter directory on the host (default: the run's, where the drafter wins)"),
@@ -275,7 +276,7 @@ def deploy_command(
 
 
 def rollback_command(
-    run_id: Annotated[str, typer.Argument(help="the run whose drafter eyas deployed")],
+    run_id: Annotated[str, run_argument("the run whose drafter eyas deployed")],
     yes: YesOption = False,
     dry_run: Annotated[
         bool,

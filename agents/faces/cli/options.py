@@ -10,10 +10,11 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
+from eyas.agents.faces.cli.completion import choices_completer
 from eyas.agents.faces.cli.console import notice
 from eyas.tools.config_source import ConfigSource, find_config
 from eyas.tools.settings.config import EyasConfig, format_validation_error
-from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO, Sizes, SizeValue, shown_size, starting_sizes
+from eyas.tools.settings.sizes import DEFAULT_SIZES, DEMO, SIZE_CHOICES, Sizes, SizeValue, shown_size, starting_sizes
 
 
 def use_config(flag: Path | None) -> tuple[EyasConfig, ConfigSource]:
@@ -36,7 +37,9 @@ def size_option(name: str, *flags: str) -> Any:
     field = Sizes.model_fields[name]
     default, demo = shown_size(getattr(DEFAULT_SIZES, name)), shown_size(getattr(DEMO, name))
     defaults = f"default {default}; {demo} on the embedded default"
-    return typer.Option(*flags, help=f"{field.description} ({defaults})", show_default=False)
+    choices = SIZE_CHOICES.get(name)
+    completer = choices_completer(choices) if choices else None
+    return typer.Option(*flags, help=f"{field.description} ({defaults})", show_default=False, autocompletion=completer)
 
 
 def chosen_sizes(embedded: bool, **chosen: SizeValue | None) -> Sizes:

@@ -6,6 +6,7 @@ from typing import Annotated, Any, cast
 
 import typer
 
+from eyas.agents.faces.cli.completion import run_argument
 from eyas.agents.faces.cli.console import json_result, say
 from eyas.agents.faces.cli.flags import JsonOption
 from eyas.graph.runs import open_run
@@ -26,7 +27,10 @@ from eyas.tools.settings.units import format_size
 
 
 def publish_command(
-    run_id: Annotated[str, typer.Argument(help="the run whose trained drafter is uploaded (see `eyas runs`)")],
+    run_id: Annotated[
+        str,
+        run_argument("the run whose trained drafter is uploaded (see `eyas runs`)"),
+    ],
     repo: Annotated[str, typer.Option("--repo", help="the hub repo, ORG/NAME; created when it does not exist")],
     private: Annotated[
         bool, typer.Option("--private", help="make a new repo private (an existing repo keeps its visibility)")

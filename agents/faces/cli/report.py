@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from eyas.agents.faces.cli.completion import complete_run_id
 from eyas.agents.faces.cli.console import console, json_result
 from eyas.agents.faces.cli.flags import JsonOption
 from eyas.graph.runs import RunDir, open_run
@@ -18,7 +19,11 @@ from eyas.graph.runs import RunDir, open_run
 def report_command(
     run_ids: Annotated[
         list[str],
-        typer.Argument(metavar="RUN", help="the run (see `eyas runs`); with --compare, the runs to put beside it"),
+        typer.Argument(
+            metavar="RUN",
+            help="the run (see `eyas runs`); with --compare, the runs to put beside it",
+            autocompletion=complete_run_id,
+        ),
     ],
     compare: Annotated[
         bool,

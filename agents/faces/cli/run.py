@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
+from eyas.agents.faces.cli.completion import run_argument
 from eyas.agents.faces.cli.console import console, errors, json_result, notice, print_json, say_next_steps
 from eyas.agents.faces.cli.detach import DetachOption, detach_driver, same_command
 from eyas.agents.faces.cli.evaluation_tables import evaluation_table, latency_table
@@ -216,7 +217,7 @@ def print_dry_run(walk: dict[str, Any], as_json: bool) -> None:
 
 
 def resume_command(
-    run_id: Annotated[str, typer.Argument(help="the run to continue (see `eyas runs`)")],
+    run_id: Annotated[str, run_argument("the run to continue (see `eyas runs`)")],
     detach: DetachOption = False,
 ) -> None:
     """Continue a run from its last checkpoint: finished work is not redone, running jobs are re-attached,
@@ -238,7 +239,7 @@ def resume_command(
 
 
 def approve_command(
-    run_id: Annotated[str, typer.Argument(help="the run waiting at a gate")],
+    run_id: Annotated[str, run_argument("the run waiting at a gate")],
     reject: Annotated[bool, typer.Option(help="reject the phase instead (the run ends with its report)")] = False,
     retry: Annotated[bool, typer.Option(help="at a failure gate: relaunch the failed jobs (they resume)")] = False,
     abort: Annotated[bool, typer.Option(help="at a failure gate: end the run")] = False,

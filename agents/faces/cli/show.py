@@ -12,6 +12,7 @@ from rich.console import JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
+from eyas.agents.faces.cli.completion import complete_run_id
 from eyas.agents.faces.cli.console import console, errors, print_json
 from eyas.agents.faces.cli.flags import JsonOption
 from eyas.agents.faces.cli.show_summary import count, human_duration, started_at, summarize, summary_text
@@ -51,6 +52,7 @@ def show_command(
         typer.Argument(
             metavar="RUN",
             help="a run id (see `eyas runs`), a run's folder, or a transcript.jsonl (runs/<run_id>/transcript.jsonl)",
+            autocompletion=complete_run_id,
         ),
     ],
     task: Annotated[

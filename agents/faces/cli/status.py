@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from eyas.agents.faces.cli.completion import run_argument
 from eyas.agents.faces.cli.console import console, decision_text, print_json, say, say_next_steps
 from eyas.agents.faces.cli.flags import JsonOption
 from eyas.agents.faces.cli.id_cells import add_id_column, shown_ids
@@ -21,7 +22,7 @@ from eyas.tools.exit_codes import ExitCode, exit_codes_help
 
 
 def status_command(
-    run_id: Annotated[str, typer.Argument(help="the run")],
+    run_id: Annotated[str, run_argument("the run")],
     json_output: JsonOption = False,
 ) -> None:
     """Where a run is: its phase, the gate it waits at, each job with its progress, and the decisions so far."""

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from eyas.agents.faces.cli.completion import run_argument
 from eyas.agents.faces.cli.console import console, json_result
 from eyas.agents.faces.cli.options import positive_seconds
 from eyas.graph.life.heartbeat import HEARTBEAT_INTERVAL_S
@@ -30,7 +31,8 @@ def _say(message: str) -> None:
 
 def watch_command(
     run_id: Annotated[
-        str | None, typer.Argument(help="the run to watch (default: every run in the runs folder)")
+        str | None,
+        run_argument("the run to watch (default: every run in the runs folder)"),
     ] = None,
     interval: Annotated[
         float, typer.Option(help="seconds between looks", callback=positive_seconds)
