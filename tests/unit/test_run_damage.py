@@ -120,6 +120,8 @@ def test_the_watch_says_each_damage_once_and_goes_on(runs: Path) -> None:
     assert watched.code == 0 and "Traceback" not in out, out
     for name, (_, _, diagnosis) in DAMAGE.items():
         assert out.count(f"Run run-{name} is damaged: {diagnosis}") == 1, (name, out)
+    # The healthy run is said in a line of its own: what the watch found of it.
+    assert out.count("run run-healthy: ended (") == 1, out
 
 
 @pytest.mark.parametrize("command", ["status", "resume", "approve", "report"])

@@ -15,7 +15,7 @@ from eyas.agents.faces.cli.completion import run_argument
 from eyas.agents.faces.cli.console import console, json_result
 from eyas.agents.faces.cli.options import positive_seconds
 from eyas.graph.life.heartbeat import HEARTBEAT_INTERVAL_S
-from eyas.graph.life.watch import MAX_RESTARTS, SETTLED, Watcher
+from eyas.graph.life.watch import MAX_RESTARTS, SETTLED, Condition, Watcher
 from eyas.graph.run_damage import Damage, read_undamaged
 from eyas.graph.runs import RunDir, list_runs, run_dir, runs_root
 from eyas.tools.errors import NotFound
@@ -77,15 +77,23 @@ def watch_command(
                    once, result)  # fmt: skip
 
 
+NO_RUNS = "no run here has a driver to watch yet (`eyas run` and `eyas resume` start one)"
+
+
 def watch_runs(watcher: Watcher, run_id: str | None, interval: float, once: bool, result: dict[str, Any]) -> None:
     """Look at the runs every `interval` seconds; `result["runs"]` holds what the last look found of each."""
     only = watched_run(run_id) if run_id else None
     _say(f"watching {only.run_id if only else f'the runs in {runs_root()}'} every {interval:g} s")
     told: set[str] = set()  # each damage is said once, not at every look
+    seen: dict[str, Condition] = {}  # each run's condition is said when first seen and when it changes
     while True:
         look: list[dict[str, str]] = []
         result["runs"] = look
-        for run in [only] if only else _watchable():
+        watched = [only] if only else _watchable()
+        if not watched and NO_RUNS not in told:
+            told.add(NO_RUNS)
+            _say(NO_RUNS)
+        for run in watched:
             found = read_undamaged(run, watcher.tend)  # a damaged run never stops the watch of the others
             if isinstance(found, Damage):
                 look.append({"run": run.run_id, "damage": found.text()})
@@ -98,6 +106,9 @@ def watch_runs(watcher: Watcher, run_id: str | None, interval: float, once: bool
             if only is not None and found.condition in SETTLED:
                 _say(f"run {run.run_id}: {found.condition.value} ({found.detail}); nothing more to watch")
                 return
+            if seen.get(run.run_id) is not found.condition:
+                seen[run.run_id] = found.condition
+                _say(f"run {run.run_id}: {found.condition.value} ({found.detail})")
         if once:
             return
         time.sleep(interval)
