@@ -8,13 +8,15 @@ from typing import Any
 
 import typer
 
-from eyas.graph.runs import list_runs
 from eyas.tools.errors import EyasError
 
 
 def complete_run_id(incomplete: str) -> list[str]:
     """The runs whose id starts with what was typed, newest first (ids begin with their start time); none where
-    the runs folder cannot be read (completion must never print an error into the shell's line)."""
+    the runs folder cannot be read (completion must never print an error into the shell's line). The runs module
+    is imported here, not at the top: every command's --help imports this module, and needs none of it."""
+    from eyas.graph.runs import list_runs
+
     try:
         ids = [run.run_id for run in list_runs()]
     except (EyasError, OSError):
