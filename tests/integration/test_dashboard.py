@@ -103,6 +103,9 @@ def test_log_in_and_approve_in_the_browser(gated: tuple[RunDir, Dashboard], brow
     expect(cells.nth(1)).to_have_text("rolled back")
     expect(cells.nth(2)).to_have_text("0.73x")  # production's own counters (deploy.json)
     expect(cells.nth(3)).to_have_text(re.compile(r"^(just now|\d+ (min|h|d) ago)$"))
+    page.set_viewport_size({"width": 390, "height": 900})  # the list on a phone: nothing scrolls the page sideways
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.set_viewport_size({"width": 1280, "height": 900})
     page.click("text=run-gated")
 
     # Under the title, where the run waits, never "not finished"; the answers right after it, on a phone too.
