@@ -27,7 +27,6 @@ from eyas.graph.phases.deploy.node import (
     run_policy,
     steps,
 )
-from eyas.graph.phases.deploy.tournament import Tournament
 from eyas.graph.phases.evaluate.record import Evaluation
 from eyas.graph.policy import Policy, judge_deploy
 from eyas.graph.run_facts import run_facts
@@ -65,21 +64,6 @@ def _figures(evaluation: Evaluation | None, policy: Policy, restart_s: float, so
     }
 
 
-def k_per_batch_size(tournament: Tournament, speculative: dict[str, Any] | None) -> str | None:
-    """Where the best k differs between concurrency 1 and the run's: the k per batch size production drafts, or,
-    where the host's vLLM cannot vary k, the recommendation and the one k it runs; None where one k is best."""
-    schedule = tournament.k_schedule()
-    if schedule is None or speculative is None:
-        return None
-    if SCHEDULE_KEY in speculative:
-        return schedule.text()
-    return (
-        f"recommended: {schedule.text()}; not applied, as the host's vLLM cannot vary k with the batch size "
-        f"({SCHEDULE_KEY}, in vLLM 0.32): production drafts k={speculative['num_speculative_tokens']}, the "
-        "deciding concurrency's best"
-    )
-
-
 def deploy_view(ctx: RunContext, state: RunState) -> GateView:
     """What the deploy gate shows (and `eyas run --dry-run` lists): the winner beside every candidate, the numbers,
     the change, the downtime, the rollback. A deploy that cannot happen says why instead of its change."""
@@ -103,7 +87,7 @@ def deploy_view(ctx: RunContext, state: RunState) -> GateView:
         figures["evaluation winner"] = f"{choice.winner.name}: {choice.reason}"
         figures.update({f"candidate {name}": text for name, text in proposed.tournament.rows().items()})
         figures["concurrencies disagree"] = proposed.tournament.disagreement()  # None: not shown
-        k_text = k_per_batch_size(proposed.tournament, speculative)
+        k_text = proposed.tournament.k_per_batch_size(SCHEDULE_KEY in speculative) if speculative else None
         if k_text is not None:
             change["k_per_batch_size"] = figures["k per batch size"] = k_text
     parts: dict[str, Any] = {"commands": []}

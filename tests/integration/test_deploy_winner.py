@@ -81,6 +81,7 @@ def check_kept(state: dict, result: DeployResult, production_target: EmbeddedTar
     # Production's own /metrics count speculative decoding.
     assert "speculative decoding counters present" in service(production_target).health().message
     assert "**N-gram speculation kept:** speedup" in state["report"]
+    assert "**k per batch size:** k=2 with up to 4 request(s) in flight, k=3 above" in state["report"]
     assert result.before is not None and result.after is not None and result.speedup is not None
     assert result.reason.startswith(f"speedup {result.speedup:.2f}x reaches the threshold 0.01x")
     print(f"n-gram k=2 on production: {result.after.tokens_per_s:.1f} tokens/s, {result.before.tokens_per_s:.1f} "

@@ -3,7 +3,6 @@ over an evaluation's JSON at both concurrencies (graph/phases/deploy/tournament.
 
 from __future__ import annotations
 
-from eyas.graph.gates.deploy import k_per_batch_size
 from eyas.graph.phases.deploy.tournament import tournament, winner_config
 from eyas.graph.phases.evaluate.record import Evaluation
 from eyas.tools.service.k_schedule import KSchedule, k_schedule
@@ -127,13 +126,13 @@ def test_one_method_best_at_different_k_by_concurrency_drafts_a_k_per_batch_size
         "method": "eagle3", "model": "/d", "num_speculative_tokens": 3,
         "num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 16, 1]],
     }  # fmt: skip
-    shown = k_per_batch_size(found, winner_config(found.choice.winner, "/d", schedule))
+    shown = found.k_per_batch_size(applied=True)
     assert shown == (
         "k=3 with up to 4 request(s) in flight, k=1 above (the best k measured at concurrency 1 and at 16; the switch "
         "at their geometric middle)"
     )
     # A vLLM without the schedule: the recommendation, and the one k production drafts.
-    told = k_per_batch_size(found, winner_config(found.choice.winner, "/d"))
+    told = found.k_per_batch_size(applied=False)
     assert told is not None and told.startswith("recommended: k=3 with up to 4") and "production drafts k=3" in told
     # Nothing to vary: the same k at both, different methods, or no bench at the run's concurrency.
     assert tournament(Evaluation.model_validate(EVALUATION), 1.0, 0.05, 16, "one").k_schedule() is None

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from eyas.graph.phases.evaluate.record import Evaluation
-from eyas.tools.service.k_schedule import KSchedule, k_schedule
+from eyas.tools.service.k_schedule import SCHEDULE_KEY, KSchedule, k_schedule
 from eyas.tools.service.winner import Candidate, Choice, Method, choose
 from eyas.tools.workloads.speculative import drafter_config, ngram_config
 
@@ -50,6 +50,20 @@ class Tournament(BaseModel):
         if run is None or one.method != run.method or one.k is None or run.k is None:
             return None
         return k_schedule(one.k, run.k, self.run_concurrency)
+
+    def k_per_batch_size(self, applied: bool) -> str | None:
+        """Where the best k differs between concurrency 1 and the run's: the k per batch size production drafts
+        (`applied`), or, where the host's vLLM cannot vary k, the recommendation and the one k production runs."""
+        schedule = self.k_schedule()
+        if schedule is None:
+            return None
+        if applied:
+            return schedule.text()
+        return (
+            f"recommended: {schedule.text()}; not applied, as the host's vLLM cannot vary k with the batch size "
+            f"({SCHEDULE_KEY}, in vLLM 0.32): production drafts k={self.choice.winner.k}, the deciding "
+            "concurrency's best"
+        )
 
     def rows(self) -> dict[str, str]:
         """Every candidate's figures at both concurrencies, by name, as the gate shows them beside the winner."""
