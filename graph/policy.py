@@ -201,12 +201,14 @@ def _judge_production(policy: Policy, estimate: PhaseEstimate, blockers: list[st
 
 def deploy_tournament(policy: Policy, evaluation: Mapping[str, Any] | None, run_concurrency: int) -> Tournament | None:
     """Every candidate the evaluation measured and the winner, by the policy's thresholds; None before it ran."""
-    if not evaluation:
-        return None
+    return policy_tournament(policy, Evaluation.model_validate(evaluation), run_concurrency) if evaluation else None
+
+
+def policy_tournament(policy: Policy, evaluation: Evaluation, run_concurrency: int) -> Tournament:
+    """The tournament over an evaluation already read, by the policy's thresholds and deciding concurrency."""
     return tournament(
-        Evaluation.model_validate(evaluation), policy.deploy_min_speedup, policy.deploy_ngram_margin, run_concurrency,
-        policy.deploy_concurrency,
-    )  # fmt: skip
+        evaluation, policy.deploy_min_speedup, policy.deploy_ngram_margin, run_concurrency, policy.deploy_concurrency
+    )
 
 
 def judge_deploy(policy: Policy, evaluation: Mapping[str, Any] | None, run_concurrency: int) -> Verdict:

@@ -26,13 +26,13 @@ from eyas.graph.phases.deploy.node import (
     read_evaluation,
     run_policy,
     steps,
+    varies_k,
 )
 from eyas.graph.phases.evaluate.record import Evaluation
 from eyas.graph.policy import Policy, judge_deploy
 from eyas.graph.run_facts import run_facts
 from eyas.graph.state import ApprovalAction, GateAnswer, RunState
 from eyas.tools.errors import EyasError
-from eyas.tools.service.k_schedule import SCHEDULE_KEY
 from eyas.tools.service.keep_rule import method_words
 
 CHOICES: tuple[ApprovalAction, ...] = ("approve", "reject")  # an edit has nothing to change here
@@ -87,7 +87,7 @@ def deploy_view(ctx: RunContext, state: RunState) -> GateView:
         figures["evaluation winner"] = f"{choice.winner.name}: {choice.reason}"
         figures.update({f"candidate {name}": text for name, text in proposed.tournament.rows().items()})
         figures["concurrencies disagree"] = proposed.tournament.disagreement()  # None: not shown
-        k_text = proposed.tournament.k_per_batch_size(SCHEDULE_KEY in speculative) if speculative else None
+        k_text = proposed.tournament.k_per_batch_size(varies_k(state))
         if k_text is not None:
             change["k_per_batch_size"] = figures["k per batch size"] = k_text
     parts: dict[str, Any] = {"commands": []}

@@ -12,7 +12,6 @@ from eyas.graph.context import RunContext
 from eyas.graph.downtime import LOG, restore, summary
 from eyas.graph.phases.deploy.node import run_policy, varies_k
 from eyas.graph.phases.deploy.record import deploy_record
-from eyas.graph.phases.deploy.tournament import tournament
 from eyas.graph.phases.evaluate.bench_record import LATENCY_HEADERS, Bench
 from eyas.graph.phases.evaluate.record import MEASURE_LABELS, TARGET_ALONE, Evaluation, run_evaluation
 from eyas.graph.phases.report.drafter_card import make_ready_to_publish
@@ -21,6 +20,7 @@ from eyas.graph.phases.report.markdown import fence, md_code, md_text
 from eyas.graph.phases.report.next_step import run_next_steps
 from eyas.graph.phases.report.what_ran import list_files, size_rows, what_ran_rows
 from eyas.graph.phases.servers import online_training
+from eyas.graph.policy import policy_tournament
 from eyas.graph.run_facts import ProductionLog, run_facts
 from eyas.graph.state import DeployOutcome, RunState
 from eyas.tools.recording.redact import Redactor
@@ -71,9 +71,7 @@ def render_report(state: RunState, ctx: RunContext) -> str:
         lines += [line for note in evaluation.disagreement_notes() for line in ("", md_text(note))]
         if evaluation.bench is not None:
             lines += latency_lines(evaluation.bench)
-        policy = run_policy(ctx)
-        found = tournament(evaluation, policy.deploy_min_speedup, policy.deploy_ngram_margin, run.sizes.concurrency,
-                           policy.deploy_concurrency)  # fmt: skip
+        found = policy_tournament(run_policy(ctx), evaluation, run.sizes.concurrency)
         k_text = found.k_per_batch_size(varies_k(state))
         if k_text is not None:
             lines += ["", f"**k per batch size:** {md_text(k_text)}"]
